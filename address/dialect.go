@@ -1,0 +1,108 @@
+package address
+
+import (
+	"net/url"
+	"strings"
+)
+
+// Dialect says how a broker spells addresses. The zero value is Artemis.
+type Dialect uint8
+
+const (
+	// Artemis: address names with the queue/topic capabilities; FQQN supported.
+	Artemis Dialect = iota
+	// RabbitMQ4: the v2 address format /queues/NAME and /exchanges/NAME.
+	RabbitMQ4
+	// ServiceBus: entity paths; topic subscriptions are TOPIC/subscriptions/NAME.
+	ServiceBus
+)
+
+func (d Dialect) String() string {
+	switch d {
+	case Artemis:
+		return "Artemis"
+	case RabbitMQ4:
+		return "RabbitMQ4"
+	case ServiceBus:
+		return "ServiceBus"
+	}
+	return "unknown"
+}
+
+// Role says which end of a link an address is rendered for; a topic is spelt
+// differently for a publisher and for a subscriber on some brokers.
+type Role uint8
+
+const (
+	// Send renders a link target.
+	Send Role = iota
+	// Receive renders a link source.
+	Receive
+)
+
+// Node is an address as it goes on the wire: the terminus address and the
+// capabilities to ask for.
+type Node struct {
+	Address      string
+	Capabilities []string
+	// Queue is set when the dialect needs a queue declared before the link
+	// attaches (RabbitMQ4 topic subscriptions); Exchange is what it binds to.
+	Queue    string
+	Exchange string
+}
+
+var (
+	capQueue = []string{"queue"}
+	capTopic = []string{"topic"}
+)
+
+// Render spells a for dialect d. subscription names the subscriber's own node
+// when a topic is received on a broker that needs one (RabbitMQ4, ServiceBus).
+func Render(d Dialect, a Address, role Role, subscription string) (Node, error) {
+	if err := a.Validate(); err != nil {
+		e := err.(*Error)
+		e.Dialect = d
+		return Node{}, e
+	}
+	if a.kind == KindRaw {
+		return Node{Address: a.name}, nil
+	}
+	_, _, fq := a.FQQN()
+	switch d {
+	case Artemis:
+		if a.kind == KindQueue {
+			return Node{Address: a.name, Capabilities: capQueue}, nil
+		}
+		return Node{Address: a.name, Capabilities: capTopic}, nil
+	case RabbitMQ4:
+		if fq {
+			return Node{}, &Error{Address: a, Dialect: d, Reason: "fully qualified queue names are an Artemis feature"}
+		}
+		if a.kind == KindQueue {
+			return Node{Address: "/queues/" + url.PathEscape(a.name)}, nil
+		}
+		if role == Send {
+			return Node{Address: "/exchanges/" + url.PathEscape(a.name)}, nil
+		}
+		if subscription == "" {
+			return Node{}, &Error{Address: a, Dialect: d, Reason: "a topic subscription needs a subscription name"}
+		}
+		q := a.name + "." + subscription
+		return Node{Address: "/queues/" + url.PathEscape(q), Queue: q, Exchange: a.name}, nil
+	case ServiceBus:
+		if fq {
+			return Node{}, &Error{Address: a, Dialect: d, Reason: "fully qualified queue names are an Artemis feature"}
+		}
+		if a.kind == KindTopic && role == Receive {
+			if subscription == "" {
+				return Node{}, &Error{Address: a, Dialect: d, Reason: "a topic subscription needs a subscription name"}
+			}
+			if strings.Contains(subscription, "/") {
+				return Node{}, &Error{Address: a, Dialect: d, Reason: "subscription name may not contain '/'"}
+			}
+			return Node{Address: a.name + "/subscriptions/" + subscription}, nil
+		}
+		return Node{Address: a.name}, nil
+	}
+	return Node{}, &Error{Address: a, Dialect: d, Reason: "unknown dialect"}
+}

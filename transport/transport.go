@@ -1,0 +1,170 @@
+// Package transport is the seam between the actors and the wire: small
+// interfaces for a connection, a session and the two kinds of link. The
+// go-amqp implementation lives in transport/amqpwire; the in-process broker
+// (package inproc) implements the same interfaces.
+//
+// Every method that talks to a peer may block, so actors call them only from
+// goroutines they own, never from Receive. Every such method takes a context
+// and returns by its deadline.
+package transport
+
+import (
+	"context"
+	"errors"
+
+	"github.com/Azure/go-amqp"
+
+	"github.com/amqpactor/amqpactor/address"
+	"github.com/amqpactor/amqpactor/messages"
+)
+
+// ErrNotSupported is wrapped by every error that reports a feature the peer or
+// the wire library does not have (e.g. transactions on go-amqp).
+var ErrNotSupported = errors.New("not supported")
+
+// Connector opens connections to one broker.
+type Connector interface {
+	// Dialect says how addresses are spelt on this broker.
+	Dialect() address.Dialect
+	// Connect opens one connection.
+	Connect(ctx context.Context) (Conn, error)
+	// String describes the connector for logs and the tree. It never
+	// contains credentials.
+	String() string
+}
+
+// Features says what a connection can do beyond plain links.
+type Features struct {
+	// DynamicSource: the broker creates a temporary node for a receiver
+	// attached with ReceiverOptions.Dynamic. When false, a transport may still
+	// honour Dynamic by declaring a private reply queue itself.
+	DynamicSource bool
+	// Transactions: the Conn implements Transactional.
+	Transactions bool
+}
+
+// Conn is one AMQP connection.
+type Conn interface {
+	NewSession(ctx context.Context) (Session, error)
+	// Done is closed when the connection ends, by Close or by failure.
+	Done() <-chan struct{}
+	// Err says why Done was closed (nil after a clean Close).
+	Err() error
+	Features() Features
+	Close(ctx context.Context) error
+}
+
+// Session is one AMQP session.
+type Session interface {
+	NewSender(ctx context.Context, o SenderOptions) (Sender, error)
+	NewReceiver(ctx context.Context, o ReceiverOptions) (Receiver, error)
+	Close(ctx context.Context) error
+}
+
+// SettleMode is the sender settle mode of a link. The zero value is Mixed.
+type SettleMode uint8
+
+const (
+	// Mixed lets each transfer choose (the default).
+	Mixed SettleMode = iota
+	// Unsettled: every transfer waits for the receiver's outcome.
+	Unsettled
+	// Settled: every transfer is pre-settled, at-most-once.
+	Settled
+)
+
+func (m SettleMode) String() string {
+	switch m {
+	case Unsettled:
+		return "unsettled"
+	case Settled:
+		return "settled"
+	}
+	return "mixed"
+}
+
+// SenderOptions configures a sender link.
+type SenderOptions struct {
+	Address    address.Address
+	SettleMode SettleMode
+}
+
+// Sender is a sender link.
+type Sender interface {
+	// Send writes m. For a settled transfer it returns a nil Receipt once the
+	// transfer is written; otherwise the Receipt yields the peer's outcome.
+	// Send does not wait for the outcome, so sends can be pipelined.
+	Send(ctx context.Context, m *amqp.Message, settled bool) (Receipt, error)
+	// Address is the target as attached.
+	Address() string
+	Close(ctx context.Context) error
+}
+
+// Receipt yields the outcome of one unsettled transfer.
+type Receipt interface {
+	Wait(ctx context.Context) (messages.Outcome, error)
+}
+
+// ReceiverOptions configures a receiver link.
+type ReceiverOptions struct {
+	// Address is the source; zero when Dynamic.
+	Address address.Address
+	// Dynamic asks for a temporary node that lives as long as the link (a
+	// reply address). Receiver.Address reports it.
+	Dynamic bool
+	// Subscription names this subscriber's own node when a topic is received
+	// on a broker that needs one (RabbitMQ4 queue, ServiceBus subscription).
+	Subscription string
+	// Settled asks the peer to send pre-settled transfers (at-most-once).
+	Settled bool
+	// Credit is the window the runtime will grant; transports use it to size
+	// their buffers. Credit is only granted through IssueCredit.
+	Credit uint32
+	// ClassicQueue asks a RabbitMQ4 dialect to declare a classic queue
+	// instead of the default quorum queue.
+	ClassicQueue bool
+}
+
+// Receiver is a receiver link with manual credit: the peer sends only what
+// IssueCredit has granted.
+type Receiver interface {
+	// Address is the source as attached (the broker's address when Dynamic).
+	Address() string
+	// IssueCredit adds n to the link credit.
+	IssueCredit(n uint32) error
+	// Receive blocks for the next transfer.
+	Receive(ctx context.Context) (*amqp.Message, error)
+	// Settle sends the outcome for m. It fails when the link m came from has
+	// ended; the delivery is then the broker's again.
+	Settle(ctx context.Context, m *amqp.Message, o messages.Outcome) error
+	Close(ctx context.Context) error
+}
+
+// Transactional is implemented by a Conn whose peer has a transaction
+// coordinator.
+type Transactional interface {
+	Begin(ctx context.Context) (Txn, error)
+}
+
+// Txn is one declared transaction.
+type Txn interface {
+	// Publish sends m to a inside the transaction.
+	Publish(ctx context.Context, a address.Address, m *amqp.Message) error
+	Commit(ctx context.Context) error
+	Rollback(ctx context.Context) error
+}
+
+// LinkError reports a link that was refused or ended by the peer. It names the
+// address and carries the broker's condition.
+type LinkError struct {
+	Address string
+	// Op is "attach", "send", "receive" or "detach".
+	Op  string
+	Err error // usually *amqp.Error or *amqp.LinkError
+}
+
+func (e *LinkError) Error() string {
+	return "amqpactor: " + e.Op + " " + e.Address + ": " + e.Err.Error()
+}
+
+func (e *LinkError) Unwrap() error { return e.Err }
