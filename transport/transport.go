@@ -15,7 +15,6 @@ import (
 	"github.com/Azure/go-amqp"
 
 	"github.com/amqpactor/amqpactor/address"
-	"github.com/amqpactor/amqpactor/messages"
 )
 
 // ErrNotSupported is wrapped by every error that reports a feature the peer or
@@ -102,7 +101,7 @@ type Sender interface {
 
 // Receipt yields the outcome of one unsettled transfer.
 type Receipt interface {
-	Wait(ctx context.Context) (messages.Outcome, error)
+	Wait(ctx context.Context) (Outcome, error)
 }
 
 // ReceiverOptions configures a receiver link.
@@ -136,7 +135,7 @@ type Receiver interface {
 	Receive(ctx context.Context) (*amqp.Message, error)
 	// Settle sends the outcome for m. It fails when the link m came from has
 	// ended; the delivery is then the broker's again.
-	Settle(ctx context.Context, m *amqp.Message, o messages.Outcome) error
+	Settle(ctx context.Context, m *amqp.Message, o Outcome) error
 	Close(ctx context.Context) error
 }
 

@@ -1,0 +1,170 @@
+package messages
+
+import (
+	"context"
+	"time"
+
+	"github.com/Azure/go-amqp"
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/amqpactor/amqpactor/address"
+	"github.com/amqpactor/amqpactor/transport"
+)
+
+// The actor protocol. Actors talk only through these types and PIDs; a
+// message that expects an answer carries a buffered channel (Done, Reply) so
+// the asker can also give up with its context.
+
+// ConnUp tells a child of the connection actor that a connection is ready.
+// Children open their sessions on it; they keep their queued work meanwhile.
+type ConnUp struct{ Conn transport.Conn }
+
+// ConnDown tells the children that the connection ended.
+type ConnDown struct{ Err error }
+
+// Delivery is one transfer, handed from the receiver to the dispatcher and a
+// partition worker.
+type Delivery struct {
+	// ID numbers the delivery within its receiver; Link numbers the link it
+	// came on. A Disposition for an older Link is dropped: the broker has
+	// already taken the delivery back.
+	ID, Link uint64
+	Message  *Message
+	// Ctx ends when the link ends, so handlers stop work nobody can settle.
+	Ctx context.Context
+	// From is the receiver that wants the Disposition.
+	From *actor.PID
+}
+
+// Disposition is a handler's verdict, sent back to the receiver.
+type Disposition struct {
+	ID, Link uint64
+	Outcome  Outcome
+}
+
+// Publish asks the publisher to send Message to Address. Done receives nil
+// once the broker accepted it (or, for a settled publish, once it is written).
+type Publish struct {
+	Ctx     context.Context
+	Address address.Address
+	Message *amqp.Message
+	Settled bool
+	Done    chan<- error
+}
+
+// Handler runs once per delivery; BatchHandler once per batch.
+type (
+	Handler      func(ctx context.Context, m *Message) error
+	BatchHandler func(ctx context.Context, ms []*Message) error
+	// Outcomer maps a handler's result and its delivery to an outcome.
+	Outcomer func(ctx context.Context, err error, m *Message) Outcome
+)
+
+// Subscription describes one subscription: enough for its session actor to
+// attach, re-attach and dispatch.
+type Subscription struct {
+	Name       string
+	Address    address.Address
+	Credit     uint32
+	Partitions int
+	Settled    bool // at-most-once
+	Classic    bool // RabbitMQ4: classic queue instead of quorum
+
+	Handler      Handler
+	BatchHandler BatchHandler
+	BatchSize    int
+	BatchWait    time.Duration
+	Outcome      Outcomer
+}
+
+// Subscribe asks the connection to run a subscription; Done receives the
+// result of its first attach.
+type Subscribe struct {
+	Spec *Subscription
+	Done chan<- error
+}
+
+// Unsubscribe detaches one subscription. Its unsettled deliveries go back to
+// the broker. Done is closed when it is gone.
+type Unsubscribe struct {
+	Name string
+	Ctx  context.Context
+	Done chan<- error
+}
+
+// Drain is the first step of a graceful stop: stop taking new work, finish
+// and settle what is in flight, detach links and end sessions, by Ctx's
+// deadline. Done receives the first error met.
+type Drain struct {
+	Ctx  context.Context
+	Done chan<- error
+}
+
+// Pause stops granting credit to a subscription; Resume grants it again.
+type (
+	Pause  struct{ Name string }
+	Resume struct{ Name string }
+)
+
+// Request asks the requests actor for a reply to Message.
+type Request struct {
+	Ctx     context.Context
+	Address address.Address
+	Message *Message
+	Reply   chan<- Reply
+}
+
+// Reply is the answer to a Request.
+type Reply struct {
+	Message *Message
+	Err     error
+}
+
+// CancelRequest forgets a request whose caller gave up.
+type CancelRequest struct{ Key string }
+
+// Begin asks the txn actor for a transaction.
+type Begin struct {
+	Ctx   context.Context
+	Reply chan<- BeginResult
+}
+
+// BeginResult answers Begin.
+type BeginResult struct {
+	Txn transport.Txn
+	Err error
+}
+
+// TxnEnded tells the txn actor a transaction was discharged.
+type TxnEnded struct{ Committed bool }
+
+// Describe asks an actor for its Node; it answers Described with ctx.Respond.
+type Describe struct{}
+
+// Described is an actor's own node and the PIDs of its children, which the
+// asker describes in turn: no actor ever waits for another.
+type Described struct {
+	Node     *Node
+	Children []*actor.PID
+}
+
+// Node is one actor in the tree returned by App.Tree.
+type Node struct {
+	Name      string            `json:"name"`
+	Kind      string            `json:"kind"`
+	PID       string            `json:"pid"`
+	Address   string            `json:"address,omitempty"`
+	State     string            `json:"state,omitempty"`
+	Restarts  int               `json:"restarts"`
+	LastError string            `json:"lastError,omitempty"`
+	Counters  map[string]uint64 `json:"counters,omitempty"`
+	Children  []*Node           `json:"children,omitempty"`
+}
+
+// States of a node.
+const (
+	StateAttaching  = "attaching"
+	StateAttached   = "attached"
+	StateDetached   = "detached"
+	StateRestarting = "restarting"
+)
