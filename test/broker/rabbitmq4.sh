@@ -1,0 +1,298 @@
+#!/usr/bin/env bash
+# rabbitmq4.sh — the RabbitMQ 4.0 test broker for amqpactor's live suites.
+#
+# RabbitMQ 4.0 speaks AMQP 1.0 natively. It is taken from Debian 13 (trixie)
+# and run in a chroot so that it works on older hosts (Debian 12 ships 3.10,
+# which is not a target). Nothing but the defaults is enabled.
+#
+# Usage:
+#   rabbitmq4.sh start       install (once) and start the broker; reuse one that already answers
+#   rabbitmq4.sh stop        stop the broker, but only if this script started it
+#   rabbitmq4.sh url         print the AMQP URL of the broker (guest/guest on loopback)
+#   rabbitmq4.sh status      say whether the broker answers and who started it
+#   rabbitmq4.sh ctl ARGS..  run rabbitmqctl -n rabbit4@localhost ARGS inside the chroot
+#
+# Environment:
+#   AMQPACTOR_RABBIT_DIR   chroot directory (default /var/lib/amqpactor/rabbitmq4-chroot)
+#   AMQPACTOR_RABBIT_PORT  AMQP port on 127.0.0.1 and ::1 (default 5673)
+#
+# Needs root (chroot, mount). Progress goes to stderr; only `url` and `ctl`
+# write to stdout.
+set -euo pipefail
+
+DIR=${AMQPACTOR_RABBIT_DIR:-/var/lib/amqpactor/rabbitmq4-chroot}
+PORT=${AMQPACTOR_RABBIT_PORT:-5673}
+NODE=rabbit4@localhost
+SUITE=trixie
+MARKER="$DIR/var/lib/rabbitmq/amqpactor-started"
+
+# Bounds on every wait, in seconds.
+APT_TIMEOUT=600
+DEBOOTSTRAP_TIMEOUT=1200
+STARTUP_TIMEOUT=120
+STOP_TIMEOUT=60
+CTL_TIMEOUT=60
+
+log() { printf 'rabbitmq4.sh: %s\n' "$*" >&2; }
+die() {
+	log "error: $*"
+	exit 1
+}
+
+need_root() {
+	[ "$(id -u)" -eq 0 ] || die "must run as root (chroot and mount need it)"
+}
+
+# answers HOST PORT: true when something accepts TCP connections there.
+answers() {
+	timeout 2 bash -c "exec 3<>/dev/tcp/$1/$2" 2>/dev/null
+}
+
+# free_port FROM: print the first port >= FROM that nothing listens on.
+free_port() {
+	local p=$1
+	while [ "$p" -lt $(($1 + 200)) ]; do
+		if ! answers 127.0.0.1 "$p" && ! port_listed "$p"; then
+			echo "$p"
+			return 0
+		fi
+		p=$((p + 1))
+	done
+	die "no free port in $1..$(($1 + 199))"
+}
+
+# port_listed PORT: true when ss lists a listener on PORT (any address).
+port_listed() {
+	command -v ss >/dev/null 2>&1 || return 1
+	ss -Hltn "sport = :$1" 2>/dev/null | grep -q .
+}
+
+installed() {
+	[ -x "$DIR/usr/lib/rabbitmq/bin/rabbitmq-server" ] &&
+		chroot "$DIR" dpkg-query -W -f='${Status}' rabbitmq-server 2>/dev/null | grep -q 'install ok installed'
+}
+
+ensure_debootstrap() {
+	command -v debootstrap >/dev/null 2>&1 && return 0
+	command -v apt-get >/dev/null 2>&1 || die "debootstrap is missing and there is no apt-get to install it"
+	log "installing debootstrap"
+	export DEBIAN_FRONTEND=noninteractive
+	if ! timeout "$APT_TIMEOUT" apt-get install -y -q debootstrap >&2; then
+		log "apt-get install failed; running apt-get update first"
+		timeout "$APT_TIMEOUT" apt-get update -q >&2
+		timeout "$APT_TIMEOUT" apt-get install -y -q debootstrap >&2
+	fi
+	command -v debootstrap >/dev/null 2>&1 || die "debootstrap still missing after apt-get install"
+}
+
+ensure_installed() {
+	if installed; then
+		log "reusing the chroot in $DIR"
+		return 0
+	fi
+	ensure_debootstrap
+	log "installing Debian $SUITE with rabbitmq-server into $DIR (about 40 s and 370 MB)"
+	mkdir -p "$DIR"
+	if ! timeout "$DEBOOTSTRAP_TIMEOUT" debootstrap --variant=minbase --include=rabbitmq-server "$SUITE" "$DIR" >&2; then
+		die "debootstrap failed; see $DIR/debootstrap/debootstrap.log (remove $DIR to start over)"
+	fi
+	installed || die "rabbitmq-server is not installed in $DIR after debootstrap"
+}
+
+proc_mounted() {
+	# /proc/self/mounts lists mount points with spaces escaped; DIR has none in practice.
+	awk -v m="$DIR/proc" '$2 == m { found = 1 } END { exit !found }' /proc/self/mounts
+}
+
+ensure_proc() {
+	if proc_mounted; then
+		return 0
+	fi
+	log "mounting proc in $DIR/proc"
+	mount -t proc proc "$DIR/proc"
+}
+
+ensure_hosts() {
+	# The node is rabbit4@localhost: the chroot must resolve localhost itself.
+	local hosts="$DIR/etc/hosts"
+	if ! grep -Eq '^[[:space:]]*127\.0\.0\.1[[:space:]]+(.*[[:space:]])?localhost([[:space:]]|$)' "$hosts" 2>/dev/null; then
+		log "adding localhost to $hosts"
+		printf '127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\n' >>"$hosts"
+	fi
+}
+
+write_config() {
+	local dist_port=$1 epmd_port=$2
+	mkdir -p "$DIR/etc/rabbitmq"
+	cat >"$DIR/etc/rabbitmq/rabbitmq.conf" <<-EOF
+		# Written by amqpactor's test/broker/rabbitmq4.sh; rewritten on every start.
+		listeners.tcp.default = $PORT
+		loopback_users = none
+	EOF
+	# ERL_EPMD_PORT gives the chroot its own epmd, so it never meets (or
+	# registers with, or is killed along with) an epmd of the host.
+	cat >"$DIR/etc/rabbitmq/rabbitmq-env.conf" <<-EOF
+		# Written by amqpactor's test/broker/rabbitmq4.sh; rewritten on every start.
+		NODENAME=$NODE
+		DIST_PORT=$dist_port
+		ERL_EPMD_PORT=$epmd_port
+	EOF
+}
+
+ctl() {
+	timeout "$CTL_TIMEOUT" chroot "$DIR" env HOME=/var/lib/rabbitmq rabbitmqctl -n "$NODE" "$@"
+}
+
+# chroot_pids NAME: pids of processes called NAME whose root is the chroot.
+chroot_pids() {
+	local want p root comm
+	want=$(readlink -f "$DIR")
+	for p in /proc/[0-9]*; do
+		comm=
+		read -r comm 2>/dev/null <"$p/comm" || continue
+		[ "$comm" = "$1" ] || continue
+		root=$(readlink "$p/root" 2>/dev/null || true)
+		[ "$root" = "$want" ] && echo "${p#/proc/}"
+	done
+	return 0
+}
+
+beam_pid() {
+	# The Erlang VM is called beam.smp on multi-core machines, beam on others.
+	{ chroot_pids beam.smp; chroot_pids beam; } | head -n1
+}
+
+cmd_start() {
+	need_root
+	if answers 127.0.0.1 "$PORT"; then
+		if [ -f "$MARKER" ]; then
+			log "a broker started by this script already answers on 127.0.0.1:$PORT; reusing it"
+		else
+			log "something already answers on 127.0.0.1:$PORT (not started by this script); reusing it"
+		fi
+		return 0
+	fi
+	ensure_installed
+	ensure_hosts
+	ensure_proc
+	if [ -n "$(beam_pid)" ]; then
+		die "an Erlang VM already runs in $DIR but nothing answers on port $PORT; stop it first ($0 stop, or $0 ctl stop)"
+	fi
+
+	local dist_port epmd_port
+	dist_port=$(free_port 25673)
+	epmd_port=$(free_port 14369)
+	[ "$dist_port" != "$epmd_port" ] || die "port search returned the same port twice"
+	write_config "$dist_port" "$epmd_port"
+	rm -f "$MARKER"
+
+	log "starting RabbitMQ (node $NODE, AMQP port $PORT, distribution port $dist_port, epmd port $epmd_port)"
+	timeout "$STARTUP_TIMEOUT" chroot "$DIR" env HOME=/var/lib/rabbitmq rabbitmq-server -detached >&2 ||
+		die "rabbitmq-server -detached failed; logs are in $DIR/var/log/rabbitmq"
+	# Record at once that we started it, so that stop cleans up even when
+	# startup does not finish.
+	printf 'epmd_port=%s\ndist_port=%s\nport=%s\n' "$epmd_port" "$dist_port" "$PORT" >"$MARKER"
+
+	log "waiting for the node to start (at most ${STARTUP_TIMEOUT}s)"
+	# await_startup fails at once while the VM has not yet registered with
+	# epmd, so it is retried until the deadline.
+	local deadline=$((SECONDS + STARTUP_TIMEOUT)) i out
+	while :; do
+		if out=$(timeout 30 chroot "$DIR" env HOME=/var/lib/rabbitmq \
+			rabbitmqctl -n "$NODE" await_startup --timeout 25 2>&1); then
+			break
+		fi
+		if [ "$SECONDS" -ge "$deadline" ]; then
+			printf '%s\n' "$out" >&2
+			die "the node did not start in ${STARTUP_TIMEOUT}s; logs are in $DIR/var/log/rabbitmq"
+		fi
+		if [ -z "$(beam_pid)" ]; then
+			printf '%s\n' "$out" >&2
+			die "the Erlang VM exited during startup; logs are in $DIR/var/log/rabbitmq"
+		fi
+		sleep 1
+	done
+	for i in $(seq 1 50); do
+		answers 127.0.0.1 "$PORT" && break
+		sleep 0.2
+	done
+	answers 127.0.0.1 "$PORT" || die "the node started but nothing answers on 127.0.0.1:$PORT"
+	echo "beam_pid=$(beam_pid)" >>"$MARKER"
+	log "RabbitMQ is up: $(cmd_url)"
+}
+
+cmd_stop() {
+	need_root
+	if [ ! -f "$MARKER" ]; then
+		log "no broker started by this script in $DIR; nothing to stop"
+		return 0
+	fi
+	local epmd_port
+	epmd_port=$(sed -n 's/^epmd_port=//p' "$MARKER")
+	log "stopping node $NODE"
+	if ! ctl stop >&2; then
+		log "rabbitmqctl stop failed; killing the VM"
+	fi
+	local i pid
+	for i in $(seq 1 $((STOP_TIMEOUT * 5))); do
+		[ -z "$(beam_pid)" ] && break
+		sleep 0.2
+	done
+	pid=$(beam_pid)
+	if [ -n "$pid" ]; then
+		log "the VM (pid $pid) did not stop in ${STOP_TIMEOUT}s; killing it"
+		kill -KILL "$pid" 2>/dev/null || true
+	fi
+	# epmd was started by the VM with our private port; only processes whose
+	# root is the chroot are touched.
+	for pid in $(chroot_pids epmd); do
+		log "stopping the chroot's epmd (pid $pid, port ${epmd_port:-?})"
+		kill "$pid" 2>/dev/null || true
+	done
+	for i in $(seq 1 25); do
+		[ -z "$(chroot_pids epmd)" ] && break
+		sleep 0.2
+	done
+	for pid in $(chroot_pids epmd); do
+		kill -KILL "$pid" 2>/dev/null || true
+	done
+	rm -f "$MARKER"
+	if proc_mounted; then
+		log "unmounting $DIR/proc"
+		umount "$DIR/proc" || umount -l "$DIR/proc" || log "could not unmount $DIR/proc"
+	fi
+	log "stopped"
+}
+
+cmd_url() {
+	echo "amqp://guest:guest@127.0.0.1:$PORT/"
+}
+
+cmd_status() {
+	if answers 127.0.0.1 "$PORT"; then
+		if [ -f "$MARKER" ]; then
+			log "up on 127.0.0.1:$PORT (started by this script)"
+		else
+			log "something answers on 127.0.0.1:$PORT (not started by this script)"
+		fi
+		return 0
+	fi
+	log "nothing answers on 127.0.0.1:$PORT"
+	return 1
+}
+
+case "${1:-}" in
+start) cmd_start ;;
+stop) cmd_stop ;;
+url) cmd_url ;;
+status) cmd_status ;;
+ctl)
+	shift
+	need_root
+	ctl "$@"
+	;;
+*)
+	echo "usage: $0 start|stop|url|status|ctl ARGS..." >&2
+	exit 2
+	;;
+esac
