@@ -108,6 +108,8 @@ type (
 
 // Request asks the requests actor for a reply to Message.
 type Request struct {
+	// Key is the correlation the reply must carry (see CorrelationKey).
+	Key     string
 	Ctx     context.Context
 	Address address.Address
 	Message *Message

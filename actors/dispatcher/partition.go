@@ -1,0 +1,177 @@
+package dispatcher
+
+import (
+	"context"
+	"fmt"
+	"runtime/debug"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/amqpactor/amqpactor/actors"
+	"github.com/amqpactor/amqpactor/internal/workq"
+	"github.com/amqpactor/amqpactor/messages"
+)
+
+// A partition actor owns one worker goroutine that runs the handler for its
+// deliveries one at a time, in arrival order. The actor only queues; the
+// worker replies with a Disposition straight to the receiver.
+type partition struct {
+	env   *actors.Env
+	spec  *messages.Subscription
+	index int
+	q     *workq.Q[*messages.Delivery]
+
+	handled, failed, running atomic.Uint64
+}
+
+func newPartition(env *actors.Env, spec *messages.Subscription, index int) *actor.Props {
+	return actor.PropsFromProducer(func() actor.Actor {
+		return &partition{env: env, spec: spec, index: index}
+	})
+}
+
+func (p *partition) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		p.q = workq.New[*messages.Delivery]()
+		q := p.q
+		if p.spec.BatchHandler != nil {
+			p.env.Go(func() { p.batchWorker(q) })
+		} else {
+			p.env.Go(func() { p.worker(q) })
+		}
+	case *messages.Delivery:
+		p.q.Push(m)
+	case *messages.Describe:
+		ctx.Respond(&messages.Described{Node: &messages.Node{
+			Name: "partition-" + strconv.Itoa(p.index), Kind: "partition", PID: ctx.Self().String(),
+			State: messages.StateAttached,
+			Counters: map[string]uint64{
+				"queued":  uint64(p.q.Len()),
+				"running": p.running.Load(),
+				"handled": p.handled.Load(),
+				"failed":  p.failed.Load(),
+			},
+		}})
+	case *actor.Stopping:
+		p.q.Close()
+	}
+}
+
+func (p *partition) worker(q *workq.Q[*messages.Delivery]) {
+	for range q.Ready() {
+		items, closed := q.Take()
+		for _, d := range items {
+			if closed {
+				break
+			}
+			if d.Ctx.Err() != nil {
+				continue // its link is gone; the broker redelivers it
+			}
+			err := p.run(d.Ctx, func(ctx context.Context) error { return p.spec.Handler(ctx, d.Message) })
+			p.settle(d, p.spec.Outcome(d.Ctx, err, d.Message))
+		}
+		if closed {
+			return
+		}
+	}
+}
+
+// batchWorker hands the handler what has arrived, up to the batch size, or
+// what arrived within the batch wait after the first delivery.
+func (p *partition) batchWorker(q *workq.Q[*messages.Delivery]) {
+	size := max(min(p.spec.BatchSize, int(p.spec.Credit)), 1)
+	wait := p.spec.BatchWait
+	if wait <= 0 {
+		wait = 50 * time.Millisecond
+	}
+	var pending []*messages.Delivery
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	armed := false
+	for {
+		flush := false
+		select {
+		case _, ok := <-q.Ready():
+			if !ok {
+				return
+			}
+			items, closed := q.Take()
+			if closed {
+				return
+			}
+			for _, d := range items {
+				if d.Ctx.Err() == nil {
+					pending = append(pending, d)
+				}
+			}
+			if len(pending) >= size {
+				flush = true
+			} else if len(pending) > 0 && !armed {
+				timer.Reset(wait)
+				armed = true
+			}
+		case <-timer.C:
+			armed = false
+			flush = true
+		}
+		for flush && len(pending) > 0 {
+			n := min(len(pending), size)
+			p.runBatch(pending[:n])
+			pending = append(pending[:0], pending[n:]...)
+			flush = len(pending) >= size
+		}
+		if len(pending) == 0 && armed {
+			timer.Stop()
+			armed = false
+		} else if len(pending) > 0 && !armed {
+			timer.Reset(wait)
+			armed = true
+		}
+	}
+}
+
+func (p *partition) runBatch(batch []*messages.Delivery) {
+	live := batch[:0:0]
+	msgs := make([]*messages.Message, 0, len(batch))
+	for _, d := range batch {
+		if d.Ctx.Err() == nil {
+			live = append(live, d)
+			msgs = append(msgs, d.Message)
+		}
+	}
+	if len(live) == 0 {
+		return
+	}
+	ctx := live[0].Ctx
+	err := p.run(ctx, func(ctx context.Context) error { return p.spec.BatchHandler(ctx, msgs) })
+	for _, d := range live {
+		p.settle(d, p.spec.Outcome(d.Ctx, err, d.Message))
+	}
+}
+
+// run calls the handler, turning a panic into a failure so one poison
+// message never stops the worker.
+func (p *partition) run(ctx context.Context, f func(context.Context) error) (err error) {
+	p.running.Add(1)
+	defer func() {
+		p.running.Add(^uint64(0))
+		if v := recover(); v != nil {
+			p.env.Log.Error("amqpactor: handler panicked", "address", p.spec.Address.String(), "panic", v, "stack", string(debug.Stack()))
+			err = fmt.Errorf("amqpactor: handler panicked: %v", v)
+		}
+		if err != nil {
+			p.failed.Add(1)
+		}
+		p.handled.Add(1)
+	}()
+	return f(ctx)
+}
+
+func (p *partition) settle(d *messages.Delivery, o messages.Outcome) {
+	p.env.Root.Send(d.From, &messages.Disposition{ID: d.ID, Link: d.Link, Outcome: o})
+}

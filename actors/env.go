@@ -1,0 +1,132 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/Azure/go-amqp"
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/amqpactor/amqpactor/address"
+	"github.com/amqpactor/amqpactor/messages"
+)
+
+// Env is what the App hands to every actor it spawns.
+type Env struct {
+	Log     *slog.Logger
+	Dialect address.Dialect
+	// Root sends from goroutines that are not actors (pumps, workers).
+	Root *actor.RootContext
+	// Backoff bounds re-attach and reconnect delays.
+	Backoff Backoff
+	// CloseTimeout bounds a link/session/connection close when the caller's
+	// context has no deadline (go-amqp's Close can hang otherwise).
+	CloseTimeout time.Duration
+	// Publish sends a message on the app's publisher; workers use it for
+	// retries, Responder for replies.
+	Publish func(ctx context.Context, a address.Address, m *amqp.Message, settled bool) error
+
+	wg sync.WaitGroup
+}
+
+// Go runs f in a goroutine the App waits for when it stops, so nothing an
+// actor starts outlives the App.
+func (e *Env) Go(f func()) {
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		f()
+	}()
+}
+
+// Wait waits for every goroutine started with Go, or for ctx.
+func (e *Env) Wait(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { e.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// CloseCtx returns a context for a close call: ctx's own deadline when it has
+// one, else CloseTimeout.
+func (e *Env) CloseCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if _, ok := ctx.Deadline(); ok {
+		return context.WithCancel(ctx)
+	}
+	d := e.CloseTimeout
+	if d <= 0 {
+		d = 5 * time.Second
+	}
+	return context.WithTimeout(context.WithoutCancel(ctx), d)
+}
+
+// Backoff is exponential backoff with full jitter. The zero value means
+// 100 ms initial, 30 s max.
+type Backoff struct {
+	Initial, Max time.Duration
+}
+
+// Delay returns the wait before attempt n (n >= 1).
+func (b Backoff) Delay(n int) time.Duration {
+	initial, max := b.Initial, b.Max
+	if initial <= 0 {
+		initial = 100 * time.Millisecond
+	}
+	if max <= 0 {
+		max = 30 * time.Second
+	}
+	d := initial
+	for i := 1; i < n && d < max; i++ {
+		d *= 2
+	}
+	if d > max {
+		d = max
+	}
+	// Half fixed, half jitter: never zero, never in lock step with peers.
+	return d/2 + rand.N(d/2+1)
+}
+
+// After sends msg to pid after d, from a timer the caller owns and stops.
+func (e *Env) After(d time.Duration, pid *actor.PID, msg any) *time.Timer {
+	return time.AfterFunc(d, func() { e.Root.Send(pid, msg) })
+}
+
+// Supervisor is the strategy of every actor that has children: a child that
+// panics is restarted, and one that keeps failing (10 times within a
+// minute) is stopped so the failure reaches the tree instead of spinning.
+func Supervisor() actor.SupervisorStrategy {
+	return actor.NewOneForOneStrategy(10, time.Minute, func(reason any) actor.Directive {
+		return actor.RestartDirective
+	})
+}
+
+// DrainAll sends a Drain to each pid and waits until all have answered or
+// ctx ends. It blocks: call it from a goroutine, never from Receive.
+func (e *Env) DrainAll(ctx context.Context, pids []*actor.PID) error {
+	chans := make([]chan error, len(pids))
+	for i, pid := range pids {
+		chans[i] = make(chan error, 1)
+		e.Root.Send(pid, &messages.Drain{Ctx: ctx, Done: chans[i]})
+	}
+	var errs []error
+	for _, ch := range chans {
+		select {
+		case err := <-ch:
+			errs = append(errs, err)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,398 @@
+// Package receiver owns one receiver link: it attaches it, grants credit by
+// the runtime's rule, turns transfers into messages.Delivery for the
+// dispatcher and sends the dispositions that come back.
+//
+// Three goroutines serve the actor and report to it by message: the attach
+// call, the pump (blocked in the link's Receive) and the settler (which sends
+// dispositions and owns the credit count, so credit is granted only for
+// deliveries whose disposition is on the wire).
+package receiver
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/Azure/go-amqp"
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/amqpactor/amqpactor/actors"
+	"github.com/amqpactor/amqpactor/internal/workq"
+	"github.com/amqpactor/amqpactor/messages"
+	"github.com/amqpactor/amqpactor/transport"
+)
+
+// Attached is sent to the parent after every attach attempt.
+type Attached struct{ Err error }
+
+// New returns the props of a receiver for spec on sess; deliveries go to
+// dispatcher.
+func New(env *actors.Env, sess transport.Session, spec *messages.Subscription, dispatcher *actor.PID) *actor.Props {
+	return actor.PropsFromProducer(func() actor.Actor {
+		return &receiver{env: env, sess: sess, spec: spec, dispatcher: dispatcher}
+	})
+}
+
+type (
+	attachResult struct {
+		attempt int
+		link    transport.Receiver
+		err     error
+	}
+	deliveryIn struct {
+		link uint64
+		raw  *amqp.Message
+		msg  *messages.Message
+	}
+	linkEnded struct {
+		link uint64
+		err  error
+	}
+	reattach   struct{ attempt int }
+	settleItem struct {
+		raw     *amqp.Message
+		outcome messages.Outcome
+		// resume grants the credit held back while paused.
+		resume bool
+		// close ends the link after every earlier settle and reports to done.
+		close bool
+		ctx   context.Context
+		done  func(err error)
+	}
+)
+
+type receiver struct {
+	env        *actors.Env
+	sess       transport.Session
+	spec       *messages.Subscription
+	dispatcher *actor.PID
+
+	link       transport.Receiver
+	gen        uint64
+	linkCtx    context.Context // handlers' context: ends with the link
+	cancelLink context.CancelFunc
+	pumpCtx    context.Context // the pump's: ends first when draining
+	stopPump   context.CancelFunc
+	settleQ    *workq.Q[settleItem]
+
+	nextID    uint64
+	unsettled map[uint64]*amqp.Message
+
+	state    string
+	lastErr  error
+	restarts int
+	attempt  int
+	stopping bool
+	drain    *messages.Drain
+	paused   atomic.Bool
+	timer    *time.Timer
+
+	delivered, dropped atomic.Uint64
+	byOutcome          [5]atomic.Uint64
+}
+
+func (r *receiver) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		r.unsettled = make(map[uint64]*amqp.Message)
+		r.attach(ctx, 1)
+	case *attachResult:
+		r.onAttach(ctx, m)
+	case *deliveryIn:
+		r.onDelivery(ctx, m)
+	case *messages.Disposition:
+		r.onDisposition(m)
+	case *linkEnded:
+		r.onLinkEnded(ctx, m)
+	case *reattach:
+		if !r.stopping && r.link == nil {
+			r.attach(ctx, m.attempt)
+		}
+	case *messages.Pause:
+		r.paused.Store(true)
+	case *messages.Resume:
+		if r.paused.Swap(false) && r.settleQ != nil {
+			r.settleQ.Push(settleItem{resume: true})
+		}
+	case *messages.Drain:
+		r.onDrain(ctx, m)
+	case *messages.Describe:
+		ctx.Respond(r.describe(ctx))
+	case *actor.Stopping:
+		r.stopping = true
+		if r.timer != nil {
+			r.timer.Stop()
+		}
+		r.endLink(context.Background())
+		r.finishDrain(messages.ErrStopped)
+	}
+}
+
+func (r *receiver) opts() transport.ReceiverOptions {
+	return transport.ReceiverOptions{
+		Address:      r.spec.Address,
+		Subscription: r.spec.Name,
+		Settled:      r.spec.Settled,
+		Credit:       r.spec.Credit,
+		ClassicQueue: r.spec.Classic,
+	}
+}
+
+func (r *receiver) attach(ctx actor.Context, attempt int) {
+	r.state = messages.StateAttaching
+	self, sess, opts, env := ctx.Self(), r.sess, r.opts(), r.env
+	env.Go(func() {
+		actx, cancel := env.CloseCtx(context.Background())
+		defer cancel()
+		link, err := sess.NewReceiver(actx, opts)
+		env.Root.Send(self, &attachResult{attempt: attempt, link: link, err: err})
+	})
+}
+
+func (r *receiver) onAttach(ctx actor.Context, m *attachResult) {
+	if m.err != nil {
+		r.state = messages.StateDetached
+		r.lastErr = m.err
+		r.env.Log.Warn("amqpactor: attach failed", "address", r.spec.Address.String(), "error", m.err)
+		if r.gen == 0 || r.stopping {
+			// The first attach decides Start: its error goes to the
+			// caller, who gives up on this subscription.
+			ctx.Send(ctx.Parent(), &Attached{Err: m.err})
+			return
+		}
+		r.scheduleReattach(ctx)
+		return
+	}
+	if r.stopping {
+		r.closeLink(m.link, context.Background(), nil)
+		return
+	}
+	r.link = m.link
+	r.gen++
+	r.attempt = 0
+	r.state = messages.StateAttached
+	r.linkCtx, r.cancelLink = context.WithCancel(context.Background())
+	r.pumpCtx, r.stopPump = context.WithCancel(r.linkCtx)
+	r.settleQ = workq.New[settleItem]()
+	self := ctx.Self()
+	link, gen, pumpCtx, q := r.link, r.gen, r.pumpCtx, r.settleQ
+	r.env.Go(func() { r.pump(self, link, gen, pumpCtx) })
+	r.env.Go(func() { r.settler(self, link, gen, q) })
+	if err := link.IssueCredit(r.spec.Credit); err != nil {
+		r.env.Root.Send(self, &linkEnded{link: gen, err: err})
+	}
+	ctx.Send(ctx.Parent(), &Attached{})
+}
+
+// pump blocks in Receive so the actor never does.
+func (r *receiver) pump(self *actor.PID, link transport.Receiver, gen uint64, ctx context.Context) {
+	for {
+		raw, err := link.Receive(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				r.env.Root.Send(self, &linkEnded{link: gen, err: err})
+			}
+			return
+		}
+		r.env.Root.Send(self, &deliveryIn{link: gen, raw: raw, msg: messages.FromAMQP(raw)})
+	}
+}
+
+func (r *receiver) onDelivery(ctx actor.Context, m *deliveryIn) {
+	if m.link != r.gen || r.link == nil {
+		return // the broker took it back when that link ended
+	}
+	r.nextID++
+	r.unsettled[r.nextID] = m.raw
+	r.delivered.Add(1)
+	ctx.Send(r.dispatcher, &messages.Delivery{ID: r.nextID, Link: m.link, Message: m.msg, Ctx: r.linkCtx, From: ctx.Self()})
+}
+
+func (r *receiver) onDisposition(d *messages.Disposition) {
+	raw, ok := r.unsettled[d.ID]
+	if d.Link != r.gen || r.link == nil || !ok {
+		// A late disposition for a delivery of a dead link: the broker has
+		// already taken it back; sending it on the new link would settle
+		// someone else's delivery.
+		r.dropped.Add(1)
+		return
+	}
+	delete(r.unsettled, d.ID)
+	if int(d.Outcome.Kind) < len(r.byOutcome) {
+		r.byOutcome[d.Outcome.Kind].Add(1)
+	}
+	r.settleQ.Push(settleItem{raw: raw, outcome: d.Outcome})
+	r.maybeFinishDrain()
+}
+
+// settler sends dispositions in order and grants credit: each time half the
+// window has been settled it grants that much again, so the broker is never
+// more than one window ahead and a held delivery keeps its credit.
+func (r *receiver) settler(self *actor.PID, link transport.Receiver, gen uint64, q *workq.Q[settleItem]) {
+	window := r.spec.Credit
+	threshold := max(window/2, 1)
+	var settled uint32
+	for range q.Ready() {
+		items, closed := q.Take()
+		for _, it := range items {
+			switch {
+			case it.close:
+				cctx, cancel := r.env.CloseCtx(it.ctx)
+				err := link.Close(cctx)
+				cancel()
+				it.done(err)
+				return
+			case it.resume:
+			default:
+				if !r.spec.Settled {
+					sctx, cancel := r.env.CloseCtx(context.Background())
+					err := link.Settle(sctx, it.raw, it.outcome)
+					cancel()
+					if err != nil {
+						r.env.Log.Debug("amqpactor: settle failed", "address", r.spec.Address.String(), "error", err)
+					}
+				}
+				settled++
+			}
+			if settled >= threshold && !r.paused.Load() {
+				if err := link.IssueCredit(settled); err != nil {
+					r.env.Root.Send(self, &linkEnded{link: gen, err: err})
+					return
+				}
+				settled = 0
+			}
+		}
+		if closed {
+			return
+		}
+	}
+}
+
+func (r *receiver) onLinkEnded(ctx actor.Context, m *linkEnded) {
+	if m.link != r.gen || r.link == nil {
+		return
+	}
+	r.lastErr = m.err
+	r.env.Log.Warn("amqpactor: link ended", "address", r.spec.Address.String(), "error", m.err)
+	r.endLink(context.Background())
+	if r.stopping || r.drain != nil {
+		r.finishDrain(m.err)
+		return
+	}
+	r.restarts++
+	r.scheduleReattach(ctx)
+}
+
+// scheduleReattach is the supervision of a detached link: re-attach with
+// backoff on the same session; if the session itself is gone the parent
+// replaces us.
+func (r *receiver) scheduleReattach(ctx actor.Context) {
+	r.state = messages.StateRestarting
+	r.attempt++
+	r.timer = r.env.After(r.env.Backoff.Delay(r.attempt), ctx.Self(), &reattach{attempt: r.attempt})
+}
+
+// endLink forgets the current link: handler contexts end, unsettled
+// deliveries are the broker's again, and the link is closed off the actor.
+func (r *receiver) endLink(ctx context.Context) {
+	if r.link == nil {
+		return
+	}
+	link := r.link
+	r.link = nil
+	r.cancelLink()
+	clear(r.unsettled)
+	q := r.settleQ
+	r.settleQ = nil
+	q.Close()
+	r.closeLink(link, ctx, nil)
+	r.state = messages.StateDetached
+}
+
+func (r *receiver) closeLink(link transport.Receiver, ctx context.Context, done func(error)) {
+	env := r.env
+	env.Go(func() {
+		cctx, cancel := env.CloseCtx(ctx)
+		defer cancel()
+		err := link.Close(cctx)
+		if done != nil {
+			done(err)
+		}
+	})
+}
+
+// onDrain starts a graceful detach: no new deliveries are taken, in-flight
+// handlers finish and settle, then the link closes after its last settle.
+// Past the drain's deadline the link is closed at once and what handlers
+// still hold goes back to the broker.
+func (r *receiver) onDrain(ctx actor.Context, m *messages.Drain) {
+	r.drain = m
+	r.paused.Store(true)
+	if r.link == nil {
+		r.finishDrain(nil)
+		return
+	}
+	r.stopPump()
+	self, gen, linkCtx := ctx.Self(), r.gen, r.linkCtx
+	r.env.Go(func() {
+		select {
+		case <-m.Ctx.Done():
+			r.env.Root.Send(self, &linkEnded{link: gen, err: fmt.Errorf("drain: %w", m.Ctx.Err())})
+		case <-linkCtx.Done():
+		}
+	})
+	r.maybeFinishDrain()
+}
+
+func (r *receiver) maybeFinishDrain() {
+	if r.drain == nil || len(r.unsettled) > 0 || r.link == nil {
+		return
+	}
+	q, drain, cancelLink := r.settleQ, r.drain, r.cancelLink
+	r.link, r.settleQ, r.drain = nil, nil, nil
+	q.Push(settleItem{close: true, ctx: drain.Ctx, done: func(err error) {
+		cancelLink()
+		drain.Done <- err
+	}})
+	q.Close()
+	r.state = messages.StateDetached
+}
+
+func (r *receiver) finishDrain(err error) {
+	if r.drain != nil {
+		r.drain.Done <- err
+		r.drain = nil
+	}
+}
+
+func (r *receiver) describe(ctx actor.Context) *messages.Described {
+	n := &messages.Node{
+		Name:     "receiver",
+		Kind:     "receiver",
+		PID:      ctx.Self().String(),
+		Address:  r.spec.Address.String(),
+		State:    r.state,
+		Restarts: r.restarts,
+		Counters: map[string]uint64{
+			"credit":    uint64(r.spec.Credit),
+			"unsettled": uint64(len(r.unsettled)),
+			"delivered": r.delivered.Load(),
+			"accepted":  r.byOutcome[messages.Accepted].Load(),
+			"rejected":  r.byOutcome[messages.Rejected].Load(),
+			"released":  r.byOutcome[messages.Released].Load(),
+			"modified":  r.byOutcome[messages.Modified].Load(),
+			"late":      r.dropped.Load(),
+		},
+	}
+	if r.link != nil {
+		n.Address += " (" + r.link.Address() + ")"
+	}
+	if r.paused.Load() {
+		n.Counters["paused"] = 1
+	}
+	if r.lastErr != nil {
+		n.LastError = r.lastErr.Error()
+	}
+	return &messages.Described{Node: n}
+}

@@ -1,0 +1,355 @@
+// Package sender owns one sender link per address: it attaches on first
+// publish, reuses the link, and pipelines transfers: a writer goroutine sends
+// without waiting for outcomes, a confirmer goroutine waits for them in order
+// and answers each publisher. A publish still unsent when its link ends is
+// sent again on the next link.
+package sender
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/amqpactor/amqpactor/actors"
+	"github.com/amqpactor/amqpactor/address"
+	"github.com/amqpactor/amqpactor/internal/workq"
+	"github.com/amqpactor/amqpactor/messages"
+	"github.com/amqpactor/amqpactor/transport"
+)
+
+// SessionUp gives a sender the session to attach on; SessionDown takes it away.
+type (
+	SessionUp   struct{ Session transport.Session }
+	SessionDown struct{ Err error }
+)
+
+// New returns the props of the sender for addr.
+func New(env *actors.Env, addr address.Address, sess transport.Session) *actor.Props {
+	return actor.PropsFromProducer(func() actor.Actor {
+		return &sender{env: env, addr: addr, sess: sess}
+	})
+}
+
+type (
+	attachResult struct {
+		link transport.Sender
+		err  error
+	}
+	linkEnded struct {
+		link   uint64
+		err    error
+		unsent []*messages.Publish
+	}
+	retry struct{}
+	// job is what the writer and confirmer see: a publish, or a drain
+	// marker that follows every earlier publish through both goroutines.
+	job struct {
+		p       *messages.Publish
+		receipt transport.Receipt
+		drain   *messages.Drain
+	}
+)
+
+type sender struct {
+	env  *actors.Env
+	addr address.Address
+	sess transport.Session
+
+	link     transport.Sender
+	gen      uint64
+	cancel   context.CancelFunc
+	writeQ   *workq.Q[job]
+	pending  []*messages.Publish // waiting for a link
+	state    string
+	lastErr  error
+	restarts int
+	attempt  int
+	timer    *time.Timer
+	drain    *messages.Drain
+
+	published, confirmed, failed atomic.Uint64
+}
+
+func (s *sender) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		s.state = messages.StateDetached
+		if s.sess != nil {
+			s.attach(ctx)
+		}
+	case *SessionUp:
+		s.sess = m.Session
+		if s.link == nil && s.state != messages.StateAttaching {
+			s.attach(ctx)
+		}
+	case *SessionDown:
+		s.sess = nil
+		s.endLink(ctx, m.Err, nil)
+	case *messages.Publish:
+		if s.drain != nil {
+			m.Done <- messages.ErrStopped
+			return
+		}
+		if s.link != nil {
+			s.writeQ.Push(job{p: m})
+			return
+		}
+		s.pending = append(s.pending, m)
+		if s.sess != nil && s.state != messages.StateAttaching && s.timer == nil {
+			s.attach(ctx)
+		}
+	case *attachResult:
+		s.onAttach(ctx, m)
+	case *linkEnded:
+		if m.link == s.gen && s.link != nil {
+			s.endLink(ctx, m.err, m.unsent)
+		} else {
+			s.pending = append(m.unsent, s.pending...)
+		}
+	case *retry:
+		s.timer = nil
+		if s.link == nil && s.sess != nil && len(s.pending) > 0 {
+			s.attach(ctx)
+		}
+	case *messages.Drain:
+		s.onDrain(m)
+	case *messages.Describe:
+		ctx.Respond(s.describe(ctx))
+	case *actor.Stopping:
+		if s.timer != nil {
+			s.timer.Stop()
+		}
+		for _, p := range s.pending {
+			p.Done <- messages.ErrStopped
+		}
+		s.pending = nil
+		s.endLink(ctx, messages.ErrStopped, nil)
+	}
+}
+
+func (s *sender) attach(ctx actor.Context) {
+	s.state = messages.StateAttaching
+	self, sess, env := ctx.Self(), s.sess, s.env
+	opts := transport.SenderOptions{Address: s.addr}
+	env.Go(func() {
+		actx, cancel := env.CloseCtx(context.Background())
+		defer cancel()
+		link, err := sess.NewSender(actx, opts)
+		env.Root.Send(self, &attachResult{link: link, err: err})
+	})
+}
+
+func (s *sender) onAttach(ctx actor.Context, m *attachResult) {
+	if m.err != nil {
+		s.state = messages.StateDetached
+		s.lastErr = m.err
+		s.env.Log.Warn("amqpactor: sender attach failed", "address", s.addr.String(), "error", m.err)
+		// A refused attach fails what waits for it: each publisher hears
+		// the broker's reason. Later publishes try again.
+		for _, p := range s.pending {
+			p.Done <- m.err
+		}
+		s.pending = nil
+		return
+	}
+	if s.drain != nil || s.sess == nil {
+		s.closeLink(m.link, context.Background())
+		return
+	}
+	s.link = m.link
+	s.gen++
+	s.attempt = 0
+	s.state = messages.StateAttached
+	var lctx context.Context
+	lctx, s.cancel = context.WithCancel(context.Background())
+	s.writeQ = workq.New[job]()
+	confirmQ := workq.New[job]()
+	self, link, gen, wq := ctx.Self(), s.link, s.gen, s.writeQ
+	s.env.Go(func() { s.writer(self, link, gen, wq, confirmQ, lctx) })
+	s.env.Go(func() { s.confirmer(confirmQ) })
+	for _, p := range s.pending {
+		wq.Push(job{p: p})
+	}
+	s.pending = nil
+}
+
+// writer sends in order without waiting for outcomes.
+func (s *sender) writer(self *actor.PID, link transport.Sender, gen uint64, wq, cq *workq.Q[job], lctx context.Context) {
+	defer cq.Close()
+	for {
+		select {
+		case <-wq.Ready():
+		case <-lctx.Done():
+			return
+		}
+		items, closed := wq.Take()
+		for i, j := range items {
+			if j.drain != nil {
+				cq.Push(j)
+				continue
+			}
+			p := j.p
+			if err := p.Ctx.Err(); err != nil {
+				p.Done <- err
+				continue
+			}
+			receipt, err := link.Send(p.Ctx, p.Message, p.Settled)
+			if err != nil {
+				if p.Ctx.Err() != nil {
+					p.Done <- err
+					continue
+				}
+				// The link died under us: everything not yet written goes
+				// back to the actor to be sent on the next link.
+				unsent := make([]*messages.Publish, 0, len(items)-i)
+				for _, r := range items[i:] {
+					if r.p != nil {
+						unsent = append(unsent, r.p)
+					} else {
+						r.drain.Done <- err
+					}
+				}
+				more, _ := wq.Take()
+				for _, r := range more {
+					if r.p != nil {
+						unsent = append(unsent, r.p)
+					}
+				}
+				s.env.Root.Send(self, &linkEnded{link: gen, err: err, unsent: unsent})
+				return
+			}
+			s.published.Add(1)
+			if receipt == nil {
+				s.confirmed.Add(1)
+				p.Done <- nil
+				continue
+			}
+			cq.Push(job{p: p, receipt: receipt})
+		}
+		if closed {
+			return
+		}
+	}
+}
+
+// confirmer waits for outcomes in send order and answers each publisher.
+func (s *sender) confirmer(cq *workq.Q[job]) {
+	for range cq.Ready() {
+		items, closed := cq.Take()
+		for _, j := range items {
+			if j.drain != nil {
+				j.drain.Done <- nil
+				continue
+			}
+			outcome, err := j.receipt.Wait(j.p.Ctx)
+			switch {
+			case err != nil:
+				s.failed.Add(1)
+				j.p.Done <- err
+			case outcome.Kind != messages.Accepted:
+				s.failed.Add(1)
+				j.p.Done <- &messages.OutcomeError{Address: s.addr.String(), Outcome: outcome}
+			default:
+				s.confirmed.Add(1)
+				j.p.Done <- nil
+			}
+		}
+		if closed {
+			return
+		}
+	}
+}
+
+func (s *sender) endLink(ctx actor.Context, err error, unsent []*messages.Publish) {
+	s.pending = append(unsent, s.pending...)
+	if s.link == nil {
+		return
+	}
+	link := s.link
+	s.link = nil
+	s.cancel()
+	s.writeQ.Close()
+	s.writeQ = nil
+	s.closeLink(link, context.Background())
+	s.lastErr = err
+	s.state = messages.StateDetached
+	if errors.Is(err, messages.ErrStopped) || s.drain != nil {
+		return
+	}
+	s.env.Log.Warn("amqpactor: sender link ended", "address", s.addr.String(), "error", err)
+	if s.sess != nil && len(s.pending) > 0 {
+		s.state = messages.StateRestarting
+		s.restarts++
+		s.attempt++
+		s.timer = s.env.After(s.env.Backoff.Delay(s.attempt), ctx.Self(), &retry{})
+	}
+}
+
+func (s *sender) closeLink(link transport.Sender, ctx context.Context) {
+	env := s.env
+	env.Go(func() {
+		cctx, cancel := env.CloseCtx(ctx)
+		defer cancel()
+		_ = link.Close(cctx)
+	})
+}
+
+// onDrain waits for every publish already handed to the link to be
+// confirmed, then detaches. Publishes still waiting for a link fail.
+func (s *sender) onDrain(m *messages.Drain) {
+	s.drain = m
+	for _, p := range s.pending {
+		p.Done <- messages.ErrStopped
+	}
+	s.pending = nil
+	if s.link == nil {
+		m.Done <- nil
+		return
+	}
+	link, cancel, wq := s.link, s.cancel, s.writeQ
+	s.link, s.writeQ = nil, nil
+	s.state = messages.StateDetached
+	env := s.env
+	confirmed := make(chan error, 1)
+	wq.Push(job{drain: &messages.Drain{Ctx: m.Ctx, Done: confirmed}})
+	wq.Close()
+	env.Go(func() {
+		var err error
+		select {
+		case err = <-confirmed:
+		case <-m.Ctx.Done():
+			err = fmt.Errorf("amqpactor: waiting for publish confirmations on %s: %w", s.addr, m.Ctx.Err())
+		}
+		cancel()
+		cctx, ccancel := env.CloseCtx(m.Ctx)
+		if cerr := link.Close(cctx); err == nil && cerr != nil && !errors.Is(cerr, context.Canceled) {
+			err = cerr
+		}
+		ccancel()
+		m.Done <- err
+	})
+}
+
+func (s *sender) describe(ctx actor.Context) *messages.Described {
+	n := &messages.Node{
+		Name: "sender:" + s.addr.Name(), Kind: "sender", PID: ctx.Self().String(),
+		Address: s.addr.String(), State: s.state, Restarts: s.restarts,
+		Counters: map[string]uint64{
+			"published": s.published.Load(),
+			"confirmed": s.confirmed.Load(),
+			"failed":    s.failed.Load(),
+			"waiting":   uint64(len(s.pending)),
+		},
+	}
+	if s.link != nil {
+		n.Address += " (" + s.link.Address() + ")"
+	}
+	if s.lastErr != nil {
+		n.LastError = s.lastErr.Error()
+	}
+	return &messages.Described{Node: n}
+}

@@ -1,0 +1,186 @@
+package session
+
+import (
+	"context"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/amqpactor/amqpactor/actors"
+	"github.com/amqpactor/amqpactor/actors/dispatcher"
+	"github.com/amqpactor/amqpactor/actors/receiver"
+	"github.com/amqpactor/amqpactor/messages"
+	"github.com/amqpactor/amqpactor/transport"
+)
+
+// NewSubscription returns the props of the session actor of one
+// subscription. started receives the result of its first attach.
+func NewSubscription(env *actors.Env, spec *messages.Subscription, started chan<- error) *actor.Props {
+	return actor.PropsFromProducer(func() actor.Actor {
+		return &subscription{env: env, spec: spec, started: started}
+	}, actor.WithSupervisor(actors.Supervisor()))
+}
+
+type subscription struct {
+	env        *actors.Env
+	spec       *messages.Subscription
+	started    chan<- error
+	conn       transport.Conn
+	sess       transport.Session
+	receiver   *actor.PID
+	dispatcher *actor.PID
+	state      string
+	lastErr    error
+	restarts   int
+	attempt    int
+	timer      *time.Timer
+	paused     bool
+	draining   bool
+}
+
+func (s *subscription) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		s.state = messages.StateDetached
+		// The dispatcher outlives links and sessions: partitions keep their
+		// order across a re-attach.
+		pid, err := ctx.SpawnNamed(dispatcher.New(s.env, s.spec), "dispatcher")
+		if err != nil {
+			panic(err)
+		}
+		s.dispatcher = pid
+	case *messages.ConnUp:
+		s.conn = m.Conn
+		s.state = messages.StateAttaching
+		openSession(s.env, ctx.Self(), m.Conn)
+	case *retrySession:
+		s.timer = nil
+		if m.conn == s.conn && s.sess == nil && !s.draining {
+			openSession(s.env, ctx.Self(), m.conn)
+		}
+	case *sessionResult:
+		s.onSession(ctx, m)
+	case *receiver.Attached:
+		s.onAttached(ctx, m)
+	case *messages.ConnDown:
+		s.conn, s.sess = nil, nil
+		s.state = messages.StateDetached
+		s.lastErr = m.Err
+		if s.receiver != nil {
+			ctx.Stop(s.receiver)
+			s.receiver = nil
+			s.restarts++
+		}
+	case *messages.Pause:
+		s.paused = true
+		if s.receiver != nil {
+			ctx.Send(s.receiver, m)
+		}
+	case *messages.Resume:
+		s.paused = false
+		if s.receiver != nil {
+			ctx.Send(s.receiver, m)
+		}
+	case *messages.Drain:
+		s.onDrain(m)
+	case *messages.Describe:
+		ctx.Respond(s.describe(ctx))
+	case *actor.Stopping:
+		if s.timer != nil {
+			s.timer.Stop()
+		}
+		if s.sess != nil {
+			closeSession(s.env, s.sess, context.Background(), nil)
+			s.sess = nil
+		}
+		s.report(messages.ErrStopped)
+	}
+}
+
+func (s *subscription) onSession(ctx actor.Context, m *sessionResult) {
+	if m.conn != s.conn || s.draining {
+		if m.sess != nil {
+			closeSession(s.env, m.sess, context.Background(), nil)
+		}
+		return
+	}
+	if m.err != nil {
+		s.lastErr = m.err
+		if s.started != nil {
+			s.report(m.err)
+			return
+		}
+		s.state = messages.StateRestarting
+		s.attempt++
+		s.timer = s.env.After(s.env.Backoff.Delay(s.attempt), ctx.Self(), &retrySession{conn: m.conn})
+		return
+	}
+	s.sess, s.attempt = m.sess, 0
+	// A fresh name per session: the receiver of a dead session may still be
+	// stopping.
+	pid := ctx.SpawnPrefix(receiver.New(s.env, s.sess, s.spec, s.dispatcher), "receiver")
+	s.receiver = pid
+	if s.paused {
+		ctx.Send(pid, &messages.Pause{})
+	}
+}
+
+func (s *subscription) onAttached(ctx actor.Context, m *receiver.Attached) {
+	if m.Err != nil {
+		s.lastErr = m.Err
+		s.state = messages.StateDetached
+	} else {
+		s.state = messages.StateAttached
+	}
+	s.report(m.Err)
+}
+
+// report answers the first attach, once.
+func (s *subscription) report(err error) {
+	if s.started != nil {
+		s.started <- err
+		s.started = nil
+	}
+}
+
+// onDrain detaches gracefully: the receiver stops taking deliveries, lets
+// handlers finish and settle, detaches; then the session ends.
+func (s *subscription) onDrain(m *messages.Drain) {
+	s.draining = true
+	sess, env := s.sess, s.env
+	s.sess = nil
+	s.state = messages.StateDetached
+	var pids []*actor.PID
+	if s.receiver != nil {
+		pids = append(pids, s.receiver)
+	}
+	waitAll(env, m.Ctx, pids, func(err error) {
+		if sess == nil {
+			m.Done <- err
+			return
+		}
+		closeSession(env, sess, m.Ctx, func(cerr error) {
+			if err == nil {
+				err = cerr
+			}
+			m.Done <- err
+		})
+	})
+}
+
+func (s *subscription) describe(ctx actor.Context) *messages.Described {
+	n := &messages.Node{
+		Name: "subscription:" + s.spec.Address.Name(), Kind: "subscription", PID: ctx.Self().String(),
+		Address: s.spec.Address.String(), State: s.state, Restarts: s.restarts,
+		Counters: map[string]uint64{"credit": uint64(s.spec.Credit), "partitions": uint64(max(s.spec.Partitions, 1))},
+	}
+	if s.lastErr != nil {
+		n.LastError = s.lastErr.Error()
+	}
+	var children []*actor.PID
+	if s.receiver != nil {
+		children = append(children, s.receiver)
+	}
+	children = append(children, s.dispatcher)
+	return &messages.Described{Node: n, Children: children}
+}

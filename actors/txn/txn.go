@@ -1,0 +1,75 @@
+// Package txn owns the transaction controller of an App: it declares
+// transactions on the broker's coordinator and counts their outcomes. The
+// transactional publishes and the discharge run in the caller's goroutine
+// (the App's Transaction), which is not an actor and may block.
+package txn
+
+import (
+	"fmt"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/amqpactor/amqpactor/actors"
+	"github.com/amqpactor/amqpactor/messages"
+	"github.com/amqpactor/amqpactor/transport"
+)
+
+// New returns the props of the txn actor; where names the connector in errors.
+func New(env *actors.Env, where string) *actor.Props {
+	return actor.PropsFromProducer(func() actor.Actor { return &controller{env: env, where: where} })
+}
+
+type controller struct {
+	env                        *actors.Env
+	where                      string
+	conn                       transport.Conn
+	begun, committed, rolledBk uint64
+}
+
+func (c *controller) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *messages.ConnUp:
+		c.conn = m.Conn
+	case *messages.ConnDown:
+		c.conn = nil
+	case *messages.Begin:
+		c.begin(m)
+	case *messages.TxnEnded:
+		if m.Committed {
+			c.committed++
+		} else {
+			c.rolledBk++
+		}
+	case *messages.Drain:
+		m.Done <- nil
+	case *messages.Describe:
+		state := messages.StateDetached
+		if c.conn != nil {
+			state = messages.StateAttached
+		}
+		ctx.Respond(&messages.Described{Node: &messages.Node{
+			Name: "txn", Kind: "txn", PID: ctx.Self().String(), State: state,
+			Counters: map[string]uint64{"begun": c.begun, "committed": c.committed, "rolledBack": c.rolledBk},
+		}})
+	}
+}
+
+func (c *controller) begin(m *messages.Begin) {
+	if c.conn == nil {
+		m.Reply <- messages.BeginResult{Err: fmt.Errorf("amqpactor: transaction on %s: not connected", c.where)}
+		return
+	}
+	tc, ok := c.conn.(transport.Transactional)
+	if !ok || !c.conn.Features().Transactions {
+		m.Reply <- messages.BeginResult{Err: fmt.Errorf(
+			"amqpactor: transaction on %s: go-amqp has no transaction coordinator link yet, so live transactions are %w (the in-process broker has them)",
+			c.where, transport.ErrNotSupported)}
+		return
+	}
+	c.begun++
+	env := c.env
+	env.Go(func() {
+		t, err := tc.Begin(m.Ctx)
+		m.Reply <- messages.BeginResult{Txn: t, Err: err}
+	})
+}

@@ -1,0 +1,64 @@
+package amqpactor
+
+import (
+	"github.com/amqpactor/amqpactor/address"
+	"github.com/amqpactor/amqpactor/messages"
+	"github.com/amqpactor/amqpactor/transport"
+)
+
+// Connector is where the wire goes: Dial for a live broker, inproc.New for
+// the in-process one.
+type Connector = transport.Connector
+
+// Address names a queue, a topic or a raw address. Build one with Queue,
+// Topic or Raw.
+type Address = address.Address
+
+// Queue names a queue: receivers compete for its messages. "orders::billing"
+// is the fully qualified form (queue billing of address orders; Artemis only).
+func Queue(name string) Address { return address.Queue(name) }
+
+// Topic names a topic: every subscription gets its own copy.
+func Topic(name string) Address { return address.Topic(name) }
+
+// Raw names an address that goes to the broker exactly as written.
+func Raw(name string) Address { return address.Raw(name) }
+
+// Dialect says how a broker spells addresses.
+type Dialect = address.Dialect
+
+// The dialects.
+const (
+	Artemis    = address.Artemis
+	RabbitMQ4  = address.RabbitMQ4
+	ServiceBus = address.ServiceBus
+)
+
+// Message is one AMQP message; see messages.Message for the field mapping.
+type Message = messages.Message
+
+// Outcome is how a delivery was settled.
+type Outcome = messages.Outcome
+
+// OutcomeError reports a publish that the broker did not accept.
+type OutcomeError = messages.OutcomeError
+
+// LinkError reports a link the broker refused or ended; it names the address
+// and wraps the broker's *amqp.Error.
+type LinkError = transport.LinkError
+
+// AddressError reports an address that is empty, malformed or not
+// expressible in the connector's dialect.
+type AddressError = address.Error
+
+// Node is one node of the actor tree returned by App.Tree.
+type Node = messages.Node
+
+var (
+	// ErrNotSupported is wrapped by errors for features the broker or the
+	// wire library lacks (e.g. transactions on a live connector).
+	ErrNotSupported = transport.ErrNotSupported
+	// ErrStopped is returned for work handed to an App that is stopping or
+	// stopped.
+	ErrStopped = messages.ErrStopped
+)

@@ -1,0 +1,601 @@
+package amqpactor
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/Azure/go-amqp"
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/amqpactor/amqpactor/actors"
+	"github.com/amqpactor/amqpactor/actors/connection"
+	"github.com/amqpactor/amqpactor/address"
+	"github.com/amqpactor/amqpactor/messages"
+	"github.com/amqpactor/amqpactor/transport"
+)
+
+// App is one service on one connection: its subscriptions, its publisher,
+// request/reply and transactions, all run by an actor tree rooted at the
+// connection actor.
+type App struct {
+	cfg appConfig
+	log *slog.Logger
+
+	mu        sync.Mutex
+	connector Connector
+	state     int // stateNew, stateStarted, stateStopped
+	sys       *actor.ActorSystem
+	ownSys    bool
+	env       *actors.Env
+	root      *actor.PID
+	children  connection.Children
+	subs      []*Subscription
+	names     map[string]int
+
+	seq       atomic.Uint64
+	addrCache sync.Map // Address -> error, for addresses already checked
+}
+
+const (
+	stateNew = iota
+	stateStarted
+	stateStopped
+)
+
+// New returns an App on c. Nothing connects until Start.
+func New(c Connector, opts ...Option) *App {
+	a := &App{connector: c, names: map[string]int{}}
+	for _, o := range opts {
+		o(&a.cfg)
+	}
+	a.log = a.cfg.log
+	if a.log == nil {
+		a.log = slog.New(slog.DiscardHandler)
+	}
+	if a.cfg.name == "" {
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		a.cfg.name = "app-" + hex.EncodeToString(b[:])
+	}
+	return a
+}
+
+// Connector returns the connector the App runs on.
+func (a *App) Connector() Connector {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.connector
+}
+
+// ReplaceConnector puts the App on c instead, before Start: inproc.Start uses
+// it to run an App built for a live broker on the in-process broker.
+func (a *App) ReplaceConnector(c Connector) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.state != stateNew {
+		return errors.New("amqpactor: ReplaceConnector after Start")
+	}
+	a.connector = c
+	a.addrCache.Clear()
+	return nil
+}
+
+func (a *App) checkAddress(addr Address, role address.Role) error {
+	type key struct {
+		a Address
+		r address.Role
+	}
+	k := key{addr, role}
+	if v, ok := a.addrCache.Load(k); ok {
+		if v == nil {
+			return nil
+		}
+		return v.(error)
+	}
+	_, err := address.Render(a.Connector().Dialect(), addr, role, "x")
+	if err == nil {
+		a.addrCache.Store(k, nil)
+		return nil
+	}
+	a.addrCache.Store(k, err)
+	return err
+}
+
+// Subscription is one handler on one address.
+type Subscription struct {
+	app  *App
+	spec *messages.Subscription
+}
+
+// Address is the address the subscription receives from.
+func (s *Subscription) Address() Address { return s.spec.Address }
+
+// Name is the subscription's name in the tree.
+func (s *Subscription) Name() string { return s.spec.Name }
+
+// Close detaches just this subscription: handlers in flight finish and
+// settle (until ctx ends), then the link detaches; deliveries still unsettled
+// go back to the broker.
+func (s *Subscription) Close(ctx context.Context) error {
+	a := s.app
+	a.mu.Lock()
+	for i, x := range a.subs {
+		if x == s {
+			a.subs = append(a.subs[:i], a.subs[i+1:]...)
+			break
+		}
+	}
+	root, started := a.root, a.state == stateStarted
+	a.mu.Unlock()
+	if !started {
+		return nil
+	}
+	done := make(chan error, 1)
+	a.env.Root.Send(root, &messages.Unsubscribe{Name: s.spec.Name, Ctx: ctx, Done: done})
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Pause stops granting credit: the broker stops sending once what was
+// granted has arrived; deliveries already held are handled and settled.
+func (s *Subscription) Pause() { s.app.send(&messages.Pause{Name: s.spec.Name}) }
+
+// Resume grants credit again after Pause.
+func (s *Subscription) Resume() { s.app.send(&messages.Resume{Name: s.spec.Name}) }
+
+func (a *App) send(m any) {
+	a.mu.Lock()
+	root, env := a.root, a.env
+	a.mu.Unlock()
+	if root != nil {
+		env.Root.Send(root, m)
+	}
+}
+
+// Subscribe runs h for every delivery from addr. Before Start it only
+// registers; after Start it attaches at once and returns the broker's answer.
+func (a *App) Subscribe(addr Address, h Handler, opts ...SubscribeOption) (*Subscription, error) {
+	if h == nil {
+		return nil, errors.New("amqpactor: Subscribe: nil handler")
+	}
+	return a.subscribe(addr, h, nil, opts)
+}
+
+// SubscribeBatch runs h for batches of deliveries from addr (WithBatch sets
+// the size and the wait; the credit caps the size).
+func (a *App) SubscribeBatch(addr Address, h BatchHandler, opts ...SubscribeOption) (*Subscription, error) {
+	if h == nil {
+		return nil, errors.New("amqpactor: SubscribeBatch: nil handler")
+	}
+	return a.subscribe(addr, nil, h, opts)
+}
+
+func (a *App) subscribe(addr Address, h Handler, bh BatchHandler, opts []SubscribeOption) (*Subscription, error) {
+	var c subConfig
+	for _, o := range opts {
+		o(&c)
+	}
+	if err := a.checkAddress(addr, address.Receive); err != nil {
+		return nil, err
+	}
+	if !c.retry.RetryAddress.IsZero() {
+		if err := a.checkAddress(c.retry.RetryAddress, address.Send); err != nil {
+			return nil, fmt.Errorf("amqpactor: retry address: %w", err)
+		}
+	}
+	if c.credit == 0 {
+		c.credit = DefaultCredit
+	}
+	if c.partitions <= 0 {
+		c.partitions = DefaultPartitions
+		if bh != nil {
+			c.partitions = 1
+		}
+	}
+	if c.batchSize <= 0 {
+		c.batchSize = 100
+	}
+	spec := &messages.Subscription{
+		Address: addr, Credit: c.credit, Partitions: c.partitions, Settled: c.settled, Classic: c.classic,
+		BatchSize: c.batchSize, BatchWait: c.batchWait, Outcome: a.outcomer(c.retry),
+	}
+	if h != nil {
+		spec.Handler = func(ctx context.Context, m *Message) error {
+			return h(context.WithValue(ctx, appKey{}, a), m)
+		}
+	} else {
+		spec.BatchHandler = func(ctx context.Context, ms []*Message) error {
+			return bh(context.WithValue(ctx, appKey{}, a), ms)
+		}
+	}
+	s := &Subscription{app: a, spec: spec}
+
+	a.mu.Lock()
+	if a.state == stateStopped {
+		a.mu.Unlock()
+		return nil, ErrStopped
+	}
+	spec.Name = a.subName(c.name, addr)
+	a.subs = append(a.subs, s)
+	started, root, env := a.state == stateStarted, a.root, a.env
+	a.mu.Unlock()
+	if !started {
+		return s, nil
+	}
+	ctx, cancel := env.CloseCtx(context.Background())
+	defer cancel()
+	if err := a.attach(ctx, root, s); err != nil {
+		a.mu.Lock()
+		for i, x := range a.subs {
+			if x == s {
+				a.subs = append(a.subs[:i], a.subs[i+1:]...)
+				break
+			}
+		}
+		a.mu.Unlock()
+		return nil, err
+	}
+	return s, nil
+}
+
+// subName makes a name unique within the App; the App's name keeps topic
+// subscription nodes of two instances of a service apart.
+func (a *App) subName(name string, addr Address) string {
+	if name == "" {
+		name = a.cfg.name + "." + addr.Name()
+	}
+	n := a.names[name]
+	a.names[name] = n + 1
+	if n > 0 {
+		name += "." + strconv.Itoa(n+1)
+	}
+	return name
+}
+
+// attach subscribes s on the running tree and waits for its first attach.
+func (a *App) attach(ctx context.Context, root *actor.PID, s *Subscription) error {
+	done := make(chan error, 1)
+	a.env.Root.Send(root, &messages.Subscribe{Spec: s.spec, Done: done})
+	var err error
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if err != nil {
+		// Take it down again: a subscription whose first attach failed is
+		// not retried behind the caller's back.
+		uctx, cancel := a.env.CloseCtx(context.Background())
+		defer cancel()
+		udone := make(chan error, 1)
+		a.env.Root.Send(root, &messages.Unsubscribe{Name: s.spec.Name, Ctx: uctx, Done: udone})
+		select {
+		case <-udone:
+		case <-uctx.Done():
+		}
+		return fmt.Errorf("amqpactor: subscribing to %s: %w", s.spec.Address, err)
+	}
+	return nil
+}
+
+// Start connects and attaches every subscription. A broker that refuses the
+// connection or an attach makes Start return its error, naming the address;
+// the App is then stopped.
+func (a *App) Start(ctx context.Context) error {
+	a.mu.Lock()
+	if a.state != stateNew {
+		a.mu.Unlock()
+		return errors.New("amqpactor: Start called twice")
+	}
+	a.state = stateStarted
+	connector := a.connector
+	a.sys, a.ownSys = a.cfg.system, false
+	if a.sys == nil {
+		a.ownSys = true
+		a.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+			return a.log.With("lib", "protoactor")
+		}))
+	}
+	a.env = &actors.Env{
+		Log: a.log, Dialect: connector.Dialect(), Root: a.sys.Root,
+		Backoff:      actors.Backoff{Initial: a.cfg.backoff[0], Max: a.cfg.backoff[1]},
+		CloseTimeout: a.cfg.closeTimeout,
+		Publish:      a.publishRaw,
+	}
+	started := make(chan connection.Started, 1)
+	root, err := a.sys.Root.SpawnNamed(connection.New(a.env, connector, started), "amqpactor:"+a.cfg.name)
+	if err != nil {
+		a.mu.Unlock()
+		a.teardown(ctx)
+		return err
+	}
+	a.root = root
+	subs := append([]*Subscription(nil), a.subs...)
+	a.mu.Unlock()
+
+	var res connection.Started
+	select {
+	case res = <-started:
+	case <-ctx.Done():
+		res.Err = ctx.Err()
+	}
+	if res.Err != nil {
+		a.teardown(ctx)
+		return fmt.Errorf("amqpactor: connecting to %s: %w", connector, res.Err)
+	}
+	a.mu.Lock()
+	a.children = res.Children
+	a.mu.Unlock()
+	for _, s := range subs {
+		if err := a.attach(ctx, root, s); err != nil {
+			a.teardown(ctx)
+			return err
+		}
+	}
+	return nil
+}
+
+// Stop stops gracefully, bounded by ctx: credit stops, handlers in flight
+// finish and settle, receivers detach, publish confirmations are awaited,
+// senders detach, sessions end and the connection closes. Past ctx's
+// deadline what is left is cut. Stop always returns by the deadline.
+func (a *App) Stop(ctx context.Context) error {
+	a.mu.Lock()
+	if a.state != stateStarted {
+		a.state = stateStopped
+		a.mu.Unlock()
+		return nil
+	}
+	a.mu.Unlock()
+	return a.teardown(ctx)
+}
+
+func (a *App) teardown(ctx context.Context) error {
+	a.mu.Lock()
+	a.state = stateStopped
+	root, env, sys, own := a.root, a.env, a.sys, a.ownSys
+	a.root = nil
+	a.mu.Unlock()
+	if env == nil {
+		return nil
+	}
+	var errs []error
+	if root != nil {
+		done := make(chan error, 1)
+		env.Root.Send(root, &messages.Drain{Ctx: ctx, Done: done})
+		select {
+		case err := <-done:
+			errs = append(errs, err)
+		case <-ctx.Done():
+			errs = append(errs, fmt.Errorf("amqpactor: stop: %w", ctx.Err()))
+		}
+		// Poison follows the drain through the mailbox: the tree stops
+		// after it has drained.
+		if err := sys.Root.PoisonFuture(root).Wait(); err != nil && !errors.Is(err, actor.ErrTimeout) {
+			errs = append(errs, err)
+		}
+	}
+	if err := env.Wait(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("amqpactor: stop: waiting for the actors' goroutines: %w", err))
+	}
+	if own {
+		sys.Shutdown()
+	}
+	return errors.Join(errs...)
+}
+
+// Run starts the App, blocks until ctx is done, and stops it (with a 30 s
+// bound on the graceful stop).
+func (a *App) Run(ctx context.Context) error {
+	if err := a.Start(ctx); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	return a.Stop(sctx)
+}
+
+func (a *App) running() (*actors.Env, connection.Children, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch a.state {
+	case stateNew:
+		return nil, connection.Children{}, errors.New("amqpactor: the App is not started")
+	case stateStopped:
+		return nil, connection.Children{}, ErrStopped
+	}
+	return a.env, a.children, nil
+}
+
+var donePool = sync.Pool{New: func() any { return make(chan error, 1) }}
+
+// Publish sends m to addr and waits for the broker's outcome: nil when
+// accepted, *OutcomeError when not. With Settled() it returns once the
+// transfer is written. Past ctx the publish may still reach the broker.
+func (a *App) Publish(ctx context.Context, addr Address, m *Message, opts ...PublishOption) error {
+	var c pubConfig
+	for _, o := range opts {
+		o(&c)
+	}
+	if err := a.checkAddress(addr, address.Send); err != nil {
+		return err
+	}
+	raw, err := messages.ToAMQP(m)
+	if err != nil {
+		return fmt.Errorf("amqpactor: publish to %s: %w", addr, err)
+	}
+	return a.publishRaw(ctx, addr, raw, c.settled)
+}
+
+func (a *App) publishRaw(ctx context.Context, addr Address, raw *amqp.Message, settled bool) error {
+	env, ch, err := a.running()
+	if err != nil {
+		return err
+	}
+	done := donePool.Get().(chan error)
+	env.Root.Send(ch.Publisher, &messages.Publish{Ctx: ctx, Address: addr, Message: raw, Settled: settled, Done: done})
+	select {
+	case err := <-done:
+		donePool.Put(done) // answered once, so safe to reuse
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("amqpactor: publish to %s: %w", addr, ctx.Err())
+	}
+}
+
+// Request sends m to addr with a reply-to of the App's reply node and waits
+// for the reply whose correlation-id matches, until ctx ends. m's message-id
+// is set when empty.
+func (a *App) Request(ctx context.Context, addr Address, m *Message) (*Message, error) {
+	if err := a.checkAddress(addr, address.Send); err != nil {
+		return nil, err
+	}
+	env, ch, err := a.running()
+	if err != nil {
+		return nil, err
+	}
+	req := *m
+	if req.MessageID == nil {
+		req.MessageID = a.cfg.name + "-" + strconv.FormatUint(a.seq.Add(1), 10)
+	}
+	key := req.CorrelationID
+	if key == nil {
+		key = req.MessageID
+	}
+	reply := make(chan messages.Reply, 1)
+	r := &messages.Request{Key: messages.CorrelationKey(key), Ctx: ctx, Address: addr, Message: &req, Reply: reply}
+	env.Root.Send(ch.Requests, r)
+	select {
+	case rep := <-reply:
+		if rep.Err != nil {
+			return nil, fmt.Errorf("amqpactor: request to %s: %w", addr, rep.Err)
+		}
+		return rep.Message, nil
+	case <-ctx.Done():
+		env.Root.Send(ch.Requests, &messages.CancelRequest{Key: r.Key})
+		return nil, fmt.Errorf("amqpactor: request to %s: no reply: %w", addr, ctx.Err())
+	}
+}
+
+// Tx is one transaction; see App.Transaction.
+type Tx struct {
+	app  *App
+	txn  transport.Txn
+	done bool
+}
+
+// Publish sends m to addr inside the transaction: nothing is visible before
+// commit.
+func (tx *Tx) Publish(ctx context.Context, addr Address, m *Message) error {
+	if tx.done {
+		return errors.New("amqpactor: transaction already discharged")
+	}
+	if err := tx.app.checkAddress(addr, address.Send); err != nil {
+		return err
+	}
+	raw, err := messages.ToAMQP(m)
+	if err != nil {
+		return fmt.Errorf("amqpactor: transactional publish to %s: %w", addr, err)
+	}
+	return tx.txn.Publish(ctx, addr, raw)
+}
+
+// Transaction declares a transaction, runs fn, and commits when fn returns
+// nil or rolls back when it returns an error (or panics; the panic goes on).
+// On a connector without transactions it returns an error that errors.Is
+// ErrNotSupported, and fn does not run.
+func (a *App) Transaction(ctx context.Context, fn func(tx *Tx) error) (err error) {
+	env, ch, err := a.running()
+	if err != nil {
+		return err
+	}
+	reply := make(chan messages.BeginResult, 1)
+	env.Root.Send(ch.Txn, &messages.Begin{Ctx: ctx, Reply: reply})
+	var res messages.BeginResult
+	select {
+	case res = <-reply:
+	case <-ctx.Done():
+		return fmt.Errorf("amqpactor: transaction: %w", ctx.Err())
+	}
+	if res.Err != nil {
+		return res.Err
+	}
+	tx := &Tx{app: a, txn: res.Txn}
+	committed := false
+	defer func() {
+		tx.done = true
+		env.Root.Send(ch.Txn, &messages.TxnEnded{Committed: committed})
+	}()
+	defer func() {
+		if v := recover(); v != nil {
+			_ = res.Txn.Rollback(context.WithoutCancel(ctx))
+			panic(v)
+		}
+	}()
+	if ferr := fn(tx); ferr != nil {
+		if rerr := res.Txn.Rollback(context.WithoutCancel(ctx)); rerr != nil {
+			return errors.Join(ferr, fmt.Errorf("amqpactor: rollback: %w", rerr))
+		}
+		return ferr
+	}
+	if err := res.Txn.Commit(ctx); err != nil {
+		return fmt.Errorf("amqpactor: commit: %w", err)
+	}
+	committed = true
+	return nil
+}
+
+// Tree returns a snapshot of the live actor tree: every node with its kind,
+// name, address, state and counters.
+func (a *App) Tree(ctx context.Context) (*Node, error) {
+	a.mu.Lock()
+	root, sys := a.root, a.sys
+	a.mu.Unlock()
+	if root == nil {
+		return nil, errors.New("amqpactor: Tree: the App is not running")
+	}
+	return describe(ctx, sys, root)
+}
+
+func describe(ctx context.Context, sys *actor.ActorSystem, pid *actor.PID) (*Node, error) {
+	timeout := time.Second
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = time.Until(dl)
+	}
+	if timeout <= 0 {
+		return nil, ctx.Err()
+	}
+	res, err := sys.Root.RequestFuture(pid, &messages.Describe{}, timeout).Result()
+	if err != nil {
+		return nil, fmt.Errorf("amqpactor: describing %s: %w", pid.Id, err)
+	}
+	d, ok := res.(*messages.Described)
+	if !ok {
+		return nil, fmt.Errorf("amqpactor: describing %s: unexpected answer %T", pid.Id, res)
+	}
+	n := d.Node
+	for _, c := range d.Children {
+		cn, err := describe(ctx, sys, c)
+		if err != nil {
+			// A child that stopped between the two asks is not an error
+			// of the tree; note it and go on.
+			n.Children = append(n.Children, &Node{Name: c.Id, State: messages.StateDetached, LastError: err.Error()})
+			continue
+		}
+		n.Children = append(n.Children, cn)
+	}
+	return n, nil
+}

@@ -1,0 +1,189 @@
+package amqpactor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"mime"
+	"strings"
+
+	"github.com/Azure/go-amqp"
+
+	"github.com/amqpactor/amqpactor/messages"
+)
+
+// Handler handles one delivery; what it returns decides the outcome.
+type Handler func(ctx context.Context, m *Message) error
+
+// BatchHandler handles a batch; its result applies to every message in it.
+type BatchHandler func(ctx context.Context, ms []*Message) error
+
+type (
+	rejectError        struct{ err error }
+	releaseError       struct{}
+	undeliverableError struct{ err error }
+)
+
+func (e *rejectError) Error() string        { return "rejected: " + errString(e.err) }
+func (e *rejectError) Unwrap() error        { return e.err }
+func (*releaseError) Error() string         { return "released" }
+func (e *undeliverableError) Error() string { return "undeliverable: " + errString(e.err) }
+func (e *undeliverableError) Unwrap() error { return e.err }
+
+func errString(err error) string {
+	if err == nil {
+		return "<nil>"
+	}
+	return err.Error()
+}
+
+// Reject makes the handler's delivery rejected: the broker's dead-letter
+// policy decides what happens to it. The error's text becomes the
+// description; an *amqp.Error in err's chain gives the condition too.
+func Reject(err error) error { return &rejectError{err: err} }
+
+// Release makes the delivery released: back to the queue, delivery-count
+// unchanged.
+func Release() error { return &releaseError{} }
+
+// Undeliverable makes the delivery modified{delivery-failed,
+// undeliverable-here}: the broker does not redeliver it to this receiver.
+func Undeliverable(err error) error { return &undeliverableError{err: err} }
+
+// RetryPolicy says what a failure does.
+type RetryPolicy struct {
+	// MaxDeliveries, when > 0, is the number of attempts: a failure of the
+	// delivery whose delivery-count shows it is the last attempt is sent as
+	// rejected instead of modified.
+	MaxDeliveries uint32
+	// RetryAddress, when set, is for brokers that ignore modified (Azure
+	// Service Bus, RabbitMQ classic queues): a failure publishes a copy with
+	// delivery-count + 1 there and accepts the original.
+	RetryAddress Address
+}
+
+// Conditions of the rejections the runtime makes itself.
+const (
+	CondRejected      = "amqpactor:rejected"
+	CondMaxDeliveries = "amqpactor:max-deliveries-exceeded"
+)
+
+// outcomer maps a handler result to an outcome, per the table in the
+// package documentation and the subscription's RetryPolicy.
+func (a *App) outcomer(p RetryPolicy) messages.Outcomer {
+	return func(ctx context.Context, err error, m *Message) messages.Outcome {
+		if err == nil {
+			return messages.Outcome{Kind: messages.Accepted}
+		}
+		var rej *rejectError
+		var rel *releaseError
+		var und *undeliverableError
+		switch {
+		case errors.As(err, &rej):
+			return rejected(rej.err, CondRejected)
+		case errors.As(err, &rel):
+			return messages.Outcome{Kind: messages.Released}
+		case errors.As(err, &und):
+			return messages.Outcome{Kind: messages.Modified, DeliveryFailed: true, UndeliverableHere: true}
+		}
+		if p.MaxDeliveries > 0 && m.DeliveryCount+1 >= p.MaxDeliveries {
+			o := rejected(err, CondMaxDeliveries)
+			o.Description = fmt.Sprintf("failed %d deliveries, last: %s", m.DeliveryCount+1, o.Description)
+			return o
+		}
+		if !p.RetryAddress.IsZero() {
+			cp := *m
+			cp.DeliveryCount++
+			cp.FirstAcquirer = false
+			if perr := a.Publish(context.WithoutCancel(ctx), p.RetryAddress, &cp); perr != nil {
+				a.log.Warn("amqpactor: publishing to the retry address failed", "address", p.RetryAddress.String(), "error", perr)
+				return messages.Outcome{Kind: messages.Modified, DeliveryFailed: true}
+			}
+			return messages.Outcome{Kind: messages.Accepted}
+		}
+		return messages.Outcome{Kind: messages.Modified, DeliveryFailed: true}
+	}
+}
+
+func rejected(err error, cond string) messages.Outcome {
+	o := messages.Outcome{Kind: messages.Rejected, Condition: cond, Description: errString(err)}
+	var ae *amqp.Error
+	if errors.As(err, &ae) {
+		o.Condition, o.Description = string(ae.Condition), ae.Description
+	}
+	return o
+}
+
+// Responder adapts a request handler: its reply goes to the request's
+// reply-to with correlation-id set to the request's correlation-id, or its
+// message-id when it has none. An error is handled like a Handler's.
+func Responder(fn func(ctx context.Context, req *Message) (*Message, error)) Handler {
+	return func(ctx context.Context, req *Message) error {
+		if req.ReplyTo == "" {
+			return Reject(errors.New("amqpactor: request has no reply-to"))
+		}
+		rep, err := fn(ctx, req)
+		if err != nil {
+			return err
+		}
+		if rep == nil {
+			rep = &Message{}
+		}
+		rep.CorrelationID = req.CorrelationID
+		if rep.CorrelationID == nil {
+			rep.CorrelationID = req.MessageID
+		}
+		app := appFrom(ctx)
+		if app == nil {
+			return errors.New("amqpactor: Responder used outside a subscription of an App")
+		}
+		return app.Publish(ctx, Raw(req.ReplyTo), rep)
+	}
+}
+
+// Typed adapts a handler of T: the body is decoded as JSON when the
+// content-type says JSON (or is empty). A body that cannot be decoded, or
+// another content-type, is rejected at once (amqp:decode-error), never
+// retried: another attempt would fail the same way.
+func Typed[T any](fn func(ctx context.Context, v T, m *Message) error) Handler {
+	return func(ctx context.Context, m *Message) error {
+		var v T
+		if !isJSON(m.ContentType) {
+			return Reject(&amqp.Error{Condition: amqp.ErrCondDecodeError,
+				Description: fmt.Sprintf("typed handler wants JSON, content-type is %q", m.ContentType)})
+		}
+		body := m.Body
+		if body == nil {
+			switch b := m.Value.(type) {
+			case string:
+				body = []byte(b)
+			case []byte:
+				body = b
+			}
+		}
+		if err := json.Unmarshal(body, &v); err != nil {
+			return Reject(&amqp.Error{Condition: amqp.ErrCondDecodeError,
+				Description: fmt.Sprintf("decoding %T: %v", v, err)})
+		}
+		return fn(ctx, v, m)
+	}
+}
+
+func isJSON(ct string) bool {
+	if ct == "" {
+		return true
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return false
+	}
+	return mt == "application/json" || strings.HasSuffix(mt, "+json")
+}
+
+type appKey struct{}
+
+func appFrom(ctx context.Context) *App {
+	a, _ := ctx.Value(appKey{}).(*App)
+	return a
+}

@@ -1,0 +1,103 @@
+package amqpactor
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
+
+// Option configures an App.
+type Option func(*appConfig)
+
+type appConfig struct {
+	log          *slog.Logger
+	system       *actor.ActorSystem
+	backoff      [2]time.Duration
+	closeTimeout time.Duration
+	name         string
+}
+
+// WithLogger sets the logger. The zero value logs nothing.
+func WithLogger(l *slog.Logger) Option { return func(c *appConfig) { c.log = l } }
+
+// WithActorSystem runs the App's actors on sys instead of a system of its
+// own; the App then never shuts sys down.
+func WithActorSystem(sys *actor.ActorSystem) Option { return func(c *appConfig) { c.system = sys } }
+
+// WithBackoff bounds the delays between re-attach and reconnect attempts
+// (exponential with jitter). Zero values mean 100 ms and 30 s.
+func WithBackoff(initial, max time.Duration) Option {
+	return func(c *appConfig) { c.backoff = [2]time.Duration{initial, max} }
+}
+
+// WithCloseTimeout bounds each link, session and connection close when the
+// caller's context has no deadline. Zero means 5 s.
+func WithCloseTimeout(d time.Duration) Option { return func(c *appConfig) { c.closeTimeout = d } }
+
+// WithName names the App: the root of its actor tree and the prefix of the
+// private nodes it creates (topic subscription queues, reply queues). Zero
+// means a random name.
+func WithName(name string) Option { return func(c *appConfig) { c.name = name } }
+
+// SubscribeOption configures a subscription.
+type SubscribeOption func(*subConfig)
+
+type subConfig struct {
+	credit     uint32
+	partitions int
+	retry      RetryPolicy
+	settled    bool
+	classic    bool
+	batchSize  int
+	batchWait  time.Duration
+	name       string
+}
+
+// DefaultCredit is the link credit of a subscription without WithCredit.
+const DefaultCredit = 256
+
+// DefaultPartitions is the number of partition workers without WithPartitions.
+const DefaultPartitions = 8
+
+// WithCredit sets the link credit: at most n deliveries are held at once.
+// Zero means DefaultCredit.
+func WithCredit(n uint32) SubscribeOption { return func(c *subConfig) { c.credit = n } }
+
+// WithPartitions sets the number of partition workers. Messages with the same
+// group-id run in order on one worker; n workers run in parallel. Zero means
+// DefaultPartitions (1 for a batch subscription).
+func WithPartitions(n int) SubscribeOption { return func(c *subConfig) { c.partitions = n } }
+
+// WithRetry sets what a handler failure does.
+func WithRetry(p RetryPolicy) SubscribeOption { return func(c *subConfig) { c.retry = p } }
+
+// AtMostOnce asks the broker to send settled deliveries: nothing is
+// redelivered, whatever the handler returns.
+func AtMostOnce() SubscribeOption { return func(c *subConfig) { c.settled = true } }
+
+// WithClassicQueue makes the RabbitMQ4 dialect declare a classic queue
+// instead of a quorum queue (which counts delivery-count and enforces a
+// delivery limit; classic queues do neither).
+func WithClassicQueue() SubscribeOption { return func(c *subConfig) { c.classic = true } }
+
+// WithBatch sets the batch size and the wait for a batch subscription. A
+// batch is what arrived, up to size, or what arrived within wait of its first
+// message; never more than the credit. Zero wait means 50 ms.
+func WithBatch(size int, wait time.Duration) SubscribeOption {
+	return func(c *subConfig) { c.batchSize, c.batchWait = size, wait }
+}
+
+// WithSubscriptionName names the subscription in the tree and, for a topic,
+// the subscriber's own node on brokers that need one. Zero means one derived
+// from the address.
+func WithSubscriptionName(name string) SubscribeOption { return func(c *subConfig) { c.name = name } }
+
+// PublishOption configures one publish.
+type PublishOption func(*pubConfig)
+
+type pubConfig struct{ settled bool }
+
+// Settled publishes at-most-once: the transfer is pre-settled and Publish
+// returns once it is written.
+func Settled() PublishOption { return func(c *pubConfig) { c.settled = true } }
