@@ -1,0 +1,35 @@
+# make test: everything the project checks, on a fresh machine. As root it
+# starts the RabbitMQ 4 test broker (test/broker/rabbitmq4.sh) and runs the
+# live suites against it; without root or a broker they skip loudly, and
+# under REQUIRE_LIVE=1 (CI) a skip is a failure.
+SHELL := /bin/bash
+GO ?= go
+
+.PHONY: test check broker-start broker-stop examples bench
+
+test: check
+	@set -euo pipefail; \
+	if [ -z "$${AMQP_URL:-}" ]; then \
+		if [ "$$(id -u)" = 0 ]; then \
+			bash test/broker/rabbitmq4.sh start; \
+			export AMQP_URL="$$(bash test/broker/rabbitmq4.sh url)"; \
+		else \
+			echo "make test: not root, so no RabbitMQ 4 test broker: the live suites will SKIP (set AMQP_URL to use one)" >&2; \
+		fi; \
+	fi; \
+	$(GO) test -race -count=1 ./...
+
+check:
+	@bad="$$(gofmt -l . | grep -v '/node_modules/' || true)"; \
+	if [ -n "$$bad" ]; then echo "gofmt would change:"; echo "$$bad"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) build ./...
+
+broker-start:
+	bash test/broker/rabbitmq4.sh start
+
+broker-stop:
+	bash test/broker/rabbitmq4.sh stop
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./test/bench/

@@ -1,0 +1,65 @@
+package amqpactor
+
+import (
+	"crypto/tls"
+	"log/slog"
+	"time"
+
+	"github.com/amqpactor/amqpactor/transport/amqpwire"
+)
+
+// DialOption configures Dial.
+type DialOption func(*amqpwire.Config)
+
+// Dial returns a Connector for a live AMQP 1.0 broker at url (amqp:// or
+// amqps://, TLS verified by default), with go-amqp on the wire. It never
+// fails: a bad URL or unsafe settings are reported by App.Start, naming the
+// URL without its password. SASL PLAIN comes from the URL's userinfo.
+func Dial(url string, opts ...DialOption) Connector {
+	cfg := amqpwire.Config{URL: url}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	return amqpwire.New(cfg)
+}
+
+// WithContainerID sets the AMQP container-id. Zero means a random one.
+func WithContainerID(id string) DialOption { return func(c *amqpwire.Config) { c.ContainerID = id } }
+
+// WithDialect says how the broker spells addresses. Zero means Artemis.
+func WithDialect(d Dialect) DialOption { return func(c *amqpwire.Config) { c.Dialect = d } }
+
+// WithTLS sets the TLS config of an amqps:// connection. Nil means the
+// defaults, with verification on.
+func WithTLS(cfg *tls.Config) DialOption { return func(c *amqpwire.Config) { c.TLS = cfg } }
+
+// WithSASLAnonymous authenticates with SASL ANONYMOUS.
+func WithSASLAnonymous() DialOption {
+	return func(c *amqpwire.Config) { c.SASL = amqpwire.SASLAnonymous }
+}
+
+// WithSASLExternal authenticates with SASL EXTERNAL (the TLS client
+// certificate).
+func WithSASLExternal() DialOption {
+	return func(c *amqpwire.Config) { c.SASL = amqpwire.SASLExternal }
+}
+
+// WithInsecurePlain allows SASL PLAIN, a password in clear text, over plain
+// TCP to a host that is not a loopback address. Without it Start refuses.
+func WithInsecurePlain() DialOption { return func(c *amqpwire.Config) { c.InsecurePlain = true } }
+
+// WithIdleTimeout sets how long the broker may stay silent before the
+// connection is declared dead. Zero means one minute.
+func WithIdleTimeout(d time.Duration) DialOption {
+	return func(c *amqpwire.Config) { c.IdleTimeout = d }
+}
+
+// WithMaxMessageSize bounds the size of a message a receiver accepts. Zero
+// means 16 MiB.
+func WithMaxMessageSize(n uint64) DialOption {
+	return func(c *amqpwire.Config) { c.MaxMessageSize = n }
+}
+
+// WithDialLogger receives connection events. Nothing logged contains
+// credentials.
+func WithDialLogger(l *slog.Logger) DialOption { return func(c *amqpwire.Config) { c.Logger = l } }

@@ -1,0 +1,212 @@
+// Quickstart: a small order service on the in-process broker (or a live one
+// with -url). It shows partitioned handling by group-id, a retry, request/
+// reply, a transaction, and prints the actor tree; it exits by itself.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/amqpactor/amqpactor"
+	"github.com/amqpactor/amqpactor/inproc"
+)
+
+type Order struct {
+	ID       int    `json:"id"`
+	Customer string `json:"customer"`
+}
+
+func main() {
+	url := flag.String("url", "", "AMQP URL of a live broker (empty: the in-process broker)")
+	dialect := flag.String("dialect", "rabbitmq4", "dialect of the live broker: artemis, rabbitmq4 or servicebus")
+	flag.Parse()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if err := run(*url, *dialect, log); err != nil {
+		fmt.Fprintln(os.Stderr, "quickstart:", err)
+		os.Exit(1)
+	}
+}
+
+func connector(url, dialect string) (amqpactor.Connector, error) {
+	if url == "" {
+		return inproc.New(), nil
+	}
+	d := map[string]amqpactor.Dialect{"artemis": amqpactor.Artemis, "rabbitmq4": amqpactor.RabbitMQ4, "servicebus": amqpactor.ServiceBus}
+	dl, ok := d[strings.ToLower(dialect)]
+	if !ok {
+		return nil, fmt.Errorf("unknown dialect %q", dialect)
+	}
+	return amqpactor.Dial(url, amqpactor.WithDialect(dl), amqpactor.WithContainerID("quickstart")), nil
+}
+
+func run(url, dialect string, log *slog.Logger) error {
+	c, err := connector(url, dialect)
+	if err != nil {
+		return err
+	}
+	app := amqpactor.New(c, amqpactor.WithLogger(log))
+	const customers, perCustomer = 4, 25
+
+	// Orders are partitioned by customer (the group-id): one customer's
+	// orders are handled in order, different customers in parallel.
+	var mu sync.Mutex
+	last := map[string]int{}
+	var handled atomic.Int64
+	allDone := make(chan struct{})
+	_, err = app.Subscribe(amqpactor.Queue("quickstart.orders"),
+		amqpactor.Typed(func(ctx context.Context, o Order, m *amqpactor.Message) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if o.ID <= last[o.Customer] {
+				return amqpactor.Reject(fmt.Errorf("order %d of %s out of order", o.ID, o.Customer))
+			}
+			last[o.Customer] = o.ID
+			if handled.Add(1) == customers*perCustomer {
+				close(allDone)
+			}
+			return nil
+		}),
+		amqpactor.WithPartitions(4), amqpactor.WithCredit(64))
+	if err != nil {
+		return err
+	}
+
+	// A flaky handler: fails twice, succeeds on the third delivery.
+	retried := make(chan uint32, 1)
+	_, err = app.Subscribe(amqpactor.Queue("quickstart.flaky"), func(ctx context.Context, m *amqpactor.Message) error {
+		if m.DeliveryCount < 2 {
+			return errors.New("temporary failure")
+		}
+		retried <- m.DeliveryCount
+		return nil
+	}, amqpactor.WithRetry(amqpactor.RetryPolicy{MaxDeliveries: 5}))
+	if err != nil {
+		return err
+	}
+
+	// Request/reply: a price service.
+	_, err = app.Subscribe(amqpactor.Queue("quickstart.prices"),
+		amqpactor.Responder(func(ctx context.Context, req *amqpactor.Message) (*amqpactor.Message, error) {
+			return &amqpactor.Message{Body: []byte("42.00 EUR for " + string(req.Body))}, nil
+		}))
+	if err != nil {
+		return err
+	}
+
+	audit := make(chan string, 2)
+	_, err = app.Subscribe(amqpactor.Queue("quickstart.audit"), func(ctx context.Context, m *amqpactor.Message) error {
+		audit <- string(m.Body)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := app.Start(ctx); err != nil {
+		return err
+	}
+	defer func() {
+		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer scancel()
+		if err := app.Stop(sctx); err != nil {
+			log.Error("stop", "error", err)
+		}
+	}()
+
+	for i := 1; i <= perCustomer; i++ {
+		for c := 0; c < customers; c++ {
+			body, _ := json.Marshal(Order{ID: i, Customer: fmt.Sprintf("customer-%d", c)})
+			m := &amqpactor.Message{Body: body, ContentType: "application/json", GroupID: fmt.Sprintf("customer-%d", c)}
+			if err := app.Publish(ctx, amqpactor.Queue("quickstart.orders"), m); err != nil {
+				return err
+			}
+		}
+	}
+	select {
+	case <-allDone:
+		fmt.Printf("orders: %d handled, each customer's in order\n", handled.Load())
+	case <-ctx.Done():
+		return fmt.Errorf("orders: only %d of %d handled", handled.Load(), customers*perCustomer)
+	}
+
+	if err := app.Publish(ctx, amqpactor.Queue("quickstart.flaky"), &amqpactor.Message{Body: []byte("flaky")}); err != nil {
+		return err
+	}
+	select {
+	case n := <-retried:
+		fmt.Printf("retry: succeeded on delivery %d after %d failures\n", n+1, n)
+	case <-ctx.Done():
+		return errors.New("retry: the flaky message never succeeded")
+	}
+
+	rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
+	reply, err := app.Request(rctx, amqpactor.Queue("quickstart.prices"), &amqpactor.Message{Body: []byte("widget")})
+	rcancel()
+	if err != nil {
+		return err
+	}
+	fmt.Printf("request/reply: %s\n", reply.Body)
+
+	err = app.Transaction(ctx, func(tx *amqpactor.Tx) error {
+		if err := tx.Publish(ctx, amqpactor.Queue("quickstart.audit"), &amqpactor.Message{Body: []byte("committed")}); err != nil {
+			return err
+		}
+		return nil
+	})
+	switch {
+	case errors.Is(err, amqpactor.ErrNotSupported):
+		fmt.Printf("transaction: %v\n", err)
+	case err != nil:
+		return err
+	default:
+		_ = app.Transaction(ctx, func(tx *amqpactor.Tx) error {
+			_ = tx.Publish(ctx, amqpactor.Queue("quickstart.audit"), &amqpactor.Message{Body: []byte("rolled back")})
+			return errors.New("changed my mind")
+		})
+		select {
+		case s := <-audit:
+			fmt.Printf("transaction: audit saw %q (and not the rolled-back one)\n", s)
+		case <-ctx.Done():
+			return errors.New("transaction: the committed message never arrived")
+		}
+	}
+
+	tree, err := app.Tree(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Println("actor tree:")
+	printTree(tree, "  ")
+	return nil
+}
+
+func printTree(n *amqpactor.Node, indent string) {
+	line := fmt.Sprintf("%s%s [%s]", indent, n.Name, n.State)
+	if n.Address != "" && n.Kind != "connection" {
+		line += " " + n.Address
+	}
+	var cs []string
+	for _, k := range []string{"delivered", "accepted", "modified", "rejected", "published", "confirmed", "handled", "credit"} {
+		if v, ok := n.Counters[k]; ok && v > 0 {
+			cs = append(cs, fmt.Sprintf("%s=%d", k, v))
+		}
+	}
+	if len(cs) > 0 {
+		line += " " + strings.Join(cs, " ")
+	}
+	fmt.Println(line)
+	for _, c := range n.Children {
+		printTree(c, indent+"  ")
+	}
+}
