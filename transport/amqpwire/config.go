@@ -1,0 +1,221 @@
+package amqpwire
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/amqpactor/amqpactor/address"
+	"github.com/amqpactor/amqpactor/transport"
+)
+
+// SASL chooses the SASL mechanism of a connection.
+type SASL uint8
+
+const (
+	// SASLFromURL (the zero value) uses PLAIN with the URL's user and password
+	// when the URL has userinfo, and ANONYMOUS otherwise.
+	SASLFromURL SASL = iota
+	// SASLAnonymous uses ANONYMOUS; userinfo in the URL is ignored.
+	SASLAnonymous
+	// SASLExternal uses EXTERNAL with an empty response (the identity comes
+	// from the TLS client certificate); userinfo in the URL is ignored.
+	SASLExternal
+)
+
+func (s SASL) String() string {
+	switch s {
+	case SASLFromURL:
+		return "from-url"
+	case SASLAnonymous:
+		return "ANONYMOUS"
+	case SASLExternal:
+		return "EXTERNAL"
+	}
+	return "unknown"
+}
+
+// Defaults applied to zero fields of Config.
+const (
+	DefaultMaxMessageSize = 16 << 20
+	DefaultDialTimeout    = 30 * time.Second
+	// DefaultCloseTimeout bounds every Close whose context has no deadline.
+	DefaultCloseTimeout = 5 * time.Second
+	// DefaultRequestTimeout bounds a management request whose context has no
+	// deadline.
+	DefaultRequestTimeout = 30 * time.Second
+)
+
+// Config says how to reach one broker. The zero value of every field but URL
+// is usable.
+type Config struct {
+	// URL is amqp://[user:password@]host[:port][/vhost] or amqps://…. The
+	// port defaults to 5672 (amqp) or 5671 (amqps). With the RabbitMQ4
+	// dialect a non-empty path names the virtual host (sent as the open
+	// frame's hostname "vhost:NAME"); otherwise the hostname sent is the
+	// URL's host.
+	URL string
+	// TLS configures amqps:// connections. nil means a default config with
+	// verification on. ServerName defaults to the URL's host. It is never
+	// used for amqp:// URLs.
+	TLS *tls.Config
+	// SASL chooses the mechanism; the zero value takes it from the URL.
+	SASL SASL
+	// ContainerID is the AMQP container-id; empty lets go-amqp pick a random
+	// one.
+	ContainerID string
+	// Dialect says how addresses are spelt and what must be declared before a
+	// link attaches. The zero value is Artemis.
+	Dialect address.Dialect
+	// InsecurePlain allows SASL PLAIN (a password in clear text) over plain
+	// TCP to a host that is not a loopback address. The zero value refuses it.
+	InsecurePlain bool
+	// IdleTimeout is how long the broker may stay silent before the
+	// connection is declared dead. Zero means go-amqp's default (one
+	// minute); negative disables it.
+	IdleTimeout time.Duration
+	// MaxMessageSize is the largest message a receiver accepts; a larger one
+	// ends the link with amqp:link:message-size-exceeded. Zero means 16 MiB.
+	// Senders are bound by the broker's own maximum instead (go-amqp v1.7
+	// cannot set one on a sender).
+	MaxMessageSize uint64
+	// DialTimeout bounds TCP connect, TLS handshake and the AMQP open, in
+	// addition to the context given to Connect. Zero means 30 s.
+	DialTimeout time.Duration
+	// Logger receives connection events; nil discards them. Nothing logged
+	// contains credentials.
+	Logger *slog.Logger
+}
+
+// ErrCleartextCredentials is wrapped by the error Connect returns when SASL
+// PLAIN would send a password over plain TCP to a host that is not a loopback
+// address and Config.InsecurePlain is not set.
+var ErrCleartextCredentials = errors.New("refusing to send a password in clear text")
+
+// connector is the transport.Connector for one Config.
+type connector struct {
+	cfg      Config
+	redacted string
+	log      *slog.Logger
+}
+
+// New returns a connector for cfg. It never fails: a malformed URL or an
+// unsafe combination of settings is reported by Connect, naming the redacted
+// URL.
+func New(cfg Config) transport.Connector {
+	c := &connector{cfg: cfg, redacted: redactURL(cfg.URL)}
+	if cfg.Logger != nil {
+		c.log = cfg.Logger.With("broker", c.redacted)
+	} else {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+func (c *connector) Dialect() address.Dialect { return c.cfg.Dialect }
+
+// String is the URL without its password.
+func (c *connector) String() string { return c.redacted }
+
+func (c *connector) Connect(ctx context.Context) (transport.Conn, error) {
+	conn, err := c.connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return conn, nil
+}
+
+// redactURL spells raw as url.URL.Redacted does. A URL that does not parse
+// is cut down to its scheme and host part with any userinfo replaced, so
+// that not even a malformed URL leaks a password.
+func redactURL(raw string) string {
+	if u, err := url.Parse(raw); err == nil && u.Opaque == "" {
+		return u.Redacted()
+	}
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		// "user:password@host" parses as scheme "user" with an opaque part.
+		if at := strings.LastIndex(raw, "@"); at >= 0 {
+			return "xxxxx@" + raw[at+1:]
+		}
+		return raw
+	}
+	if at := strings.LastIndex(rest, "@"); at >= 0 {
+		rest = "xxxxx@" + rest[at+1:]
+	}
+	return scheme + "://" + rest
+}
+
+// scrub removes every secret from msg.
+func scrub(msg string, secrets ...string) string {
+	for _, s := range secrets {
+		if s != "" {
+			msg = strings.ReplaceAll(msg, s, "xxxxx")
+		}
+	}
+	return msg
+}
+
+// connectError is what Connect returns: it names the redacted URL.
+type connectError struct {
+	url string
+	msg string
+	err error
+}
+
+func (e *connectError) Error() string {
+	s := "amqpactor: connect " + e.url + ": " + e.msg
+	if e.err != nil {
+		s += ": " + e.err.Error()
+	}
+	return s
+}
+
+func (e *connectError) Unwrap() error { return e.err }
+
+// safeError carries an error whose text has been scrubbed of credentials
+// while keeping the original reachable for errors.Is and errors.As.
+type safeError struct {
+	text string
+	err  error
+}
+
+func (e *safeError) Error() string { return e.text }
+func (e *safeError) Unwrap() error { return e.err }
+
+func scrubbed(err error, secrets ...string) error {
+	if err == nil {
+		return nil
+	}
+	text := scrub(err.Error(), secrets...)
+	if text == err.Error() {
+		return err
+	}
+	return &safeError{text: text, err: err}
+}
+
+// withDefaultDeadline returns ctx bounded by d when it has no deadline.
+func withDefaultDeadline(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, d)
+}
+
+// closeContext gives a Close call a deadline even when the caller's context
+// has none (go-amqp issue 310: a close the peer never answers blocks for
+// ever). A context that is already done still lets the close begin; it just
+// does not wait for the peer.
+func closeContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	return withDefaultDeadline(ctx, DefaultCloseTimeout)
+}
+
+var _ fmt.Stringer = (*connector)(nil)

@@ -1,0 +1,293 @@
+package amqpwire
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/Azure/go-amqp"
+
+	"github.com/amqpactor/amqpactor/address"
+	"github.com/amqpactor/amqpactor/transport"
+)
+
+// keepAlive is the TCP keepalive probe interval of every connection.
+const keepAlive = 15 * time.Second
+
+// endpoint is a parsed, validated Config.URL.
+type endpoint struct {
+	tls      bool
+	host     string // without brackets
+	port     string
+	hostPort string
+	user     string
+	password string
+	userinfo bool
+	vhost    string
+}
+
+func (c *connector) parse() (endpoint, error) {
+	var ep endpoint
+	raw := c.cfg.URL
+	if raw == "" {
+		return ep, &connectError{url: "(empty URL)", msg: "no broker URL"}
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		// *url.Error repeats the whole URL, password included: keep only
+		// the reason, scrubbed of anything that looks like userinfo.
+		var ue *url.Error
+		reason := err
+		if errors.As(err, &ue) {
+			reason = ue.Err
+		}
+		secret := ""
+		if _, rest, ok := strings.Cut(raw, "://"); ok {
+			if at := strings.LastIndex(rest, "@"); at >= 0 {
+				secret = rest[:at]
+			}
+		}
+		return ep, &connectError{url: c.redacted, msg: "invalid URL", err: scrubbed(reason, secret)}
+	}
+	switch u.Scheme {
+	case "amqp":
+		ep.port = "5672"
+	case "amqps":
+		ep.tls = true
+		ep.port = "5671"
+	default:
+		return ep, &connectError{url: c.redacted, msg: fmt.Sprintf("unsupported scheme %q (want amqp or amqps)", u.Scheme)}
+	}
+	ep.host = u.Hostname()
+	if ep.host == "" {
+		return ep, &connectError{url: c.redacted, msg: "URL has no host"}
+	}
+	if p := u.Port(); p != "" {
+		ep.port = p
+	}
+	ep.hostPort = net.JoinHostPort(ep.host, ep.port)
+	if u.User != nil {
+		ep.userinfo = true
+		ep.user = u.User.Username()
+		ep.password, _ = u.User.Password()
+	}
+	ep.vhost = strings.TrimPrefix(u.Path, "/")
+	return ep, nil
+}
+
+// isLoopback reports whether host is a loopback address or "localhost". A
+// name other than localhost is never resolved here, so it counts as remote.
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func (c *connector) connect(ctx context.Context) (*Conn, error) {
+	ep, err := c.parse()
+	if err != nil {
+		return nil, err
+	}
+	fail := func(msg string, err error) error {
+		return &connectError{url: c.redacted, msg: msg, err: scrubbed(err, ep.password)}
+	}
+
+	// Decide the SASL mechanism before anything is dialled, so that a
+	// refusal sends nothing anywhere.
+	var sasl amqp.SASLType
+	mech := "ANONYMOUS"
+	switch c.cfg.SASL {
+	case SASLFromURL:
+		if ep.userinfo {
+			mech = "PLAIN"
+			sasl = amqp.SASLTypePlain(ep.user, ep.password)
+		} else {
+			sasl = amqp.SASLTypeAnonymous()
+		}
+	case SASLAnonymous:
+		sasl = amqp.SASLTypeAnonymous()
+	case SASLExternal:
+		mech = "EXTERNAL"
+		sasl = amqp.SASLTypeExternal("")
+	default:
+		return nil, fail(fmt.Sprintf("unknown SASL setting %d", c.cfg.SASL), nil)
+	}
+	if mech == "PLAIN" && !ep.tls && !c.cfg.InsecurePlain && !isLoopback(ep.host) {
+		return nil, fail("SASL PLAIN over plain TCP to a non-loopback host", fmt.Errorf(
+			"%w; use amqps://, or set InsecurePlain to allow it", ErrCleartextCredentials))
+	}
+
+	timeout := c.cfg.DialTimeout
+	if timeout <= 0 {
+		timeout = DefaultDialTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+
+	d := net.Dialer{
+		KeepAlive:       keepAlive,
+		KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: keepAlive, Interval: keepAlive},
+	}
+	raw, err := d.DialContext(ctx, "tcp", ep.hostPort)
+	if err != nil {
+		return nil, fail("dial", err)
+	}
+	if tc, ok := raw.(*net.TCPConn); ok {
+		if err := tc.SetNoDelay(true); err != nil {
+			_ = raw.Close()
+			return nil, fail("set TCP_NODELAY", err)
+		}
+	}
+	netConn := raw
+	if ep.tls {
+		cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+		if c.cfg.TLS != nil {
+			cfg = c.cfg.TLS.Clone()
+		}
+		if cfg.ServerName == "" {
+			cfg.ServerName = ep.host
+		}
+		tc := tls.Client(raw, cfg)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			_ = raw.Close()
+			return nil, fail("TLS handshake", err)
+		}
+		netConn = tc
+	}
+
+	hostname := ep.host
+	if c.cfg.Dialect == address.RabbitMQ4 && ep.vhost != "" {
+		hostname = "vhost:" + ep.vhost
+	}
+	ac, err := amqp.NewConn(ctx, netConn, &amqp.ConnOptions{
+		ContainerID: c.cfg.ContainerID,
+		HostName:    hostname,
+		IdleTimeout: c.cfg.IdleTimeout,
+		SASLType:    sasl,
+	})
+	if err != nil {
+		_ = netConn.Close()
+		msg := "AMQP open"
+		const saslFailed = "auth failed with code "
+		switch text := err.Error(); {
+		case strings.Contains(text, saslFailed):
+			// go-amqp says "SASL PLAIN auth failed with code 0x1: " whatever
+			// the mechanism; say it plainly and keep the error reachable.
+			code := strings.TrimSuffix(strings.TrimSpace(text[strings.Index(text, saslFailed)+len(saslFailed):]), ":")
+			return nil, fail("authentication failed (SASL "+mech+")",
+				&safeError{text: "the broker refused the credentials (SASL outcome code " + code + ")", err: err})
+		case strings.Contains(text, "no supported auth mechanism"):
+			msg = "SASL " + mech + " not offered by the broker"
+		case ctx.Err() != nil:
+			msg = "AMQP open timed out"
+		}
+		return nil, fail(msg, err)
+	}
+	conn := &Conn{
+		conn:    c,
+		amqp:    ac,
+		net:     netConn,
+		dialect: c.cfg.Dialect,
+		log:     c.log,
+	}
+	conn.mgmt = &Management{conn: conn}
+	c.log.Debug("amqpactor: connected", "sasl", mech, "tls", ep.tls)
+	return conn, nil
+}
+
+// Conn is one AMQP connection. It implements transport.Conn.
+type Conn struct {
+	conn    *connector
+	amqp    *amqp.Conn
+	net     net.Conn
+	dialect address.Dialect
+	log     *slog.Logger
+	mgmt    *Management
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ transport.Conn = (*Conn)(nil)
+
+// Done is go-amqp's own channel: it is closed the moment the connection
+// ends, by Close or by failure.
+func (c *Conn) Done() <-chan struct{} { return c.amqp.Done() }
+
+// Err says why Done was closed: nil after a clean Close, otherwise the
+// cause (a *amqp.ConnError is reachable with errors.As, and the broker's
+// *amqp.Error when it closed the connection with one).
+func (c *Conn) Err() error {
+	err := c.amqp.Err()
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("amqpactor: connection to %s ended: %w", c.conn.redacted, describe(err))
+}
+
+// Features: dynamic sources only on Artemis (RabbitMQ 4.0 answers
+// amqp:not-implemented, Service Bus has none); transactions nowhere (go-amqp
+// v1.7 has no coordinator link).
+func (c *Conn) Features() transport.Features {
+	return transport.Features{DynamicSource: c.dialect == address.Artemis}
+}
+
+// Management returns the client of the broker's AMQP management node on this
+// connection (RabbitMQ 4). Its links are opened on first use.
+func (c *Conn) Management() *Management { return c.mgmt }
+
+// String names the broker (without credentials).
+func (c *Conn) String() string { return c.conn.redacted }
+
+// NewSession begins an AMQP session.
+func (c *Conn) NewSession(ctx context.Context) (transport.Session, error) {
+	s, err := c.amqp.NewSession(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("amqpactor: begin session on %s: %w", c.conn.redacted, describe(err))
+	}
+	return &Session{conn: c, s: s}, nil
+}
+
+// Close closes the management links and the connection, bounded by ctx (or
+// by DefaultCloseTimeout when ctx has no deadline); past the deadline the
+// socket is shut without waiting for the broker. Closing a connection that
+// already failed returns nil: Err has the cause.
+func (c *Conn) Close(ctx context.Context) error {
+	c.closeOnce.Do(func() {
+		ctx, cancel := closeContext(ctx)
+		defer cancel()
+		alreadyDone := false
+		select {
+		case <-c.amqp.Done():
+			alreadyDone = true
+		default:
+		}
+		c.mgmt.close(ctx)
+		done := make(chan error, 1)
+		go func() { done <- c.amqp.Close() }()
+		var err error
+		select {
+		case err = <-done:
+		case <-ctx.Done():
+			// The broker did not answer our close in time: shut the socket,
+			// which ends go-amqp's reader and writer at once.
+			_ = c.net.Close()
+			<-done
+			err = fmt.Errorf("broker did not acknowledge the close: %w", ctx.Err())
+		}
+		if err != nil && !alreadyDone {
+			c.closeErr = fmt.Errorf("amqpactor: close connection to %s: %w", c.conn.redacted, describe(err))
+		}
+		c.log.Debug("amqpactor: connection closed")
+	})
+	return c.closeErr
+}

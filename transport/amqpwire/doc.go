@@ -1,0 +1,78 @@
+// Package amqpwire is the go-amqp implementation of the transport seam: it
+// opens the TCP (or TLS) connection itself, hands it to
+// github.com/Azure/go-amqp, and wraps go-amqp's connection, sessions and links
+// in the small interfaces of package transport.
+//
+// # Connections
+//
+// New returns a transport.Connector for one broker URL (amqp:// or amqps://).
+// Connect dials with its own net.Dialer (TCP keepalive on, TCP_NODELAY set
+// explicitly), wraps the socket in TLS with verification on for amqps://, and
+// opens the AMQP connection. Credentials come from the URL (SASL PLAIN) unless
+// Config.SASL says ANONYMOUS or EXTERNAL. PLAIN over plain TCP is refused for
+// any host that is not a loopback address unless Config.InsecurePlain is set;
+// the refusal happens before anything is dialled. Credentials never appear in
+// errors, logs or String: every message names the URL as url.URL.Redacted
+// spells it.
+//
+// Conn.Done closes as soon as go-amqp's connection ends; Conn.Err then says
+// why (nil after Close).
+//
+// # Links
+//
+// Addresses are spelt by address.Render for the configured dialect. Senders
+// ask for the address's capabilities on the target, receivers on the source.
+// Receivers use manual credit only: nothing arrives until IssueCredit grants
+// it. Settle maps transport.Outcome to accepted, rejected (condition and
+// description), released or modified (delivery-failed, undeliverable-here).
+// An unsettled Send returns a Receipt whose Wait yields the broker's outcome,
+// so sends pipeline.
+//
+// Errors from links are *transport.LinkError values naming the address as
+// attached and the operation ("attach", "send", "receive", "detach"); the
+// broker's *amqp.Error stays reachable with errors.As. A context that ends
+// first is reported as the context's error (errors.Is works), not as a
+// LinkError, because the link itself is still fine.
+//
+// # RabbitMQ 4
+//
+// RabbitMQ 4 never creates a node on attach, so with the RabbitMQ4 dialect a
+// sender or receiver declares what it needs through the broker's AMQP
+// management node (see Management) before it attaches:
+//
+//   - Queue(name): a durable quorum queue (classic when
+//     ReceiverOptions.ClassicQueue). A queue that already exists with other
+//     arguments (say one declared by an operator with x-max-length) is used as
+//     it is; a warning is logged.
+//   - Topic(name), send: a durable exchange of type "topic". Messages published
+//     to /exchanges/NAME carry the empty routing key, which the binding key "#"
+//     matches, so every subscription gets every message; a topic exchange keeps
+//     the door open to routing by subject later.
+//   - Topic(name), receive: the exchange as above, plus the subscription queue
+//     address.Render names (NAME.SUBSCRIPTION), declared classic, exclusive to
+//     the connection, auto-delete and not durable, so that it ends with the
+//     subscription (the spec's terminus defaults), bound with key "#".
+//   - Raw addresses are never declared.
+//
+// RabbitMQ 4.0 has no dynamic nodes, so a receiver with ReceiverOptions.Dynamic
+// gets a private reply queue instead: named "amqpactor.reply." plus a random
+// suffix, classic, exclusive, auto-delete, not durable; Receiver.Address
+// reports its /queues/ address. Features().DynamicSource is false for this
+// dialect. No dialect reports transactions: go-amqp v1.7 has no coordinator
+// link, and Conn does not implement transport.Transactional.
+//
+// # go-amqp pitfalls guarded here
+//
+//   - Credit above the link's buffer could hang a receiver in old go-amqp
+//     (issue 227). IssueCredit never lets the credit outstanding (granted but
+//     not yet returned by Receive) exceed ReceiverOptions.Credit when that is
+//     set; a grant that would is refused with ErrCreditWindow.
+//   - go-amqp may send a flow frame for a link it has already detached (issue
+//     367), which RabbitMQ answers by ending the whole session. Receiver.Close
+//     first refuses further IssueCredit, then drains the link's credit (bounded
+//     to one second) so no credit is pending when the detach goes out.
+//   - Closing a link, session or connection can hang when the peer never
+//     answers (issue 310). Every Close here runs under a deadline: the
+//     caller's, or five seconds when the caller's context has none. Conn.Close
+//     shuts the socket itself when the deadline passes.
+package amqpwire

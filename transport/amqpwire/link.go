@@ -1,0 +1,358 @@
+package amqpwire
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/Azure/go-amqp"
+
+	"github.com/amqpactor/amqpactor/address"
+	"github.com/amqpactor/amqpactor/transport"
+)
+
+// ErrCreditWindow is wrapped by the error IssueCredit returns when a grant
+// would leave more credit outstanding than ReceiverOptions.Credit.
+var ErrCreditWindow = errors.New("credit above the receiver's window")
+
+// errClosed is wrapped when a link is used after its Close began.
+var errClosed = errors.New("link closed")
+
+// drainTimeout bounds the drain Receiver.Close does before detaching.
+const drainTimeout = time.Second
+
+// Session is one AMQP session. It implements transport.Session.
+type Session struct {
+	conn *Conn
+	s    *amqp.Session
+}
+
+var _ transport.Session = (*Session)(nil)
+
+// Close ends the session, bounded by ctx (DefaultCloseTimeout when it has no
+// deadline).
+func (s *Session) Close(ctx context.Context) error {
+	ctx, cancel := closeContext(ctx)
+	defer cancel()
+	if err := s.s.Close(ctx); err != nil {
+		return fmt.Errorf("amqpactor: end session on %s: %w", s.conn.conn.redacted, describe(err))
+	}
+	return nil
+}
+
+// linkError wraps err for the address. A context error is returned as
+// itself (wrapped with the address), not as a *transport.LinkError: the
+// caller gave up, the link did not fail.
+func linkError(ctx context.Context, addr, op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if ctx != nil && ctx.Err() != nil {
+		if errors.Is(err, ctx.Err()) {
+			return fmt.Errorf("amqpactor: %s %s: %w", op, addr, err)
+		}
+		// go-amqp reports a send that found no credit before the deadline
+		// as amqp:link:transfer-limit-exceeded; keep both.
+		return fmt.Errorf("amqpactor: %s %s: %w: %w", op, addr, ctx.Err(), describe(err))
+	}
+	return &transport.LinkError{Address: addr, Op: op, Err: describe(err)}
+}
+
+// NewSender declares what the dialect needs (RabbitMQ4) and attaches a
+// sender to o.Address.
+func (s *Session) NewSender(ctx context.Context, o transport.SenderOptions) (transport.Sender, error) {
+	node, err := address.Render(s.conn.dialect, o.Address, address.Send, "")
+	if err != nil {
+		return nil, err
+	}
+	if s.conn.dialect == address.RabbitMQ4 {
+		if err := s.conn.declareForSend(ctx, o.Address); err != nil {
+			return nil, err
+		}
+	}
+	var mode amqp.SenderSettleMode
+	switch o.SettleMode {
+	case transport.Unsettled:
+		mode = amqp.SenderSettleModeUnsettled
+	case transport.Settled:
+		mode = amqp.SenderSettleModeSettled
+	default:
+		mode = amqp.SenderSettleModeMixed
+	}
+	snd, err := s.s.NewSender(ctx, node.Address, &amqp.SenderOptions{
+		TargetCapabilities: node.Capabilities,
+		SettlementMode:     &mode,
+	})
+	if err != nil {
+		return nil, linkError(ctx, node.Address, "attach", err)
+	}
+	return &Sender{s: snd, addr: node.Address, mode: o.SettleMode}, nil
+}
+
+// Sender is a sender link. It implements transport.Sender.
+type Sender struct {
+	s    *amqp.Sender
+	addr string
+	mode transport.SettleMode
+}
+
+var _ transport.Sender = (*Sender)(nil)
+
+// Address is the target as attached.
+func (s *Sender) Address() string { return s.addr }
+
+// Send writes m. A settled transfer (settled true, or any transfer on a
+// Settled link) returns a nil Receipt once written; it is an error on an
+// Unsettled link. Otherwise the Receipt yields the broker's outcome; Send does
+// not wait for it.
+func (s *Sender) Send(ctx context.Context, m *amqp.Message, settled bool) (transport.Receipt, error) {
+	if s.mode == transport.Settled {
+		settled = true
+	}
+	if settled {
+		if s.mode == transport.Unsettled {
+			return nil, &transport.LinkError{Address: s.addr, Op: "send",
+				Err: errors.New("a settled transfer on a link attached with the unsettled sender settle mode")}
+		}
+		if err := s.s.Send(ctx, m, &amqp.SendOptions{Settled: true}); err != nil {
+			return nil, linkError(ctx, s.addr, "send", err)
+		}
+		return nil, nil
+	}
+	r, err := s.s.SendWithReceipt(ctx, m, nil)
+	if err != nil {
+		return nil, linkError(ctx, s.addr, "send", err)
+	}
+	return &receipt{r: r, addr: s.addr}, nil
+}
+
+// Close detaches the link, bounded by ctx (DefaultCloseTimeout when it has no
+// deadline).
+func (s *Sender) Close(ctx context.Context) error {
+	ctx, cancel := closeContext(ctx)
+	defer cancel()
+	return linkError(ctx, s.addr, "detach", s.s.Close(ctx))
+}
+
+// receipt is the transport.Receipt of one unsettled transfer.
+type receipt struct {
+	mu   sync.Mutex
+	r    amqp.SendReceipt
+	addr string
+}
+
+// Wait blocks for the broker's outcome.
+func (r *receipt) Wait(ctx context.Context) (transport.Outcome, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	state, err := r.r.Wait(ctx)
+	if err != nil {
+		return transport.Outcome{}, linkError(ctx, r.addr, "send", err)
+	}
+	o, err := outcomeOf(state)
+	if err != nil {
+		return transport.Outcome{}, &transport.LinkError{Address: r.addr, Op: "send", Err: err}
+	}
+	return o, nil
+}
+
+// outcomeOf maps a terminal delivery state to an Outcome.
+func outcomeOf(state amqp.DeliveryState) (transport.Outcome, error) {
+	switch st := state.(type) {
+	case *amqp.StateAccepted:
+		return transport.Outcome{Kind: transport.Accepted}, nil
+	case *amqp.StateRejected:
+		o := transport.Outcome{Kind: transport.Rejected}
+		if st.Error != nil {
+			o.Condition = string(st.Error.Condition)
+			o.Description = st.Error.Description
+		}
+		return o, nil
+	case *amqp.StateReleased:
+		return transport.Outcome{Kind: transport.Released}, nil
+	case *amqp.StateModified:
+		return transport.Outcome{Kind: transport.Modified,
+			DeliveryFailed: st.DeliveryFailed, UndeliverableHere: st.UndeliverableHere}, nil
+	}
+	return transport.Outcome{}, fmt.Errorf("the broker settled the transfer with a non-terminal state %T", state)
+}
+
+// NewReceiver declares what the dialect needs (RabbitMQ4) and attaches a
+// receiver with manual credit: nothing arrives before IssueCredit.
+func (s *Session) NewReceiver(ctx context.Context, o transport.ReceiverOptions) (transport.Receiver, error) {
+	d := s.conn.dialect
+	opts := &amqp.ReceiverOptions{
+		Credit:         -1,
+		MaxMessageSize: s.conn.conn.cfg.MaxMessageSize,
+	}
+	if opts.MaxMessageSize == 0 {
+		opts.MaxMessageSize = DefaultMaxMessageSize
+	}
+	if o.Settled {
+		ssm := amqp.SenderSettleModeSettled
+		opts.RequestedSenderSettleMode = &ssm
+	} else {
+		ssm := amqp.SenderSettleModeUnsettled
+		rsm := amqp.ReceiverSettleModeFirst
+		opts.RequestedSenderSettleMode = &ssm
+		opts.SettlementMode = &rsm
+	}
+
+	var source string
+	switch {
+	case o.Dynamic && d == address.RabbitMQ4:
+		q, err := s.conn.declareReplyQueue(ctx)
+		if err != nil {
+			return nil, err
+		}
+		source = q
+	case o.Dynamic:
+		opts.DynamicAddress = true
+	default:
+		node, err := address.Render(d, o.Address, address.Receive, o.Subscription)
+		if err != nil {
+			return nil, err
+		}
+		if d == address.RabbitMQ4 {
+			if err := s.conn.declareForReceive(ctx, o, node); err != nil {
+				return nil, err
+			}
+		}
+		source = node.Address
+		opts.SourceCapabilities = node.Capabilities
+	}
+
+	rcv, err := s.s.NewReceiver(ctx, source, opts)
+	if err != nil {
+		name := source
+		if o.Dynamic && name == "" {
+			name = "(dynamic)"
+		}
+		return nil, linkError(ctx, name, "attach", err)
+	}
+	addr := source
+	if opts.DynamicAddress {
+		addr = rcv.Address()
+	}
+	return &Receiver{r: rcv, addr: addr, window: o.Credit}, nil
+}
+
+// Receiver is a receiver link with manual credit. It implements
+// transport.Receiver.
+type Receiver struct {
+	r      *amqp.Receiver
+	addr   string
+	window uint32
+
+	received atomic.Uint64 // transfers returned by Receive
+
+	mu      sync.Mutex // guards issued and closing, and orders IssueCredit before Close
+	issued  uint64
+	closing bool
+}
+
+var _ transport.Receiver = (*Receiver)(nil)
+
+// Address is the source as attached (the broker's address when Dynamic).
+func (r *Receiver) Address() string { return r.addr }
+
+// IssueCredit adds n to the link credit. When the receiver was attached with
+// a Credit window, the credit outstanding (granted and not yet returned by
+// Receive) may never exceed it: a grant that would is refused with an error
+// wrapping ErrCreditWindow and nothing is granted. It fails once Close has
+// begun, so no flow frame can follow the detach.
+func (r *Receiver) IssueCredit(n uint32) error {
+	if n == 0 {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closing {
+		return &transport.LinkError{Address: r.addr, Op: "receive", Err: errClosed}
+	}
+	if r.window > 0 {
+		outstanding := r.issued - r.received.Load()
+		if outstanding+uint64(n) > uint64(r.window) {
+			return &transport.LinkError{Address: r.addr, Op: "receive", Err: fmt.Errorf(
+				"%w: granting %d with %d outstanding exceeds the window of %d", ErrCreditWindow, n, outstanding, r.window)}
+		}
+	}
+	if err := r.r.IssueCredit(n); err != nil {
+		return &transport.LinkError{Address: r.addr, Op: "receive", Err: err}
+	}
+	r.issued += uint64(n)
+	return nil
+}
+
+// Receive blocks for the next transfer.
+func (r *Receiver) Receive(ctx context.Context) (*amqp.Message, error) {
+	m, err := r.r.Receive(ctx, nil)
+	if err != nil {
+		return nil, linkError(ctx, r.addr, "receive", err)
+	}
+	r.received.Add(1)
+	return m, nil
+}
+
+// Settle sends the outcome for m through the link m came from. A pre-settled
+// message needs no outcome and returns nil.
+func (r *Receiver) Settle(ctx context.Context, m *amqp.Message, o transport.Outcome) (err error) {
+	if m == nil {
+		return errors.New("amqpactor: settle: nil message")
+	}
+	defer func() {
+		// go-amqp dereferences the receiver recorded in m; a message that
+		// did not come from a receiver has none.
+		if p := recover(); p != nil {
+			err = &transport.LinkError{Address: r.addr, Op: "receive",
+				Err: fmt.Errorf("settle a message that did not come from a receiver link: %v", p)}
+		}
+	}()
+	switch o.Kind {
+	case transport.Accepted:
+		err = r.r.AcceptMessage(ctx, m)
+	case transport.Rejected:
+		var e *amqp.Error
+		if o.Condition != "" || o.Description != "" {
+			cond := o.Condition
+			if cond == "" {
+				cond = "amqp:internal-error"
+			}
+			e = &amqp.Error{Condition: amqp.ErrCond(cond), Description: o.Description}
+		}
+		err = r.r.RejectMessage(ctx, m, e)
+	case transport.Released:
+		err = r.r.ReleaseMessage(ctx, m)
+	case transport.Modified:
+		err = r.r.ModifyMessage(ctx, m, &amqp.ModifyMessageOptions{
+			DeliveryFailed: o.DeliveryFailed, UndeliverableHere: o.UndeliverableHere})
+	default:
+		return fmt.Errorf("amqpactor: settle on %s: unknown outcome kind %d", r.addr, o.Kind)
+	}
+	return linkError(ctx, r.addr, "receive", err)
+}
+
+// Close stops further credit, drains what is granted (at most drainTimeout),
+// and detaches, bounded by ctx (DefaultCloseTimeout when it has no deadline).
+// Deliveries not yet settled go back to the broker.
+func (r *Receiver) Close(ctx context.Context) error {
+	ctx, cancel := closeContext(ctx)
+	defer cancel()
+	r.mu.Lock()
+	first := !r.closing
+	r.closing = true
+	issued := r.issued
+	r.mu.Unlock()
+	if first && issued > 0 {
+		// Draining flushes any credit still pending inside go-amqp, so no
+		// flow frame can go out after the detach (go-amqp issue 367). An
+		// error here only means the link is already gone.
+		dctx, dcancel := context.WithTimeout(ctx, drainTimeout)
+		_ = r.r.DrainCredit(dctx, nil)
+		dcancel()
+	}
+	return linkError(ctx, r.addr, "detach", r.r.Close(ctx))
+}

@@ -1,0 +1,103 @@
+package amqpwire
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+
+	"github.com/amqpactor/amqpactor/address"
+	"github.com/amqpactor/amqpactor/transport"
+)
+
+// ReplyQueuePrefix starts the name of every private reply queue declared for
+// a Dynamic receiver on RabbitMQ 4.
+const ReplyQueuePrefix = "amqpactor.reply."
+
+// topicExchangeType is the type of the exchange a Topic is declared as; see
+// the package documentation.
+const topicExchangeType = "topic"
+
+// subscriptionKey binds a subscription queue to every message of its topic,
+// including those published with the empty routing key.
+const subscriptionKey = "#"
+
+// declareError names the address whose declaration failed.
+func declareError(a string, err error) error {
+	return &transport.LinkError{Address: a, Op: "attach", Err: fmt.Errorf("declare: %w", err)}
+}
+
+// ensureQueue declares a queue for a link. A queue that exists with other
+// properties is used as it is (the broker answers 409): it may well have
+// been declared on purpose with arguments of its own.
+func (c *Conn) ensureQueue(ctx context.Context, a string, q QueueSpec) error {
+	_, err := c.mgmt.DeclareQueue(ctx, q)
+	if IsStatus(err, 409) {
+		c.log.Warn("amqpactor: queue exists with other properties; using it as it is",
+			"queue", q.Name, "wanted", string(q.Type), "broker", err.Error())
+		return nil
+	}
+	if err != nil {
+		return declareError(a, err)
+	}
+	return nil
+}
+
+func (c *Conn) ensureExchange(ctx context.Context, a, name string) error {
+	if err := c.mgmt.DeclareExchange(ctx, ExchangeSpec{Name: name, Type: topicExchangeType}); err != nil {
+		return declareError(a, err)
+	}
+	return nil
+}
+
+// declareForSend declares the node a sender to a needs on RabbitMQ 4.
+func (c *Conn) declareForSend(ctx context.Context, a address.Address) error {
+	switch a.Kind() {
+	case address.KindQueue:
+		return c.ensureQueue(ctx, a.String(), QueueSpec{Name: a.Name(), Type: Quorum})
+	case address.KindTopic:
+		return c.ensureExchange(ctx, a.String(), a.Name())
+	}
+	return nil
+}
+
+// declareForReceive declares the nodes a receiver needs on RabbitMQ 4.
+func (c *Conn) declareForReceive(ctx context.Context, o transport.ReceiverOptions, node address.Node) error {
+	a := o.Address
+	switch a.Kind() {
+	case address.KindQueue:
+		typ := Quorum
+		if o.ClassicQueue {
+			typ = Classic
+		}
+		return c.ensureQueue(ctx, a.String(), QueueSpec{Name: a.Name(), Type: typ})
+	case address.KindTopic:
+		if err := c.ensureExchange(ctx, a.String(), node.Exchange); err != nil {
+			return err
+		}
+		// The subscription queue lives as long as the subscription: it is
+		// exclusive to this connection and deleted with its last consumer.
+		if _, err := c.mgmt.DeclareQueue(ctx, QueueSpec{
+			Name: node.Queue, Type: Classic, Transient: true, Exclusive: true, AutoDelete: true,
+		}); err != nil {
+			return declareError(a.String(), err)
+		}
+		if err := c.mgmt.Bind(ctx, Binding{Source: node.Exchange, Queue: node.Queue, Key: subscriptionKey}); err != nil {
+			return declareError(a.String(), err)
+		}
+	}
+	return nil
+}
+
+// declareReplyQueue declares a private reply queue and returns its address.
+func (c *Conn) declareReplyQueue(ctx context.Context) (string, error) {
+	var rnd [12]byte
+	_, _ = rand.Read(rnd[:])
+	name := ReplyQueuePrefix + hex.EncodeToString(rnd[:])
+	if _, err := c.mgmt.DeclareQueue(ctx, QueueSpec{
+		Name: name, Type: Classic, Transient: true, Exclusive: true, AutoDelete: true,
+	}); err != nil {
+		return "", declareError("(dynamic)", err)
+	}
+	return "/queues/" + quote(name), nil
+}
