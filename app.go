@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -34,6 +35,7 @@ type App struct {
 	state     int // stateNew, stateStarted, stateStopped
 	sys       *actor.ActorSystem
 	ownSys    bool
+	pool      *actors.Pool
 	env       *actors.Env
 	root      *actor.PID
 	children  connection.Children
@@ -308,8 +310,10 @@ func (a *App) Start(ctx context.Context) error {
 			return a.log.With("lib", "protoactor")
 		}))
 	}
+	a.pool = actors.NewPool(4 * runtime.GOMAXPROCS(0))
 	a.env = &actors.Env{
-		Log: a.log, Dialect: connector.Dialect(), Root: a.sys.Root,
+		Dispatcher: a.pool,
+		Log:        a.log, Dialect: connector.Dialect(), Root: a.sys.Root,
 		Backoff:      actors.Backoff{Initial: a.cfg.backoff[0], Max: a.cfg.backoff[1]},
 		CloseTimeout: a.cfg.closeTimeout,
 		Publish:      a.publishRaw,
@@ -390,6 +394,7 @@ func (a *App) teardown(ctx context.Context) error {
 	if err := env.Wait(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("amqpactor: stop: waiting for the actors' goroutines: %w", err))
 	}
+	a.pool.Close()
 	if own {
 		sys.Shutdown()
 	}

@@ -29,8 +29,18 @@ type Env struct {
 	// Publish sends a message on the app's publisher; workers use it for
 	// retries, Responder for replies.
 	Publish func(ctx context.Context, a address.Address, m *amqp.Message, settled bool) error
+	// Dispatcher runs the mailboxes of every actor of the App (a Pool).
+	Dispatcher actor.Dispatcher
 
 	wg sync.WaitGroup
+}
+
+// Props returns the props of an actor of the App, on the App's dispatcher.
+func (e *Env) Props(producer func() actor.Actor, opts ...actor.PropsOption) *actor.Props {
+	if e.Dispatcher != nil {
+		opts = append(opts, actor.WithDispatcher(e.Dispatcher))
+	}
+	return actor.PropsFromProducer(producer, opts...)
 }
 
 // Go runs f in a goroutine the App waits for when it stops, so nothing an

@@ -33,7 +33,7 @@ type Started struct {
 // New returns the props of the connection actor; started receives the result
 // of the first dial.
 func New(env *actors.Env, c transport.Connector, started chan<- Started) *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor {
+	return env.Props(func() actor.Actor {
 		return &connection{env: env, connector: c, started: started, subs: map[string]*actor.PID{}}
 	}, actor.WithSupervisor(actors.Supervisor()))
 }

@@ -16,7 +16,7 @@ import (
 
 // New returns the props of the dispatcher of spec.
 func New(env *actors.Env, spec *messages.Subscription) *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor {
+	return env.Props(func() actor.Actor {
 		return &dispatcher{env: env, spec: spec}
 	})
 }

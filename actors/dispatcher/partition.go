@@ -28,7 +28,7 @@ type partition struct {
 }
 
 func newPartition(env *actors.Env, spec *messages.Subscription, index int) *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor {
+	return env.Props(func() actor.Actor {
 		return &partition{env: env, spec: spec, index: index}
 	})
 }

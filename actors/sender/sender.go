@@ -29,7 +29,7 @@ type (
 
 // New returns the props of the sender for addr.
 func New(env *actors.Env, addr address.Address, sess transport.Session) *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor {
+	return env.Props(func() actor.Actor {
 		return &sender{env: env, addr: addr, sess: sess}
 	})
 }

@@ -8,14 +8,15 @@ import (
 
 	"github.com/amqpactor/amqpactor/actors"
 	"github.com/amqpactor/amqpactor/actors/sender"
+	"github.com/amqpactor/amqpactor/address"
 	"github.com/amqpactor/amqpactor/messages"
 	"github.com/amqpactor/amqpactor/transport"
 )
 
 // NewPublisher returns the props of the publisher session actor.
 func NewPublisher(env *actors.Env) *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor {
-		return &publisher{env: env, senders: map[string]*actor.PID{}}
+	return env.Props(func() actor.Actor {
+		return &publisher{env: env, senders: map[address.Address]*actor.PID{}}
 	}, actor.WithSupervisor(actors.Supervisor()))
 }
 
@@ -25,7 +26,7 @@ type publisher struct {
 	env      *actors.Env
 	conn     transport.Conn
 	sess     transport.Session
-	senders  map[string]*actor.PID
+	senders  map[address.Address]*actor.PID
 	order    []*actor.PID
 	state    string
 	lastErr  error
@@ -75,16 +76,15 @@ func (p *publisher) Receive(ctx actor.Context) {
 			m.Done <- messages.ErrStopped
 			return
 		}
-		key := m.Address.String()
-		pid, ok := p.senders[key]
+		pid, ok := p.senders[m.Address]
 		if !ok {
 			var err error
-			pid, err = ctx.SpawnNamed(sender.New(p.env, m.Address, p.sess), "sender:"+key)
+			pid, err = ctx.SpawnNamed(sender.New(p.env, m.Address, p.sess), "sender:"+m.Address.String())
 			if err != nil {
 				m.Done <- err
 				return
 			}
-			p.senders[key] = pid
+			p.senders[m.Address] = pid
 			p.order = append(p.order, pid)
 		}
 		ctx.Send(pid, m)

@@ -20,7 +20,7 @@ const replyCredit = 256
 // queue the transport declares), attached on first Request and shared by
 // every request, which it correlates by correlation-id.
 func NewRequests(env *actors.Env) *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor {
+	return env.Props(func() actor.Actor {
 		return &requests{env: env, waiting: map[string]chan<- messages.Reply{}}
 	})
 }

@@ -16,7 +16,7 @@ import (
 // NewSubscription returns the props of the session actor of one
 // subscription. started receives the result of its first attach.
 func NewSubscription(env *actors.Env, spec *messages.Subscription, started chan<- error) *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor {
+	return env.Props(func() actor.Actor {
 		return &subscription{env: env, spec: spec, started: started}
 	}, actor.WithSupervisor(actors.Supervisor()))
 }

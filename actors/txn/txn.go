@@ -16,7 +16,7 @@ import (
 
 // New returns the props of the txn actor; where names the connector in errors.
 func New(env *actors.Env, where string) *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor { return &controller{env: env, where: where} })
+	return env.Props(func() actor.Actor { return &controller{env: env, where: where} })
 }
 
 type controller struct {
