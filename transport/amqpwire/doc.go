@@ -54,6 +54,10 @@
 //     subscription (the spec's terminus defaults), bound with key "#".
 //   - Raw addresses are never declared.
 //
+// RabbitMQ 4.0 ends the whole session, not just the link, when it refuses an
+// attach (the error then reads "session ended by the broker: amqp:not-found:
+// …"): every other link on that session ends with it.
+//
 // RabbitMQ 4.0 has no dynamic nodes, so a receiver with ReceiverOptions.Dynamic
 // gets a private reply queue instead: named "amqpactor.reply." plus a random
 // suffix, classic, exclusive, auto-delete, not durable; Receiver.Address

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/Azure/go-amqp"
 )
@@ -32,8 +33,9 @@ const managementNode = "/management"
 type Management struct {
 	conn *Conn
 
-	mu     sync.Mutex
-	closed bool
+	closed atomic.Bool // set by Conn.Close; checked without mu
+
+	mu     sync.Mutex // serialises requests; guards the fields below
 	sess   *amqp.Session
 	snd    *amqp.Sender
 	rcv    *amqp.Receiver
@@ -308,10 +310,12 @@ func (m *Management) Request(ctx context.Context, method, path string, body any)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	resp, err := m.roundTrip(ctx, method, path, body)
-	if err != nil && m.sess == nil && ctx.Err() == nil && !m.closed {
+	if err != nil && m.sess == nil && ctx.Err() == nil && !m.closed.Load() {
 		// The links failed and were dropped (RabbitMQ ends a pair whose
 		// receiver had not granted credit when the first request came).
 		// One fresh pair gets one more try.
+		m.conn.log.Debug("amqpactor: management links failed; retrying on new ones",
+			"method", method, "path", path, "error", err)
 		resp, err = m.roundTrip(ctx, method, path, body)
 	}
 	if err != nil {
@@ -330,7 +334,7 @@ func (m *Management) roundTrip(ctx context.Context, method, path string, body an
 	fail := func(err error) (Response, error) {
 		return Response{}, fmt.Errorf("amqpactor: management %s %s: %w", method, path, describe(err))
 	}
-	if m.closed {
+	if m.closed.Load() {
 		return fail(errors.New("connection closed"))
 	}
 	if m.sess == nil {
@@ -438,11 +442,15 @@ func (m *Management) endSession(s *amqp.Session) {
 	_ = s.Close(ctx)
 }
 
-// close ends the management session, bounded by ctx.
+// close ends the management session, bounded by ctx. A request in flight
+// keeps the session: closing the connection ends it, and the request, at
+// once, so Conn.Close never waits for a request.
 func (m *Management) close(ctx context.Context) {
-	m.mu.Lock()
+	m.closed.Store(true)
+	if !m.mu.TryLock() {
+		return
+	}
 	defer m.mu.Unlock()
-	m.closed = true
 	if m.sess != nil {
 		_ = m.sess.Close(ctx)
 		m.sess, m.snd, m.rcv = nil, nil, nil
