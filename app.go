@@ -44,6 +44,7 @@ type App struct {
 
 	seq       atomic.Uint64
 	addrCache sync.Map // Address -> error, for addresses already checked
+	senders   sync.Map // Address -> *actor.PID of its sender actor
 }
 
 const (
@@ -425,6 +426,25 @@ func (a *App) running() (*actors.Env, connection.Children, error) {
 	return a.env, a.children, nil
 }
 
+// senderFor returns the sender actor of addr, asking the publisher once.
+func (a *App) senderFor(ctx context.Context, env *actors.Env, publisher *actor.PID, addr Address) (*actor.PID, error) {
+	if pid, ok := a.senders.Load(addr); ok {
+		return pid.(*actor.PID), nil
+	}
+	reply := make(chan messages.SenderRef, 1)
+	env.Root.Send(publisher, &messages.SenderFor{Address: addr, Reply: reply})
+	select {
+	case r := <-reply:
+		if r.Err != nil {
+			return nil, fmt.Errorf("amqpactor: publish to %s: %w", addr, r.Err)
+		}
+		a.senders.Store(addr, r.PID)
+		return r.PID, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("amqpactor: publish to %s: %w", addr, ctx.Err())
+	}
+}
+
 var donePool = sync.Pool{New: func() any { return make(chan error, 1) }}
 
 // Publish sends m to addr and waits for the broker's outcome: nil when
@@ -450,8 +470,12 @@ func (a *App) publishRaw(ctx context.Context, addr Address, raw *amqp.Message, s
 	if err != nil {
 		return err
 	}
+	pid, err := a.senderFor(ctx, env, ch.Publisher, addr)
+	if err != nil {
+		return err
+	}
 	done := donePool.Get().(chan error)
-	env.Root.Send(ch.Publisher, &messages.Publish{Ctx: ctx, Address: addr, Message: raw, Settled: settled, Done: done})
+	env.Root.Send(pid, &messages.Publish{Ctx: ctx, Address: addr, Message: raw, Settled: settled, Done: done})
 	select {
 	case err := <-done:
 		donePool.Put(done) // answered once, so safe to reuse

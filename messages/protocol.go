@@ -52,6 +52,20 @@ type Publish struct {
 	Done    chan<- error
 }
 
+// SenderFor asks the publisher for the sender actor of Address (spawned on
+// first ask). The App keeps the answer and sends its Publish messages
+// straight to that sender: one hop less on every publish.
+type SenderFor struct {
+	Address address.Address
+	Reply   chan<- SenderRef
+}
+
+// SenderRef answers SenderFor.
+type SenderRef struct {
+	PID *actor.PID
+	Err error
+}
+
 // Handler runs once per delivery; BatchHandler once per batch.
 type (
 	Handler      func(ctx context.Context, m *Message) error

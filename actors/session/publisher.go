@@ -35,6 +35,20 @@ type publisher struct {
 	draining bool
 }
 
+// sender returns the sender actor of addr, spawning it on first use.
+func (p *publisher) sender(ctx actor.Context, addr address.Address) (*actor.PID, error) {
+	if pid, ok := p.senders[addr]; ok {
+		return pid, nil
+	}
+	pid, err := ctx.SpawnNamed(sender.New(p.env, addr, p.sess), "sender:"+addr.String())
+	if err != nil {
+		return nil, err
+	}
+	p.senders[addr] = pid
+	p.order = append(p.order, pid)
+	return pid, nil
+}
+
 func (p *publisher) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
@@ -76,18 +90,19 @@ func (p *publisher) Receive(ctx actor.Context) {
 			m.Done <- messages.ErrStopped
 			return
 		}
-		pid, ok := p.senders[m.Address]
-		if !ok {
-			var err error
-			pid, err = ctx.SpawnNamed(sender.New(p.env, m.Address, p.sess), "sender:"+m.Address.String())
-			if err != nil {
-				m.Done <- err
-				return
-			}
-			p.senders[m.Address] = pid
-			p.order = append(p.order, pid)
+		pid, err := p.sender(ctx, m.Address)
+		if err != nil {
+			m.Done <- err
+			return
 		}
 		ctx.Send(pid, m)
+	case *messages.SenderFor:
+		if p.draining {
+			m.Reply <- messages.SenderRef{Err: messages.ErrStopped}
+			return
+		}
+		pid, err := p.sender(ctx, m.Address)
+		m.Reply <- messages.SenderRef{PID: pid, Err: err}
 	case *messages.Drain:
 		p.draining = true
 		sess, env := p.sess, p.env
