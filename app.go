@@ -215,13 +215,9 @@ func (a *App) subscribe(addr Address, h Handler, bh BatchHandler, opts []Subscri
 		BatchSize: c.batchSize, BatchWait: c.batchWait, Outcome: a.outcomer(c.retry),
 	}
 	if h != nil {
-		spec.Handler = func(ctx context.Context, m *Message) error {
-			return h(context.WithValue(ctx, appKey{}, a), m)
-		}
+		spec.Handler = messages.Handler(h)
 	} else {
-		spec.BatchHandler = func(ctx context.Context, ms []*Message) error {
-			return bh(context.WithValue(ctx, appKey{}, a), ms)
-		}
+		spec.BatchHandler = messages.BatchHandler(bh)
 	}
 	s := &Subscription{app: a, spec: spec}
 
@@ -314,6 +310,7 @@ func (a *App) Start(ctx context.Context) error {
 	a.pool = actors.NewPool(4 * runtime.GOMAXPROCS(0))
 	a.env = &actors.Env{
 		Dispatcher: a.pool,
+		Base:       context.WithValue(context.Background(), appKey{}, a),
 		Log:        a.log, Dialect: connector.Dialect(), Root: a.sys.Root,
 		Backoff:      actors.Backoff{Initial: a.cfg.backoff[0], Max: a.cfg.backoff[1]},
 		CloseTimeout: a.cfg.closeTimeout,

@@ -29,6 +29,9 @@ type Env struct {
 	// Publish sends a message on the app's publisher; workers use it for
 	// retries, Responder for replies.
 	Publish func(ctx context.Context, a address.Address, m *amqp.Message, settled bool) error
+	// Base is the parent of every handler context (it carries the App for
+	// Responder), so a handler's context costs nothing per delivery.
+	Base context.Context
 	// Dispatcher runs the mailboxes of every actor of the App (a Pool).
 	Dispatcher actor.Dispatcher
 

@@ -172,7 +172,11 @@ func (r *receiver) onAttach(ctx actor.Context, m *attachResult) {
 	r.gen++
 	r.attempt = 0
 	r.state = messages.StateAttached
-	r.linkCtx, r.cancelLink = context.WithCancel(context.Background())
+	base := r.env.Base
+	if base == nil {
+		base = context.Background()
+	}
+	r.linkCtx, r.cancelLink = context.WithCancel(base)
 	r.pumpCtx, r.stopPump = context.WithCancel(r.linkCtx)
 	r.settleQ = workq.New[settleItem]()
 	self := ctx.Self()
