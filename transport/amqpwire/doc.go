@@ -41,9 +41,7 @@
 // management node (see Management) before it attaches:
 //
 //   - Queue(name): a durable quorum queue (classic when
-//     ReceiverOptions.ClassicQueue). A queue that already exists with other
-//     arguments (say one declared by an operator with x-max-length) is used as
-//     it is; a warning is logged.
+//     ReceiverOptions.ClassicQueue).
 //   - Topic(name), send: a durable exchange of type "topic". Messages published
 //     to /exchanges/NAME carry the empty routing key, which the binding key "#"
 //     matches, so every subscription gets every message; a topic exchange keeps
@@ -52,7 +50,15 @@
 //     address.Render names (NAME.SUBSCRIPTION), declared classic, exclusive to
 //     the connection, auto-delete and not durable, so that it ends with the
 //     subscription (the spec's terminus defaults), bound with key "#".
-//   - Raw addresses are never declared.
+//   - Raw addresses are never declared, nor are names in the broker's own
+//     "amq." namespace (amq.topic and the like).
+//
+// A queue or exchange that already exists with other properties (say a queue
+// an operator declared with x-max-length, or a fanout exchange) is used as it
+// is, and so is one the user may not declare (no configure permission): a
+// warning is logged and the attach decides. Only the subscription queue of a
+// topic must be declared. Management.DeclareQueue and DeclareExchange
+// themselves report such a conflict as a *ManagementError with status 409.
 //
 // RabbitMQ 4.0 ends the whole session, not just the link, when it refuses an
 // attach (the error then reads "session ended by the broker: amqp:not-found:

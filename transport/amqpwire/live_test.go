@@ -497,3 +497,36 @@ func TestLiveDynamicSourceRefusedByRabbitMQ(t *testing.T) {
 	expect(t, errors.As(err, &ae) && ae.Condition == amqp.ErrCondNotImplemented, "condition: %v", err)
 	t.Log(err)
 }
+
+// An exchange that exists with another type (an operator's fanout) is used as
+// it is; a name in the amq. namespace is never declared.
+func TestLiveExistingExchanges(t *testing.T) {
+	conn := connect(t)
+	s := session(t, conn)
+	ctx := testContext(t)
+	var rnd [4]byte
+	_, _ = rand.Read(rnd[:])
+	name := "amqpwire-test.fanout." + hex.EncodeToString(rnd[:])
+	must(t, conn.Management().DeclareExchange(ctx, amqpwire.ExchangeSpec{Name: name, Type: "fanout"}), "declare fanout")
+	t.Cleanup(func() {
+		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = conn.Management().DeleteExchange(c, name)
+	})
+	topic := address.Topic(name)
+	r := newReceiver(t, s, transport.ReceiverOptions{Address: topic, Subscription: "sub", Credit: 1})
+	must(t, r.IssueCredit(1), "issue credit")
+	snd := newSender(t, s, topic, transport.Settled)
+	_, err := snd.Send(ctx, text("to the fanout"), true)
+	must(t, err, "publish")
+	m := receive(t, r, 10*time.Second)
+	expect(t, bodyOf(m) == "to the fanout", "received %q", bodyOf(m))
+
+	// amq.topic is the broker's own: declaring it would be refused (403).
+	snd = newSender(t, s, address.Topic("amq.topic"), transport.Unsettled)
+	rc, err := snd.Send(ctx, text("unroutable"), false)
+	must(t, err, "publish to amq.topic")
+	o, err := rc.Wait(ctx)
+	must(t, err, "outcome")
+	t.Logf("publish to amq.topic with no binding: %v", o)
+}

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"strings"
 
 	"github.com/amqpactor/amqpactor/address"
 	"github.com/amqpactor/amqpactor/transport"
@@ -29,26 +30,54 @@ func declareError(a string, err error) error {
 
 // ensureQueue declares a queue for a link. A queue that exists with other
 // properties is used as it is (the broker answers 409): it may well have
-// been declared on purpose with arguments of its own.
+// been declared on purpose with arguments of its own. A user without the
+// configure permission (403) attaches to whatever is there: if the queue is
+// missing, the refused attach names it.
 func (c *Conn) ensureQueue(ctx context.Context, a string, q QueueSpec) error {
+	if reserved(q.Name) {
+		return nil
+	}
 	_, err := c.mgmt.DeclareQueue(ctx, q)
-	if IsStatus(err, 409) {
+	switch {
+	case err == nil:
+		return nil
+	case IsStatus(err, 409):
 		c.log.Warn("amqpactor: queue exists with other properties; using it as it is",
 			"queue", q.Name, "wanted", string(q.Type), "broker", err.Error())
 		return nil
+	case IsStatus(err, 403):
+		c.log.Warn("amqpactor: not allowed to declare the queue; attaching to it as it is",
+			"queue", q.Name, "broker", err.Error())
+		return nil
 	}
-	if err != nil {
-		return declareError(a, err)
-	}
-	return nil
+	return declareError(a, err)
 }
 
+// ensureExchange declares the exchange of a topic, with the same leniency
+// as ensureQueue.
 func (c *Conn) ensureExchange(ctx context.Context, a, name string) error {
-	if err := c.mgmt.DeclareExchange(ctx, ExchangeSpec{Name: name, Type: topicExchangeType}); err != nil {
-		return declareError(a, err)
+	if reserved(name) {
+		return nil
 	}
-	return nil
+	err := c.mgmt.DeclareExchange(ctx, ExchangeSpec{Name: name, Type: topicExchangeType})
+	switch {
+	case err == nil:
+		return nil
+	case IsStatus(err, 409):
+		c.log.Warn("amqpactor: exchange exists with other properties; using it as it is",
+			"exchange", name, "broker", err.Error())
+		return nil
+	case IsStatus(err, 403):
+		c.log.Warn("amqpactor: not allowed to declare the exchange; attaching to it as it is",
+			"exchange", name, "broker", err.Error())
+		return nil
+	}
+	return declareError(a, err)
 }
+
+// reserved reports a name in RabbitMQ's "amq." namespace: those nodes are
+// the broker's own and can never be declared (amq.topic, amq.fanout, …).
+func reserved(name string) bool { return strings.HasPrefix(name, "amq.") }
 
 // declareForSend declares the node a sender to a needs on RabbitMQ 4.
 func (c *Conn) declareForSend(ctx context.Context, a address.Address) error {
