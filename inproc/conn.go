@@ -1,0 +1,305 @@
+package inproc
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/Azure/go-amqp"
+
+	"github.com/amqpactor/amqpactor/address"
+	"github.com/amqpactor/amqpactor/transport"
+)
+
+// conn is one connection to the broker.
+type conn struct {
+	b    *Broker
+	done chan struct{}
+
+	mu       sync.Mutex
+	sessions map[*session]struct{}
+	ended    bool
+	cause    error // why it ended: what its links report
+	err      error // what Err reports: nil after a clean Close
+}
+
+var (
+	_ transport.Conn          = (*conn)(nil)
+	_ transport.Transactional = (*conn)(nil)
+)
+
+func (c *conn) Features() transport.Features {
+	return transport.Features{DynamicSource: true, Transactions: true}
+}
+
+func (c *conn) Done() <-chan struct{} { return c.done }
+
+func (c *conn) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+func (c *conn) NewSession(ctx context.Context) (transport.Session, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s := &session{c: c, links: make(map[link]struct{})}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ended {
+		return nil, c.cause
+	}
+	c.sessions[s] = struct{}{}
+	return s, nil
+}
+
+// Close ends the connection and every session and link on it. Their Send and
+// Receive then report a *transport.LinkError wrapping an *amqp.ConnError with
+// no RemoteErr.
+func (c *conn) Close(context.Context) error {
+	c.end(&amqp.ConnError{}, false)
+	return nil
+}
+
+// end ends the connection once. failed says whether Err reports cause.
+func (c *conn) end(cause error, failed bool) {
+	c.mu.Lock()
+	if c.ended {
+		c.mu.Unlock()
+		return
+	}
+	c.ended = true
+	c.cause = cause
+	if failed {
+		c.err = cause
+	}
+	ss := make([]*session, 0, len(c.sessions))
+	for s := range c.sessions {
+		ss = append(ss, s)
+	}
+	c.sessions = nil
+	c.mu.Unlock()
+	for _, s := range ss {
+		s.end(cause)
+	}
+	c.b.forgetConn(c)
+	close(c.done)
+}
+
+func (c *conn) forget(s *session) {
+	c.mu.Lock()
+	delete(c.sessions, s)
+	c.mu.Unlock()
+}
+
+// alive returns nil, or the reason the connection ended.
+func (c *conn) alive() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ended {
+		return c.cause
+	}
+	return nil
+}
+
+// session is one session; it owns its links.
+type session struct {
+	c *conn
+
+	mu    sync.Mutex
+	links map[link]struct{}
+	ended bool
+	cause error
+}
+
+var _ transport.Session = (*session)(nil)
+
+// Close ends the session and its links; they report a *transport.LinkError
+// wrapping an *amqp.SessionError with no RemoteErr.
+func (s *session) Close(context.Context) error {
+	s.end(&amqp.SessionError{})
+	s.c.forget(s)
+	return nil
+}
+
+func (s *session) end(cause error) {
+	s.mu.Lock()
+	if s.ended {
+		s.mu.Unlock()
+		return
+	}
+	s.ended = true
+	s.cause = cause
+	ls := make([]link, 0, len(s.links))
+	for l := range s.links {
+		ls = append(ls, l)
+	}
+	s.links = nil
+	s.mu.Unlock()
+	for _, l := range ls {
+		l.end(cause)
+	}
+}
+
+// add records l; it fails when the session has ended.
+func (s *session) add(l link) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended {
+		return s.cause
+	}
+	s.links[l] = struct{}{}
+	return nil
+}
+
+func (s *session) forget(l link) {
+	s.mu.Lock()
+	if s.links != nil {
+		delete(s.links, l)
+	}
+	s.mu.Unlock()
+}
+
+// check validates an attach before anything is created.
+func (s *session) check(ctx context.Context, a address.Address, role address.Role) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	ended, cause := s.ended, s.cause
+	s.mu.Unlock()
+	if ended {
+		return &transport.LinkError{Address: a.String(), Op: "attach", Err: cause}
+	}
+	if _, err := address.Render(address.Artemis, a, role, ""); err != nil {
+		return err
+	}
+	return s.c.b.refusal(a)
+}
+
+// ---- transactions ----
+
+// ErrTxnDone is returned by a Txn used after Commit or Rollback.
+var ErrTxnDone = errors.New("inproc: transaction already discharged")
+
+type pending struct {
+	a     address.Address
+	data  []byte
+	count uint32
+}
+
+type txn struct {
+	c    *conn
+	mu   sync.Mutex
+	done bool
+	msgs []pending
+}
+
+// Begin declares a transaction. Nothing published in it is visible before
+// Commit.
+func (c *conn) Begin(ctx context.Context) (transport.Txn, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := c.alive(); err != nil {
+		return nil, fmt.Errorf("inproc: begin transaction: %w", err)
+	}
+	return &txn{c: c}, nil
+}
+
+func (t *txn) Publish(ctx context.Context, a address.Address, m *amqp.Message) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := a.Validate(); err != nil {
+		return err
+	}
+	data, err := m.MarshalBinary()
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.done {
+		return ErrTxnDone
+	}
+	if err := t.c.alive(); err != nil {
+		return fmt.Errorf("inproc: transactional publish: %w", err)
+	}
+	t.msgs = append(t.msgs, pending{a: a, data: data, count: headerCount(m)})
+	return nil
+}
+
+// Commit makes every message published in the transaction visible at once:
+// no receiver sees one of them before all of them are on their queues. When
+// the connection has ended the transaction is rolled back and Commit fails.
+func (t *txn) Commit(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.done {
+		return ErrTxnDone
+	}
+	t.done = true
+	msgs := t.msgs
+	t.msgs = nil
+	if err := t.c.alive(); err != nil {
+		return fmt.Errorf("inproc: commit: transaction rolled back: %w", err)
+	}
+	t.c.b.commit(msgs)
+	return nil
+}
+
+func (t *txn) Rollback(context.Context) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.done {
+		return ErrTxnDone
+	}
+	t.done = true
+	t.msgs = nil
+	return nil
+}
+
+// commit routes a transaction's messages atomically: it locks every target
+// queue (in id order, the one place that holds more than one queue lock),
+// enqueues everything, and only then dispatches.
+func (b *Broker) commit(msgs []pending) {
+	type placed struct {
+		q *queue
+		e *entry
+	}
+	var (
+		ts   []*queue
+		all  []placed
+		uniq []*queue
+	)
+	for _, p := range msgs {
+		ts = b.targets(p.a, ts[:0])
+		for _, q := range ts {
+			all = append(all, placed{q, &entry{data: p.data, count: p.count}})
+			if !slices.Contains(uniq, q) {
+				uniq = append(uniq, q)
+			}
+		}
+	}
+	slices.SortFunc(uniq, func(x, y *queue) int { return cmp.Compare(x.id, y.id) })
+	for _, q := range uniq {
+		q.mu.Lock()
+	}
+	for _, p := range all {
+		p.q.enqueueLocked(p.e)
+	}
+	for _, q := range uniq {
+		q.dispatchLocked()
+	}
+	for _, q := range uniq {
+		q.mu.Unlock()
+	}
+}
