@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/Azure/go-amqp"
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/amqpactor/amqpactor/actors"
@@ -21,11 +22,23 @@ import (
 	"github.com/amqpactor/amqpactor/transport"
 )
 
-// SessionUp gives a sender the session to attach on; SessionDown takes it away.
+// SessionUp gives a sender the session to attach on; SessionDown takes it
+// away. SessionLost tells the publisher that its session ended under a
+// sender: RabbitMQ 4 ends the whole session when it refuses one attach, so
+// every sender on it needs a new one.
 type (
 	SessionUp   struct{ Session transport.Session }
 	SessionDown struct{ Err error }
+	SessionLost struct {
+		Session transport.Session
+		Err     error
+	}
 )
+
+func sessionEnded(err error) bool {
+	var se *amqp.SessionError
+	return errors.As(err, &se)
+}
 
 // New returns the props of the sender for addr.
 func New(env *actors.Env, addr address.Address, sess transport.Session) *actor.Props {
@@ -36,6 +49,7 @@ func New(env *actors.Env, addr address.Address, sess transport.Session) *actor.P
 
 type (
 	attachResult struct {
+		sess transport.Session // the session it was tried on
 		link transport.Sender
 		err  error
 	}
@@ -70,6 +84,12 @@ type sender struct {
 	attempt  int
 	timer    *time.Timer
 	drain    *messages.Drain
+	// wasAttached: this sender had a link, so it re-attaches when a new
+	// session comes. refusal: the broker's last refusal, answered to
+	// publishes until refusedUntil.
+	wasAttached  bool
+	refusal      error
+	refusedUntil time.Time
 
 	published, confirmed, failed atomic.Uint64
 }
@@ -83,7 +103,10 @@ func (s *sender) Receive(ctx actor.Context) {
 		}
 	case *SessionUp:
 		s.sess = m.Session
-		if s.link == nil && s.state != messages.StateAttaching {
+		// Only a sender with work re-attaches: on RabbitMQ 4 a refused
+		// attach ends the whole session, so a sender for a missing node
+		// must not try again on every new session.
+		if s.link == nil && s.state != messages.StateAttaching && (len(s.pending) > 0 || s.wasAttached) {
 			s.attach(ctx)
 		}
 	case *SessionDown:
@@ -96,6 +119,12 @@ func (s *sender) Receive(ctx actor.Context) {
 		}
 		if s.link != nil {
 			s.writeQ.Push(job{p: m})
+			return
+		}
+		if s.refusal != nil && time.Now().Before(s.refusedUntil) {
+			// Refused a moment ago: answer at once rather than ask the
+			// broker again (and, on RabbitMQ 4, lose the session again).
+			m.Done <- s.refusal
 			return
 		}
 		s.pending = append(s.pending, m)
@@ -139,17 +168,36 @@ func (s *sender) attach(ctx actor.Context) {
 		actx, cancel := env.CloseCtx(context.Background())
 		defer cancel()
 		link, err := sess.NewSender(actx, opts)
-		env.Root.Send(self, &attachResult{link: link, err: err})
+		env.Root.Send(self, &attachResult{sess: sess, link: link, err: err})
 	})
 }
 
 func (s *sender) onAttach(ctx actor.Context, m *attachResult) {
+	if m.sess != s.sess {
+		// Tried on a session that has since been replaced: its answer
+		// says nothing about the current one.
+		if m.link != nil {
+			s.closeLink(m.link, context.Background())
+		}
+		s.state = messages.StateDetached
+		if s.sess != nil && s.drain == nil {
+			s.attach(ctx)
+		}
+		return
+	}
 	if m.err != nil {
 		s.state = messages.StateDetached
 		s.lastErr = m.err
+		if sessionEnded(m.err) && s.sess != nil {
+			ctx.Send(ctx.Parent(), &SessionLost{Session: s.sess, Err: m.err})
+			s.sess = nil
+		}
 		s.env.Log.Warn("amqpactor: sender attach failed", "address", s.addr.String(), "error", m.err)
 		// A refused attach fails what waits for it: each publisher hears
-		// the broker's reason. Later publishes try again.
+		// the broker's reason. Publishes within the backoff get the same
+		// answer; later ones try again.
+		s.attempt++
+		s.refusal, s.refusedUntil = m.err, time.Now().Add(s.env.Backoff.Delay(s.attempt))
 		for _, p := range s.pending {
 			p.Done <- m.err
 		}
@@ -163,6 +211,7 @@ func (s *sender) onAttach(ctx actor.Context, m *attachResult) {
 	s.link = m.link
 	s.gen++
 	s.attempt = 0
+	s.wasAttached, s.refusal = true, nil
 	s.state = messages.StateAttached
 	var lctx context.Context
 	lctx, s.cancel = context.WithCancel(context.Background())
@@ -281,6 +330,12 @@ func (s *sender) endLink(ctx actor.Context, err error, unsent []*messages.Publis
 		return
 	}
 	s.env.Log.Warn("amqpactor: sender link ended", "address", s.addr.String(), "error", err)
+	if sessionEnded(err) && s.sess != nil {
+		// Keep what waits and re-attach once the publisher has a new session.
+		ctx.Send(ctx.Parent(), &SessionLost{Session: s.sess, Err: err})
+		s.sess = nil
+		return
+	}
 	if s.sess != nil && len(s.pending) > 0 {
 		s.state = messages.StateRestarting
 		s.restarts++

@@ -80,6 +80,18 @@ func (p *publisher) Receive(ctx actor.Context) {
 		for _, pid := range p.order {
 			ctx.Send(pid, &sender.SessionUp{Session: p.sess})
 		}
+	case *sender.SessionLost:
+		if m.Session != p.sess || p.sess == nil || p.draining {
+			return
+		}
+		p.lastErr = m.Err
+		p.sess, p.state = nil, messages.StateRestarting
+		for _, pid := range p.order {
+			ctx.Send(pid, &sender.SessionDown{Err: m.Err})
+		}
+		if p.conn != nil {
+			openSession(p.env, ctx.Self(), p.conn)
+		}
 	case *messages.ConnDown:
 		p.conn, p.sess, p.state = nil, nil, messages.StateDetached
 		for _, pid := range p.order {
