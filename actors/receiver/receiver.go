@@ -10,6 +10,7 @@ package receiver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -25,6 +26,16 @@ import (
 
 // Attached is sent to the parent after every attach attempt.
 type Attached struct{ Err error }
+
+// SessionLost tells the parent that the session ended under the link: a new
+// link on it would fail too, so the parent opens a new session and replaces
+// this receiver.
+type SessionLost struct{ Err error }
+
+func sessionEnded(err error) bool {
+	var se *amqp.SessionError
+	return errors.As(err, &se)
+}
 
 // New returns the props of a receiver for spec on sess; deliveries go to
 // dispatcher.
@@ -161,6 +172,10 @@ func (r *receiver) onAttach(ctx actor.Context, m *attachResult) {
 			ctx.Send(ctx.Parent(), &Attached{Err: m.err})
 			return
 		}
+		if sessionEnded(m.err) {
+			ctx.Send(ctx.Parent(), &SessionLost{Err: m.err})
+			return
+		}
 		r.scheduleReattach(ctx)
 		return
 	}
@@ -292,6 +307,11 @@ func (r *receiver) onLinkEnded(ctx actor.Context, m *linkEnded) {
 		return
 	}
 	r.restarts++
+	if sessionEnded(m.err) {
+		r.state = messages.StateRestarting
+		ctx.Send(ctx.Parent(), &SessionLost{Err: m.err})
+		return
+	}
 	r.scheduleReattach(ctx)
 }
 

@@ -62,6 +62,22 @@ func (s *subscription) Receive(ctx actor.Context) {
 		s.onSession(ctx, m)
 	case *receiver.Attached:
 		s.onAttached(ctx, m)
+	case *receiver.SessionLost:
+		if ctx.Sender() != nil && !ctx.Sender().Equal(s.receiver) || s.draining {
+			return
+		}
+		s.lastErr = m.Err
+		if s.receiver != nil {
+			ctx.Stop(s.receiver)
+			s.receiver = nil
+			s.restarts++
+		}
+		s.sess = nil
+		s.state = messages.StateRestarting
+		s.attempt++
+		if s.conn != nil {
+			s.timer = s.env.After(s.env.Backoff.Delay(s.attempt), ctx.Self(), &retrySession{conn: s.conn})
+		}
 	case *messages.ConnDown:
 		s.conn, s.sess = nil, nil
 		s.state = messages.StateDetached
