@@ -186,7 +186,7 @@ func (s *subscription) onDrain(m *messages.Drain) {
 
 func (s *subscription) describe(ctx actor.Context) *messages.Described {
 	n := &messages.Node{
-		Name: "subscription:" + s.spec.Address.Name(), Kind: "subscription", PID: ctx.Self().String(),
+		Name: "subscription:" + s.spec.Name, Kind: "subscription", PID: ctx.Self().String(),
 		Address: s.spec.Address.String(), State: s.state, Restarts: s.restarts,
 		Counters: map[string]uint64{"credit": uint64(s.spec.Credit), "partitions": uint64(max(s.spec.Partitions, 1))},
 	}
