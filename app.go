@@ -452,8 +452,11 @@ func (a *App) Publish(ctx context.Context, addr Address, m *Message, opts ...Pub
 	for _, o := range opts {
 		o(&c)
 	}
-	if err := a.checkAddress(addr, address.Send); err != nil {
-		return err
+	// An address with a sender actor has been checked already.
+	if _, ok := a.senders.Load(addr); !ok {
+		if err := a.checkAddress(addr, address.Send); err != nil {
+			return err
+		}
 	}
 	raw, err := messages.ToAMQP(m)
 	if err != nil {

@@ -34,6 +34,12 @@ type Delivery struct {
 	Ctx context.Context
 	// From is the receiver that wants the Disposition.
 	From *actor.PID
+	// Raw is the transfer as the transport gave it, kept by the receiver to
+	// settle it. Workers never touch it.
+	Raw *amqp.Message
+	// Verdict is where the worker writes its Disposition, so answering
+	// costs no allocation: it sends &Verdict back to From.
+	Verdict Disposition
 }
 
 // Disposition is a handler's verdict, sent back to the receiver.

@@ -173,5 +173,6 @@ func (p *partition) run(ctx context.Context, f func(context.Context) error) (err
 }
 
 func (p *partition) settle(d *messages.Delivery, o messages.Outcome) {
-	p.env.Root.Send(d.From, &messages.Disposition{ID: d.ID, Link: d.Link, Outcome: o})
+	d.Verdict = messages.Disposition{ID: d.ID, Link: d.Link, Outcome: o}
+	p.env.Root.Send(d.From, &d.Verdict)
 }

@@ -51,11 +51,6 @@ type (
 		link    transport.Receiver
 		err     error
 	}
-	deliveryIn struct {
-		link uint64
-		raw  *amqp.Message
-		msg  *messages.Message
-	}
 	linkEnded struct {
 		link uint64
 		err  error
@@ -110,7 +105,7 @@ func (r *receiver) Receive(ctx actor.Context) {
 		r.attach(ctx, 1)
 	case *attachResult:
 		r.onAttach(ctx, m)
-	case *deliveryIn:
+	case *messages.Delivery:
 		r.onDelivery(ctx, m)
 	case *messages.Disposition:
 		r.onDisposition(m)
@@ -214,18 +209,21 @@ func (r *receiver) pump(self *actor.PID, link transport.Receiver, gen uint64, ct
 			}
 			return
 		}
-		r.env.Root.Send(self, &deliveryIn{link: gen, raw: raw, msg: messages.FromAMQP(raw)})
+		r.env.Root.Send(self, &messages.Delivery{Link: gen, Raw: raw, Message: messages.FromAMQP(raw), From: self})
 	}
 }
 
-func (r *receiver) onDelivery(ctx actor.Context, m *deliveryIn) {
-	if m.link != r.gen || r.link == nil {
+// onDelivery numbers a transfer from the pump, keeps it for settling and
+// hands it on; the pump already built the Delivery, so nothing is allocated.
+func (r *receiver) onDelivery(ctx actor.Context, d *messages.Delivery) {
+	if d.Link != r.gen || r.link == nil {
 		return // the broker took it back when that link ended
 	}
 	r.nextID++
-	r.unsettled[r.nextID] = m.raw
+	r.unsettled[r.nextID] = d.Raw
 	r.delivered.Add(1)
-	ctx.Send(r.dispatcher, &messages.Delivery{ID: r.nextID, Link: m.link, Message: m.msg, Ctx: r.linkCtx, From: ctx.Self()})
+	d.ID, d.Ctx, d.Raw = r.nextID, r.linkCtx, nil
+	ctx.Send(r.dispatcher, d)
 }
 
 func (r *receiver) onDisposition(d *messages.Disposition) {
