@@ -321,6 +321,14 @@ func (s *sender) endLink(ctx actor.Context, err error, unsent []*messages.Publis
 	link := s.link
 	s.link = nil
 	s.cancel()
+	// Publishes pushed after the writer took its last batch are still in
+	// its queue, which nobody reads any more: they wait for the next link.
+	rest, _ := s.writeQ.Take()
+	for _, j := range rest {
+		if j.p != nil {
+			s.pending = append(s.pending, j.p)
+		}
+	}
 	s.writeQ.Close()
 	s.writeQ = nil
 	s.closeLink(link, context.Background())
