@@ -134,10 +134,26 @@ func (s *sender) Receive(ctx actor.Context) {
 	case *attachResult:
 		s.onAttach(ctx, m)
 	case *linkEnded:
-		if m.link == s.gen && s.link != nil {
+		switch {
+		case m.link == s.gen && s.link != nil:
 			s.endLink(ctx, m.err, m.unsent)
-		} else {
+		case s.link != nil:
+			// The writer of an older link gave these back after a new
+			// link was attached: pending is not read again until the
+			// next attach, so they go on the new link now.
+			for _, p := range m.unsent {
+				s.writeQ.Push(job{p: p})
+			}
+		case s.drain != nil:
+			// Stopping: no link will come for them.
+			for _, p := range m.unsent {
+				p.Done <- messages.ErrStopped
+			}
+		default:
 			s.pending = append(m.unsent, s.pending...)
+			if len(s.pending) > 0 && s.sess != nil && s.state != messages.StateAttaching && s.timer == nil {
+				s.attach(ctx)
+			}
 		}
 	case *retry:
 		s.timer = nil
