@@ -1,0 +1,172 @@
+// Package conformance is the behaviour suite of amqpactor, written once
+// against the public API and run on every connector (like watermill's
+// tests.TestPubSub): the in-process broker here, a live broker wherever a
+// Factory for it exists.
+//
+// A broker's Factory says how to get a connector and which broker-specific
+// behaviours it has (Features). Everything else in the suite is
+// broker-neutral: names are unique per test (live runs do not collide),
+// addresses are valid in every dialect (no "address::queue" names outside
+// the address-error tests, which never reach the wire), queues are
+// subscribed before anything is published to them, and the in-process
+// broker's own API is used only under Features.FaultHooks.
+//
+//	func TestRabbitMQ4(t *testing.T) {
+//		conformance.Run(t, conformance.Factory{
+//			Name: "rabbitmq4",
+//			New: func(t *testing.T) amqpactor.Connector {
+//				return amqpactor.Dial(url, amqpactor.WithDialect(amqpactor.RabbitMQ4))
+//			},
+//			Features: conformance.Features{DeliveryCountOnModified: true, UserID: []byte("guest")},
+//		})
+//	}
+package conformance
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"testing"
+
+	"github.com/amqpactor/amqpactor"
+)
+
+// Factory gives the suite its connectors and says what the broker behind
+// them can do.
+type Factory struct {
+	// Name labels the broker in the test names (TestX/Name/Subtest).
+	Name string
+	// New returns a fresh connector for one test. Every App of that test is
+	// built on it, so the Apps of a test share one broker. Required.
+	New func(t *testing.T) amqpactor.Connector
+	// Unique returns a name that no other test, and no other run against the
+	// same broker, uses; it should start with base. A live factory may
+	// register the deletion of the queue with t.Cleanup. Nil means base
+	// plus a random suffix.
+	Unique func(t *testing.T, base string) string
+	// Features marks the broker's differences.
+	Features Features
+}
+
+// Features marks where brokers differ. Each flag says which behaviour the
+// suite asserts; a flag never switches an assertion off without asserting
+// what the broker does instead (or skipping with the reason, where the
+// broker does not have the feature at all). Setting a flag that the broker
+// does not honour makes the suite fail: they describe brokers, they do not
+// paper over runtime bugs.
+type Features struct {
+	// DeliveryCountOnModified: the broker counts modified{delivery-failed}
+	// in the header's delivery-count (the in-process broker, RabbitMQ 4
+	// quorum queues, Artemis). RetryPolicy{MaxDeliveries} depends on it.
+	// Without it (RabbitMQ classic queues, Service Bus ignoring modified)
+	// the delivery-count and max-deliveries tests are skipped, saying so.
+	DeliveryCountOnModified bool
+	// UndeliverableHereKeeps: modified{undeliverable-here} leaves the
+	// message on its queue for other receivers and never offers it to the
+	// same receiver again (the in-process broker, Artemis). Without it the
+	// suite asserts only that the same receiver does not get it again:
+	// RabbitMQ 4 treats undeliverable-here as "do not requeue" and
+	// dead-letters or drops the message.
+	UndeliverableHereKeeps bool
+	// Transactions: App.Transaction works (the in-process broker). Without
+	// it the suite asserts that Transaction fails with an error that
+	// errors.Is amqpactor.ErrNotSupported and never runs its function
+	// (live brokers: go-amqp has no coordinator link).
+	Transactions bool
+	// FaultHooks: New returns an *inproc.Broker, and the suite uses its
+	// fault hooks (RefuseAttach, RejectPublish, DetachLinks,
+	// DropConnections) and introspection (QueueDepth, Unsettled,
+	// DeadLetters). Tests that need a fault a live broker cannot be made to
+	// produce on demand are skipped without it.
+	FaultHooks bool
+	// UserID is the user-id a message may carry. RabbitMQ checks the
+	// properties' user-id against the authenticated user and rejects any
+	// other, so a RabbitMQ factory sets its user ("guest"). Nil means the
+	// broker takes any user-id and the suite sends one of its own.
+	UserID []byte
+}
+
+// Run runs the whole suite on f. Every subtest makes its own connector, its
+// own Apps and its own names, and stops what it started.
+func Run(t *testing.T, f Factory) {
+	t.Helper()
+	if f.New == nil {
+		t.Fatal("conformance: Factory.New is nil")
+	}
+	if f.Name == "" {
+		f.Name = "broker"
+	}
+	t.Run(f.Name, func(t *testing.T) {
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				tc.fn(newEnv(t, f))
+			})
+		}
+	})
+}
+
+// cases is the suite, in the order it runs.
+var cases = []struct {
+	name string
+	fn   func(e *env)
+}{
+	// Routing.
+	{"CompetingApps", testCompetingApps},
+	{"CompetingSubscriptions", testCompetingSubscriptions},
+	{"TopicFanOut", testTopicFanOut},
+	{"SettledPublish", testSettledPublish},
+
+	// Outcomes and retries.
+	{"DeliveryCountModified", testDeliveryCountModified},
+	{"DeliveryCountReleased", testDeliveryCountReleased},
+	{"MaxDeliveries", testMaxDeliveries},
+	{"Reject", testReject},
+	{"Undeliverable", testUndeliverable},
+	{"PanicRecovered", testPanicRecovered},
+	{"AtMostOnce", testAtMostOnce},
+
+	// Dispatch and flow control.
+	{"GroupOrder", testGroupOrder},
+	{"GroupsInParallel", testGroupsInParallel},
+	{"RoundRobinWithoutGroup", testRoundRobin},
+	{"CreditBound", testCreditBound},
+	{"PauseResume", testPauseResume},
+	{"BatchCappedByCredit", testBatchCappedByCredit},
+	{"BatchCappedBySize", testBatchCappedBySize},
+
+	// Lifecycle of deliveries.
+	{"CloseReturnsUnsettled", testCloseReturnsUnsettled},
+	{"StopWaitsForHandlers", testStopWaitsForHandlers},
+	{"StopByDeadline", testStopByDeadline},
+
+	// Request/reply, transactions, typed handlers, the message.
+	{"RequestReply", testRequestReply},
+	{"RequestNoReply", testRequestNoReply},
+	{"Transactions", testTransactions},
+	{"Typed", testTyped},
+	{"MessageRoundTrip", testMessageRoundTrip},
+
+	// Errors.
+	{"AddressErrors", testAddressErrors},
+	{"AddressErrorsRabbitMQ4Dialect", testAddressErrorsRabbitMQ4},
+	{"StartRefusedAttach", testStartRefusedAttach},
+	{"SubscribeRefusedAttach", testSubscribeRefusedAttach},
+	{"PublishRejected", testPublishRejected},
+
+	// Inspection.
+	{"Tree", testTree},
+
+	// Faults (FaultHooks).
+	{"DetachRedelivers", testDetachRedelivers},
+	{"SenderDetachResends", testSenderDetach},
+	{"Reconnect", testReconnect},
+}
+
+func randomSuffix() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// background is the parent of every test context.
+var background = context.Background()

@@ -1,0 +1,356 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/amqpactor/amqpactor"
+)
+
+// testGroupOrder: messages with the same group-id are handled one at a time,
+// in order; 4 groups x 50 messages, interleaved on the queue.
+func testGroupOrder(e *env) {
+	q := e.queue("groups")
+	const groups, perGroup = 4, 50
+	var (
+		mu       sync.Mutex
+		order    = map[string][]uint32{}
+		inFlight = map[string]int{}
+		overlaps atomic.Int32
+		total    atomic.Int32
+	)
+	app := e.startedApp()
+	e.subscribe(app, q, func(ctx context.Context, m *amqpactor.Message) error {
+		mu.Lock()
+		inFlight[m.GroupID]++
+		if inFlight[m.GroupID] > 1 {
+			overlaps.Add(1)
+		}
+		order[m.GroupID] = append(order[m.GroupID], m.GroupSequence)
+		mu.Unlock()
+		// Give another message of the group a chance to overtake.
+		runtime.Gosched()
+		mu.Lock()
+		inFlight[m.GroupID]--
+		mu.Unlock()
+		total.Add(1)
+		return nil
+	}, amqpactor.WithPartitions(4))
+
+	for i := range perGroup {
+		for g := range groups {
+			e.publish(app, q, &amqpactor.Message{
+				MessageID:     fmt.Sprintf("g%d-%d", g, i),
+				GroupID:       fmt.Sprintf("group-%d", g),
+				GroupSequence: uint32(i + 1),
+				Body:          []byte("x"),
+			})
+		}
+	}
+	e.eventually(func() bool { return total.Load() == groups*perGroup }, "every message handled")
+	require.Zero(e, overlaps.Load(), "two messages of one group ran at once")
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(e, order, groups)
+	for g, seq := range order {
+		require.Len(e, seq, perGroup, "messages of %s", g)
+		for i := 1; i < len(seq); i++ {
+			require.Greater(e, seq[i], seq[i-1], "%s out of order at %d: %v", g, i, seq)
+		}
+	}
+}
+
+// testGroupsInParallel: different group-ids run in parallel: the handler of
+// group A waits, bounded, until a handler of another group has started.
+func testGroupsInParallel(e *env) {
+	q := e.queue("parallel")
+	aRunning := e.gate()
+	otherStarted := e.gate()
+	var sawOverlap atomic.Bool
+	var handled atomic.Int32
+	app := e.startedApp()
+	e.subscribe(app, q, func(ctx context.Context, m *amqpactor.Message) error {
+		defer handled.Add(1)
+		if m.GroupID == "A" {
+			aRunning.open()
+			sawOverlap.Store(otherStarted.wait())
+			return nil
+		}
+		if aRunning.isOpen() {
+			otherStarted.open()
+		}
+		return nil
+	}, amqpactor.WithPartitions(8))
+	// Eight other groups: at least one lands on another partition than A
+	// (all eight hashing onto A's has probability 8^-8).
+	e.publish(app, q, &amqpactor.Message{MessageID: "a", GroupID: "A"})
+	e.await(aRunning, "group A's handler to start")
+	for i := range 8 {
+		e.publish(app, q, &amqpactor.Message{MessageID: fmt.Sprintf("b%d", i), GroupID: fmt.Sprintf("B%d", i)})
+	}
+	e.eventually(func() bool { return handled.Load() == 9 }, "every message handled")
+	require.True(e, sawOverlap.Load(), "group A's handler blocked every other group: groups do not run in parallel")
+}
+
+// testRoundRobin: messages without a group-id are spread round robin over
+// the partitions: four of them run at once on four partitions, and 40 are
+// split 10/10/10/10.
+func testRoundRobin(e *env) {
+	q := e.queue("roundrobin")
+	const parts = 4
+	var started atomic.Int32
+	allStarted := e.gate()
+	var barrierFailed atomic.Bool
+	var handled atomic.Int32
+	app := e.startedApp()
+	sub := e.subscribe(app, q, func(ctx context.Context, m *amqpactor.Message) error {
+		defer handled.Add(1)
+		if m.Subject == "barrier" {
+			if started.Add(1) == parts {
+				allStarted.open()
+			}
+			if !allStarted.wait() {
+				barrierFailed.Store(true)
+			}
+		}
+		return nil
+	}, amqpactor.WithPartitions(parts))
+	for i := range parts {
+		e.publish(app, q, &amqpactor.Message{MessageID: fmt.Sprintf("b%d", i), Subject: "barrier"})
+	}
+	e.await(allStarted, "four messages without group-id running at once on four partitions")
+	for i := range 40 - parts {
+		e.publish(app, q, &amqpactor.Message{MessageID: fmt.Sprintf("m%d", i)})
+	}
+	e.eventually(func() bool { return handled.Load() == 40 }, "every message handled")
+	require.False(e, barrierFailed.Load())
+	root := e.tree(app)
+	s := subNode(root, sub)
+	require.NotNil(e, s, "subscription node in\n%s", treeText(root))
+	parts2 := ofKind(s, "partition")
+	require.Len(e, parts2, parts)
+	e.eventually(func() bool {
+		var sum uint64
+		for _, p := range ofKind(subNode(e.tree(app), sub), "partition") {
+			sum += p.Counters["handled"]
+		}
+		return sum == 40
+	}, "partition counters settle")
+	for _, p := range ofKind(subNode(e.tree(app), sub), "partition") {
+		require.EqualValues(e, 10, p.Counters["handled"], "%s handled: not round robin", p.Name)
+	}
+}
+
+// testCreditBound: with WithCredit(5) and handlers that hold their
+// deliveries, exactly 5 are held at once, never more.
+func testCreditBound(e *env) {
+	q := e.queue("credit")
+	const credit, n = 5, 20
+	var held, maxHeld, handled atomic.Int32
+	release := e.gate()
+	app := e.startedApp()
+	sub := e.subscribe(app, q, func(ctx context.Context, m *amqpactor.Message) error {
+		h := held.Add(1)
+		for {
+			old := maxHeld.Load()
+			if h <= old || maxHeld.CompareAndSwap(old, h) {
+				break
+			}
+		}
+		ok := release.wait()
+		held.Add(-1)
+		handled.Add(1)
+		if !ok {
+			return errors.New("never released")
+		}
+		return nil
+	}, amqpactor.WithCredit(credit), amqpactor.WithPartitions(2*credit))
+	for _, id := range ids("c", n) {
+		e.publish(app, q, msg(id))
+	}
+	e.eventually(func() bool { return held.Load() == credit }, "%d deliveries held", credit)
+	if b, ok := e.hooks(); ok {
+		// The broker transfers as soon as there is credit: what waits on
+		// the queue shows that no more was granted.
+		require.Equal(e, credit, b.Unsettled(q.Name()), "deliveries out")
+		require.Equal(e, n-credit, b.QueueDepth(q.Name()), "messages waiting")
+	}
+	require.Never(e, func() bool { return held.Load() > credit }, quiet, tick, "more deliveries than the credit")
+	c := counters(app, sub)
+	require.EqualValues(e, credit, c["delivered"], "deliveries received: %v", c)
+	require.EqualValues(e, credit, c["unsettled"], "deliveries unsettled: %v", c)
+	release.open()
+	e.eventually(func() bool { return handled.Load() == n }, "every message handled")
+	require.EqualValues(e, credit, maxHeld.Load(), "most deliveries held at once")
+}
+
+// testPauseResume: Pause stops granting credit, so delivery stops once what
+// was granted has arrived; Resume starts it again.
+func testPauseResume(e *env) {
+	q := e.queue("pause")
+	const credit, n = 4, 10
+	rec := &recorder{}
+	app := e.startedApp()
+	sub := e.subscribe(app, q, func(ctx context.Context, m *amqpactor.Message) error {
+		rec.add("h", m)
+		return nil
+	}, amqpactor.WithCredit(credit))
+	sub.Pause()
+	e.eventually(func() bool { return counters(app, sub)["paused"] == 1 }, "the receiver paused")
+	for _, id := range ids("p", n) {
+		e.publish(app, q, msg(id))
+	}
+	// The credit granted before the pause is used up, then nothing.
+	e.eventually(func() bool { return rec.n() == credit }, "the credit granted before the pause used")
+	if b, ok := e.hooks(); ok {
+		e.eventually(func() bool { return b.Unsettled(q.Name()) == 0 }, "the paused deliveries settled")
+		require.Equal(e, n-credit, b.QueueDepth(q.Name()), "messages waiting while paused")
+	}
+	require.Never(e, func() bool { return rec.n() > credit }, quiet, tick, "deliveries while paused")
+	sub.Resume()
+	e.eventually(func() bool { return rec.n() == n }, "every message handled after Resume")
+	e.eventually(func() bool { return counters(app, sub)["paused"] == 0 }, "the receiver resumed")
+	e.stop(app)
+	e.requireEachOnce(rec, ids("p", n))
+}
+
+// batchRecorder records batches.
+type batchRecorder struct {
+	mu      sync.Mutex
+	batches [][]*amqpactor.Message
+}
+
+func (r *batchRecorder) add(ms []*amqpactor.Message) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.batches = append(r.batches, append([]*amqpactor.Message(nil), ms...))
+	return len(r.batches)
+}
+
+func (r *batchRecorder) snapshot() [][]*amqpactor.Message {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([][]*amqpactor.Message(nil), r.batches...)
+}
+
+func (r *batchRecorder) messages() int {
+	n := 0
+	for _, b := range r.snapshot() {
+		n += len(b)
+	}
+	return n
+}
+
+// testBatchCappedByCredit: a batch is never larger than the credit
+// (WithCredit(10), WithBatch(100, 50ms)).
+func testBatchCappedByCredit(e *env) {
+	q := e.queue("batchcredit")
+	const credit, n = 10, 200
+	rec := &batchRecorder{}
+	published := e.gate()
+	app := e.startedApp()
+	_, err := app.SubscribeBatch(q, func(ctx context.Context, ms []*amqpactor.Message) error {
+		if rec.add(ms) == 1 && !published.wait() {
+			return errors.New("never released")
+		}
+		return nil
+	}, amqpactor.WithCredit(credit), amqpactor.WithBatch(100, 50*time.Millisecond))
+	require.NoError(e, err)
+	want := ids("b", n)
+	for _, id := range want {
+		e.publish(app, q, msg(id))
+	}
+	published.open()
+	e.eventually(func() bool { return rec.messages() >= n }, "every message in a batch")
+	e.stop(app)
+	seen := map[any]int{}
+	biggest := 0
+	for i, b := range rec.snapshot() {
+		require.NotEmpty(e, b, "batch %d is empty", i)
+		require.LessOrEqual(e, len(b), credit, "batch %d is larger than the credit", i)
+		biggest = max(biggest, len(b))
+		for _, m := range b {
+			seen[m.MessageID]++
+		}
+	}
+	require.Len(e, seen, n)
+	for _, id := range want {
+		require.Equal(e, 1, seen[id], "batches holding %s", id)
+	}
+	require.Greater(e, biggest, 1, "no batch had more than one message: nothing is batched")
+}
+
+// testBatchCappedBySize: a batch is never larger than the batch size, and a
+// failed batch's outcome applies to every message in it.
+func testBatchCappedBySize(e *env) {
+	q := e.queue("batchsize")
+	const size, n = 7, 100
+	rec := &batchRecorder{}
+	published := e.gate()
+	app := e.startedApp()
+	sub, err := app.SubscribeBatch(q, func(ctx context.Context, ms []*amqpactor.Message) error {
+		if rec.add(ms) == 1 {
+			if !published.wait() {
+				return errors.New("never released")
+			}
+			return errors.New("the first batch fails")
+		}
+		return nil
+	}, amqpactor.WithBatch(size, 50*time.Millisecond))
+	require.NoError(e, err)
+	want := ids("b", n)
+	for _, id := range want {
+		e.publish(app, q, msg(id))
+	}
+	published.open()
+	batches := func() [][]*amqpactor.Message { return rec.snapshot() }
+	e.eventually(func() bool {
+		bs := batches()
+		return len(bs) > 0 && rec.messages() >= n+len(bs[0])
+	}, "every message accepted in a batch")
+	bs := batches()
+	first := bs[0]
+	e.eventually(func() bool {
+		return countersAre(app, sub, map[string]uint64{"modified": uint64(len(first)), "accepted": n})
+	}, "the first batch modified, everything accepted in the end")
+	e.stop(app)
+	bs = batches()
+	full := false
+	seen := map[any]int{}
+	for i, b := range bs {
+		require.NotEmpty(e, b, "batch %d is empty", i)
+		require.LessOrEqual(e, len(b), size, "batch %d is larger than the batch size", i)
+		full = full || len(b) == size
+		for _, m := range b {
+			seen[m.MessageID]++
+		}
+	}
+	require.True(e, full, "no batch reached the batch size although messages were waiting")
+	inFirst := map[any]bool{}
+	for _, m := range first {
+		inFirst[m.MessageID] = true
+	}
+	for _, id := range want {
+		wantCalls := 1
+		if inFirst[id] {
+			wantCalls = 2
+		}
+		require.Equal(e, wantCalls, seen[id], "batches holding %s", id)
+	}
+	if e.f.Features.DeliveryCountOnModified {
+		for _, b := range bs[1:] {
+			for _, m := range b {
+				if inFirst[m.MessageID] {
+					require.EqualValues(e, 1, m.DeliveryCount, "redelivery of %v after the failed batch", m.MessageID)
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,165 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/amqpactor/amqpactor"
+)
+
+// testDetachRedelivers (FaultHooks): the broker detaches a receiver while a
+// handler holds a delivery; the receiver re-attaches, the delivery comes
+// again with first-acquirer false, and the first handler's late disposition
+// is dropped, not sent on the new link.
+func testDetachRedelivers(e *env) {
+	b := e.needHooks()
+	q := e.queue("detach")
+	rec := &recorder{}
+	holding := e.gate()
+	release := e.gate()
+	var lateReturned atomic.Bool
+	app := e.startedApp()
+	sub := e.subscribe(app, q, func(ctx context.Context, m *amqpactor.Message) error {
+		rec.add("h", m)
+		if m.MessageID == "held" && len(rec.of("held")) == 1 {
+			holding.open()
+			release.wait()
+			lateReturned.Store(true)
+		}
+		return nil
+	})
+	e.publish(app, q, msg("held"))
+	e.await(holding, "the handler to hold the delivery")
+	require.NotZero(e, b.DetachLinks(q, "amqp:internal-error", "test detach"), "links detached")
+
+	e.eventually(func() bool { return rec.count("held") == 2 }, "the held delivery redelivered on the new link")
+	calls := rec.of("held")
+	require.True(e, calls[0].m.FirstAcquirer)
+	require.False(e, calls[1].m.FirstAcquirer, "a redelivery has first-acquirer false")
+	release.open()
+	e.eventually(lateReturned.Load, "the first handler to return")
+	e.eventually(func() bool { return counters(app, sub)["late"] == 1 }, "the late disposition counted as dropped")
+
+	root := e.tree(app)
+	r := receiverOf(root, sub)
+	require.NotNil(e, r, treeText(root))
+	require.Equal(e, "attached", r.State, treeText(root))
+	require.GreaterOrEqual(e, r.Restarts, 1, treeText(root))
+	require.Contains(e, r.LastError, "test detach", treeText(root))
+	require.EqualValues(e, 1, r.Counters["accepted"], "only the redelivery is settled: %v", r.Counters)
+
+	e.publish(app, q, msg("after"))
+	e.eventually(func() bool { return rec.count("after") == 1 }, "a message after the re-attach")
+	e.eventually(func() bool { return b.Unsettled(q.Name()) == 0 }, "nothing out for delivery")
+	require.Zero(e, b.QueueDepth(q.Name()))
+	require.Empty(e, b.DeadLetters(q.Name()))
+	e.stop(app)
+	require.Len(e, rec.of("held"), 2)
+}
+
+// testSenderDetach (FaultHooks): links detached while publishers are busy:
+// every Publish still returns nil (what was not written is sent on the new
+// link) and every message arrives at least once.
+func testSenderDetach(e *env) {
+	b := e.needHooks()
+	q := e.queue("senderdetach")
+	rec := &recorder{}
+	app := e.startedApp()
+	sub := e.subscribe(app, q, func(ctx context.Context, m *amqpactor.Message) error { rec.add("h", m); return nil })
+
+	const publishers, each = 4, 50
+	var wg sync.WaitGroup
+	errs := make(chan error, publishers*each)
+	for p := range publishers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				if err := app.Publish(e.ctx, q, msg(fmt.Sprintf("p%d-%03d", p, i))); err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	e.eventually(func() bool { return rec.n() >= 20 }, "publishing under way")
+	require.NotZero(e, b.DetachLinks(q, "amqp:internal-error", "test detach"))
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(e, err, "a publish across the detach")
+	}
+	e.eventually(func() bool { return rec.distinct() == publishers*each }, "every message at least once")
+	e.eventually(func() bool { return b.Unsettled(q.Name()) == 0 && b.QueueDepth(q.Name()) == 0 }, "nothing left on the broker")
+	root := e.tree(app)
+	r := receiverOf(root, sub)
+	require.NotNil(e, r, treeText(root))
+	require.Equal(e, "attached", r.State, treeText(root))
+	senders := ofKind(root, "sender")
+	require.Len(e, senders, 1, treeText(root))
+	require.Equal(e, "attached", senders[0].State, treeText(root))
+}
+
+// testReconnect (FaultHooks): the connection drops; the App reconnects,
+// re-attaches its subscription, redelivers what was held, and publishing
+// and request/reply work again.
+func testReconnect(e *env) {
+	b := e.needHooks()
+	q := e.queue("reconnect")
+	rpc := e.queue("reconnect-rpc")
+	rec := &recorder{}
+	holding := e.gate()
+	release := e.gate()
+	app := e.startedApp()
+	e.subscribe(app, q, func(ctx context.Context, m *amqpactor.Message) error {
+		rec.add("h", m)
+		if m.MessageID == "held" && len(rec.of("held")) == 1 {
+			holding.open()
+			release.wait()
+		}
+		return nil
+	})
+	e.subscribe(app, rpc, amqpactor.Responder(func(ctx context.Context, req *amqpactor.Message) (*amqpactor.Message, error) {
+		return &amqpactor.Message{Body: []byte("pong")}, nil
+	}))
+	_, err := app.Request(e.ctx, rpc, &amqpactor.Message{Body: []byte("ping")})
+	require.NoError(e, err, "request before the drop")
+	before := ids("before", 10)
+	for _, id := range before {
+		e.publish(app, q, msg(id))
+	}
+	e.publish(app, q, msg("held"))
+	e.await(holding, "the handler to hold a delivery")
+
+	require.Equal(e, 1, b.DropConnections(errors.New("test drop")), "connections dropped")
+	e.eventually(func() bool {
+		root, err := treeOf(app)
+		return err == nil && root.State == "attached" && root.Restarts == 1
+	}, "the connection back")
+	e.eventually(func() bool { return rec.count("held") == 2 }, "the held delivery redelivered after the reconnect")
+	require.False(e, rec.of("held")[1].m.FirstAcquirer)
+	release.open()
+
+	after := ids("after", 10)
+	for _, id := range after {
+		e.publish(app, q, msg(id))
+	}
+	e.eventually(func() bool {
+		for _, id := range append(before, after...) {
+			if rec.count(id) == 0 {
+				return false
+			}
+		}
+		return true
+	}, "every message handled")
+	rep, err := app.Request(e.ctx, rpc, &amqpactor.Message{Body: []byte("ping")})
+	require.NoError(e, err, "request after the reconnect")
+	require.Equal(e, "pong", string(rep.Body))
+	e.eventually(func() bool { return b.Unsettled(q.Name()) == 0 && b.QueueDepth(q.Name()) == 0 }, "nothing left on the broker")
+	e.stop(app)
+	require.Len(e, rec.of("held"), 2, "the held message: once before the drop, once after")
+}

@@ -1,0 +1,166 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/amqpactor/amqpactor"
+)
+
+// testCloseReturnsUnsettled: Subscription.Close with a short context while a
+// handler holds a delivery puts it back on its queue; another subscriber gets
+// it with first-acquirer false, and the first handler's late disposition is
+// dropped: the message is handled exactly once more, not lost, not settled
+// twice.
+func testCloseReturnsUnsettled(e *env) {
+	q := e.queue("close")
+	rec := &recorder{}
+	holding := e.gate()
+	release := e.gate()
+	var lateReturned atomic.Bool
+	a := e.startedApp()
+	subA := e.subscribe(a, q, func(ctx context.Context, m *amqpactor.Message) error {
+		rec.add("a", m)
+		holding.open()
+		// This handler ignores its context, as a slow one would: it
+		// returns (accepted) only after the message went elsewhere.
+		release.wait()
+		lateReturned.Store(true)
+		return nil
+	})
+	e.publish(a, q, msg("held"))
+	e.await(holding, "the first subscriber to hold the delivery")
+	require.True(e, rec.of("held")[0].m.FirstAcquirer, "the first delivery's first-acquirer")
+
+	b := e.startedApp()
+	e.subscribe(b, q, func(ctx context.Context, m *amqpactor.Message) error { rec.add("b", m); return nil })
+
+	cctx, cancel := context.WithTimeout(e.ctx, 200*time.Millisecond)
+	defer cancel()
+	begin := time.Now()
+	err := subA.Close(cctx)
+	require.Less(e, time.Since(begin), waitFor/2, "Close did not return by its context")
+	if err != nil {
+		require.ErrorIs(e, err, context.DeadlineExceeded, "Close")
+	}
+
+	e.eventually(func() bool { return rec.by("b") == 1 }, "the held message redelivered to the other subscriber")
+	calls := rec.of("held")
+	require.Len(e, calls, 2)
+	require.Equal(e, "b", calls[1].who)
+	require.False(e, calls[1].m.FirstAcquirer, "a redelivered message has first-acquirer false")
+	require.Equal(e, "body of held", string(calls[1].m.Body))
+
+	// The first handler now returns: its accept is for a link that is gone.
+	release.open()
+	e.eventually(lateReturned.Load, "the first handler to return")
+	e.publish(b, q, msg("after"))
+	e.eventually(func() bool { return rec.count("after") == 1 }, "a message after the close")
+	if br, ok := e.hooks(); ok {
+		e.eventually(func() bool { return br.Unsettled(q.Name()) == 0 }, "nothing out for delivery")
+		require.Zero(e, br.QueueDepth(q.Name()), "nothing left on the queue")
+		require.Empty(e, br.DeadLetters(q.Name()), "nothing rejected")
+	}
+	e.stop(b)
+	e.stop(a)
+	require.Len(e, rec.of("held"), 2, "the held message is handled exactly once more")
+	require.Equal(e, 1, rec.by("a"))
+}
+
+// testStopWaitsForHandlers: Stop lets a handler in flight finish, with its
+// context alive, and settles its outcome before it detaches.
+func testStopWaitsForHandlers(e *env) {
+	q := e.queue("graceful")
+	rec := &recorder{}
+	holding := e.gate()
+	release := e.gate()
+	var ctxErr atomic.Value
+	a := e.startedApp()
+	e.subscribe(a, q, func(ctx context.Context, m *amqpactor.Message) error {
+		rec.add("a", m)
+		holding.open()
+		if !release.wait() {
+			return errors.New("never released")
+		}
+		ctxErr.Store(errString(ctx.Err()))
+		return nil
+	})
+	e.publish(a, q, msg("inflight"))
+	e.await(holding, "the handler to start")
+
+	stopped := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(background, waitFor)
+		defer cancel()
+		stopped <- a.Stop(ctx)
+	}()
+	select {
+	case err := <-stopped:
+		e.Fatalf("Stop returned (%v) while a handler was in flight", err)
+	default:
+	}
+	release.open()
+	select {
+	case err := <-stopped:
+		require.NoError(e, err, "Stop")
+	case <-time.After(waitFor):
+		e.Fatalf("Stop did not return after the handler finished")
+	}
+	require.Equal(e, "<nil>", ctxErr.Load(), "the handler's context ended during a graceful stop")
+
+	// It was accepted: a new subscriber gets only what comes next.
+	b := e.startedApp()
+	e.subscribe(b, q, func(ctx context.Context, m *amqpactor.Message) error { rec.add("b", m); return nil })
+	e.publish(b, q, msg("next"))
+	e.eventually(func() bool { return rec.count("next") == 1 }, "the next message")
+	if br, ok := e.hooks(); ok {
+		require.Zero(e, br.QueueDepth(q.Name()))
+		e.eventually(func() bool { return br.Unsettled(q.Name()) == 0 }, "nothing out for delivery")
+	}
+	e.stop(b)
+	require.Equal(e, 1, rec.count("inflight"), "the message finished during Stop was settled")
+}
+
+// testStopByDeadline: Stop returns by its context's deadline even when a
+// handler never finishes; the delivery goes back to the broker.
+func testStopByDeadline(e *env) {
+	q := e.queue("deadline")
+	rec := &recorder{}
+	holding := e.gate()
+	a := e.startedApp()
+	e.subscribe(a, q, func(ctx context.Context, m *amqpactor.Message) error {
+		rec.add("a", m)
+		holding.open()
+		e.gate().wait() // stuck until the test ends
+		return nil
+	})
+	e.publish(a, q, msg("stuck"))
+	e.await(holding, "the handler to start")
+
+	const deadline = 300 * time.Millisecond
+	ctx, cancel := context.WithTimeout(background, deadline)
+	defer cancel()
+	begin := time.Now()
+	_ = a.Stop(ctx) // an error is expected: the drain was cut
+	took := time.Since(begin)
+	require.Less(e, took, deadline+time.Second, "Stop took %v with a %v deadline", took, deadline)
+
+	// Nothing is lost: the stuck delivery is the broker's again.
+	b := e.startedApp()
+	e.subscribe(b, q, func(ctx context.Context, m *amqpactor.Message) error { rec.add("b", m); return nil })
+	e.eventually(func() bool { return rec.by("b") == 1 }, "the stuck message redelivered")
+	calls := rec.of("stuck")
+	require.Len(e, calls, 2)
+	require.False(e, calls[1].m.FirstAcquirer)
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "<nil>"
+	}
+	return err.Error()
+}
