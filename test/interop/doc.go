@@ -1,0 +1,22 @@
+// Package interop proves that amqpactor interoperates with AMQP 1.0 stacks
+// that we did not write, through a live RabbitMQ 4 broker: Qpid Proton for
+// Python (proton_peer.py, Debian's python3-qpid-proton run with
+// /usr/bin/python3) and rhea for Node.js (rhea_peer.js, installed by npm ci
+// from package-lock.json).
+//
+// For each peer the tests check both directions (every properties field,
+// application-properties of every AMQP primitive type, the header, message
+// annotations and each body kind from the peer; a message of ours reads as
+// a plain AMQP message in the peer) and request/reply across the stacks.
+// The peers print what they received as JSON with every value tagged with
+// its AMQP type, so the tests assert types, not just values.
+//
+// The package holds only tests. Run them with the test broker:
+//
+//	bash test/interop/setup.sh   # installs the peers when they are missing (as root)
+//	bash test/broker/rabbitmq4.sh start
+//	AMQP_URL=$(bash test/broker/rabbitmq4.sh url) REQUIRE_LIVE=1 go test -race ./test/interop/
+//
+// Without AMQP_URL, or without a peer, the tests skip loudly; under
+// REQUIRE_LIVE=1 (CI) a skip is a failure.
+package interop
