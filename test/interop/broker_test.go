@@ -187,9 +187,14 @@ func hasPrefix(s *string, prefix string) bool { return s != nil && strings.HasPr
 //   - it sets first-acquirer in the header of a first delivery;
 //   - it treats a message whose header does not say durable=false (no
 //     header, or a header without the durable field) as durable, and says
-//     so in the header it delivers: the AMQP default is false. Proton and
-//     go-amqp omit a false durable field, so only a peer that writes the
-//     field explicitly (rhea) can send a non-durable message.
+//     so in the header it delivers, though the AMQP default is false.
+//     Proton leaves a false durable field off the wire, so it cannot send a
+//     non-durable message here; rhea writes the field when it is given.
+//     amqpactor writes no header at all when every header field is the
+//     default, so a Message with only Durable false arrives durable, while
+//     one with a TTL (or another header field) set says durable=false
+//     explicitly (go-amqp always writes the field in a header) and stays
+//     non-durable.
 //
 // viaBroker applies those changes to what a receiver is expected to see of
 // a message sent to queue q; explicitNotDurable says the sender wrote

@@ -55,6 +55,8 @@ from proton import (Array, Described, Message, byte, char, decimal32,
                     decimal64, decimal128, float32, int32, short, symbol,
                     timestamp, ubyte, uint, ulong, ushort)
 from proton.utils import BlockingConnection
+from cproton import (pn_message_get_content_encoding,
+                     pn_message_get_content_type)
 
 PEER = "proton"
 
@@ -229,14 +231,15 @@ def secs_to_ms(secs):
 
 def show(m):
     props = {
-        "message_id": None if m.id is None else tv(m.id),
+        "message_id": id_tv(m.id),
         "user_id": base64.b64encode(m.user_id).decode() if m.user_id else None,
         "to": m.address,
         "subject": m.subject,
         "reply_to": m.reply_to,
-        "correlation_id": None if m.correlation_id is None else tv(m.correlation_id),
-        "content_type": pn_sym(lambda: m.content_type),
-        "content_encoding": pn_sym(lambda: m.content_encoding),
+        "correlation_id": id_tv(m.correlation_id),
+        # Message.content_type turns an absent field into the symbol "None".
+        "content_type": pn_message_get_content_type(m._msg),
+        "content_encoding": pn_message_get_content_encoding(m._msg),
         "absolute_expiry_time": secs_to_ms(m.expiry_time),
         "creation_time": secs_to_ms(m.creation_time),
         "group_id": m.group_id,
@@ -271,12 +274,15 @@ def show(m):
     }
 
 
-def pn_sym(get):
-    try:
-        v = get()
-    except Exception:  # proton cannot make a symbol of an absent field
+def id_tv(v):
+    # Proton returns a ulong message-id or correlation-id as a plain int (and
+    # shows an id of a type that ids may not have, such as long, as absent),
+    # so an int here is a ulong on the wire.
+    if v is None:
         return None
-    return None if v is None else str(v)
+    if isinstance(v, int) and not isinstance(v, bool):
+        return {"t": "ulong", "v": str(int(v))}
+    return tv(v)
 
 
 def pairs(d):

@@ -295,6 +295,17 @@ function main() {
     conn.on('receiver_error', (ctx) => fail('receiver error: ' + JSON.stringify(ctx.receiver.error)));
     conn.on('session_error', (ctx) => fail('session error: ' + JSON.stringify(ctx.session.error)));
 
+    // openReceiver opens a receiver on address that accepts nothing by
+    // itself and grants credit for n messages once the broker has attached
+    // it. (Granting it earlier sends a flow frame before the session knows
+    // the broker's next-outgoing-id; RabbitMQ, whose ids start just below
+    // the 32-bit wrap, then ends the session with a window violation.)
+    const openReceiver = (address, n) => {
+        const rcv = conn.open_receiver({source: {address}, autoaccept: false, credit_window: 0});
+        rcv.once('receiver_open', () => rcv.add_credit(n));
+        return rcv;
+    };
+
     // openSender opens a sender to address; its send(msg, then) sends msg as
     // soon as there is credit and calls then once the broker accepted it.
     // Any other outcome fails the peer.
@@ -331,8 +342,7 @@ function main() {
     } else if (mode === 'receive') {
         const n = Number(env('PEER_COUNT'));
         const got = [];
-        const rcv = conn.open_receiver({source: {address}, autoaccept: false, credit_window: 0});
-        rcv.add_credit(n);
+        const rcv = openReceiver(address, n);
         rcv.on('message', (ctx) => {
             got.push(show(ctx.message.raw));
             ctx.delivery.accept();
@@ -343,8 +353,7 @@ function main() {
         const got = [];
         const senders = {};
         let answered = 0;
-        const rcv = conn.open_receiver({source: {address}, autoaccept: false, credit_window: 0});
-        rcv.add_credit(n);
+        const rcv = openReceiver(address, n);
         rcv.on('message', (ctx) => {
             const req = ctx.message;
             const seen = show(req.raw);
@@ -368,8 +377,7 @@ function main() {
         const replyTo = env('PEER_REPLY_TO');
         const specs = JSON.parse(env('PEER_MESSAGES'));
         const got = [];
-        const rcv = conn.open_receiver({source: {address: replyTo}, autoaccept: false, credit_window: 0});
-        rcv.add_credit(specs.length);
+        const rcv = openReceiver(replyTo, specs.length);
         rcv.on('message', (ctx) => {
             got.push(show(ctx.message.raw));
             ctx.delivery.accept();
