@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"net/url"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -175,8 +174,6 @@ func collect(t *testing.T) (amqpactor.Handler, func(ctx context.Context, n int) 
 	}
 	return h, wait
 }
-
-func hasPrefix(s *string, prefix string) bool { return s != nil && strings.HasPrefix(*s, prefix) }
 
 // What RabbitMQ 4.0 changes in a message between its sender and a receiver,
 // as seen on this broker with every client (ours and the peers):
