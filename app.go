@@ -45,6 +45,8 @@ type App struct {
 	seq       atomic.Uint64
 	addrCache sync.Map // Address -> error, for addresses already checked
 	senders   sync.Map // Address -> *actor.PID of its sender actor
+
+	tel *telemetry // OpenTelemetry and what AsyncAPI reports of publishes (telemetry.go)
 }
 
 const (
@@ -63,6 +65,7 @@ func New(c Connector, opts ...Option) *App {
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}
+	a.tel = newTelemetry(a.cfg.otel, a.telemetryError)
 	if a.cfg.name == "" {
 		var b [4]byte
 		_, _ = rand.Read(b[:])
@@ -116,6 +119,7 @@ func (a *App) checkAddress(addr Address, role address.Role) error {
 type Subscription struct {
 	app  *App
 	spec *messages.Subscription
+	info *subInfo // what AsyncAPI reports of it (asyncapi.go)
 }
 
 // Address is the address the subscription receives from.
@@ -219,7 +223,7 @@ func (a *App) subscribe(addr Address, h Handler, bh BatchHandler, opts []Subscri
 	} else {
 		spec.BatchHandler = messages.BatchHandler(bh)
 	}
-	s := &Subscription{app: a, spec: spec}
+	s := &Subscription{app: a, spec: spec, info: newSubInfo(h, bh, c)}
 
 	a.mu.Lock()
 	if a.state == stateStopped {
@@ -227,6 +231,7 @@ func (a *App) subscribe(addr Address, h Handler, bh BatchHandler, opts []Subscri
 		return nil, ErrStopped
 	}
 	spec.Name = a.subName(c.name, addr)
+	a.instrument(spec, c.retry) // tracing and metrics (telemetry.go)
 	a.subs = append(a.subs, s)
 	started, root, env := a.state == stateStarted, a.root, a.env
 	a.mu.Unlock()
@@ -444,10 +449,8 @@ func (a *App) senderFor(ctx context.Context, env *actors.Env, publisher *actor.P
 
 var donePool = sync.Pool{New: func() any { return make(chan error, 1) }}
 
-// Publish sends m to addr and waits for the broker's outcome: nil when
-// accepted, *OutcomeError when not. With Settled() it returns once the
-// transfer is written. Past ctx the publish may still reach the broker.
-func (a *App) Publish(ctx context.Context, addr Address, m *Message, opts ...PublishOption) error {
+// publish is Publish without its tracing (telemetry.go).
+func (a *App) publish(ctx context.Context, addr Address, m *Message, opts ...PublishOption) error {
 	var c pubConfig
 	for _, o := range opts {
 		o(&c)
@@ -485,10 +488,8 @@ func (a *App) publishRaw(ctx context.Context, addr Address, raw *amqp.Message, s
 	}
 }
 
-// Request sends m to addr with a reply-to of the App's reply node and waits
-// for the reply whose correlation-id matches, until ctx ends. m's message-id
-// is set when empty.
-func (a *App) Request(ctx context.Context, addr Address, m *Message) (*Message, error) {
+// request is Request without its tracing (telemetry.go).
+func (a *App) request(ctx context.Context, addr Address, m *Message) (*Message, error) {
 	if err := a.checkAddress(addr, address.Send); err != nil {
 		return nil, err
 	}
@@ -526,9 +527,8 @@ type Tx struct {
 	done bool
 }
 
-// Publish sends m to addr inside the transaction: nothing is visible before
-// commit.
-func (tx *Tx) Publish(ctx context.Context, addr Address, m *Message) error {
+// publish is Tx.Publish without its tracing (telemetry.go).
+func (tx *Tx) publish(ctx context.Context, addr Address, m *Message) error {
 	if tx.done {
 		return errors.New("amqpactor: transaction already discharged")
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"mime"
+	"reflect"
 	"strings"
 
 	"github.com/Azure/go-amqp"
@@ -119,7 +120,10 @@ func rejected(err error, cond string) messages.Outcome {
 // reply-to with correlation-id set to the request's correlation-id, or its
 // message-id when it has none. An error is handled like a Handler's.
 func Responder(fn func(ctx context.Context, req *Message) (*Message, error)) Handler {
-	return func(ctx context.Context, req *Message) error {
+	h := func(ctx context.Context, req *Message) error {
+		if req == nil {
+			return probed(ctx, nil, true) // asyncapi.go: what AsyncAPI says of this handler
+		}
 		if req.ReplyTo == "" {
 			return Reject(errors.New("amqpactor: request has no reply-to"))
 		}
@@ -138,16 +142,24 @@ func Responder(fn func(ctx context.Context, req *Message) (*Message, error)) Han
 		if app == nil {
 			return errors.New("amqpactor: Responder used outside a subscription of an App")
 		}
-		return app.Publish(ctx, Raw(req.ReplyTo), rep)
+		return app.publishReply(ctx, Raw(req.ReplyTo), rep)
 	}
+	registerAdapter(h)
+	return h
 }
 
 // Typed adapts a handler of T: the body is decoded as JSON when the
 // content-type says JSON (or is empty). A body that cannot be decoded, or
 // another content-type, is rejected at once (amqp:decode-error), never
 // retried: another attempt would fail the same way.
+//
+// AsyncAPI describes the payload of a Typed subscription by the JSON schema
+// of T (see App.AsyncAPI).
 func Typed[T any](fn func(ctx context.Context, v T, m *Message) error) Handler {
-	return func(ctx context.Context, m *Message) error {
+	h := func(ctx context.Context, m *Message) error {
+		if m == nil {
+			return probed(ctx, reflect.TypeFor[T](), false) // asyncapi.go
+		}
 		var v T
 		if !isJSON(m.ContentType) {
 			return Reject(&amqp.Error{Condition: amqp.ErrCondDecodeError,
@@ -168,6 +180,8 @@ func Typed[T any](fn func(ctx context.Context, v T, m *Message) error) Handler {
 		}
 		return fn(ctx, v, m)
 	}
+	registerAdapter(h)
+	return h
 }
 
 func isJSON(ct string) bool {

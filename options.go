@@ -16,6 +16,7 @@ type appConfig struct {
 	backoff      [2]time.Duration
 	closeTimeout time.Duration
 	name         string
+	otel         otelConfig
 }
 
 // WithLogger sets the logger. The zero value logs nothing.

@@ -1,0 +1,658 @@
+package amqpactor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/amqpactor/amqpactor/address"
+	"github.com/amqpactor/amqpactor/messages"
+)
+
+// OpenTelemetry.
+//
+// Every Publish, Request and Tx.Publish records a producer span named
+// "publish <address>" ("request <address>" for Request) and injects its trace
+// context into the message's application-properties (traceparent and
+// tracestate, the W3C Trace Context headers, which any AMQP client can read).
+// The caller's Headers map is never changed: the message that goes out
+// carries a copy. Every handled delivery runs in a consumer span named
+// "process <address>" whose parent is the context extracted from the
+// delivery's application-properties, so a trace started in a publisher goes
+// on in the subscriber, whichever AMQP client published. A batch handler's
+// span links to the context of each message in the batch instead.
+//
+// Spans carry messaging.system "amqp1", messaging.destination.name (the
+// address as the App names it), amqpactor.address.kind, messaging.operation
+// .type, the message-id and correlation-id when they are strings,
+// messaging.destination.subscription.name, and amqpactor.outcome: the outcome
+// the handler's result maps to (a RetryPolicy.RetryAddress republish reads
+// "retried"). A handler error or panic sets the span's status to Error.
+//
+// Metrics (all with messaging.system, messaging.destination.name and
+// amqpactor.address.kind):
+//
+//	amqpactor.published          counter   messages published, by amqpactor.result
+//	                                       (accepted, rejected, released, modified,
+//	                                       settled for at-most-once, error)
+//	amqpactor.publish.duration   histogram seconds from Publish to the broker's outcome
+//	amqpactor.request.duration   histogram seconds from Request to the reply, by amqpactor.result
+//	amqpactor.delivered          counter   deliveries handed to handlers
+//	amqpactor.settled            counter   deliveries settled, by amqpactor.outcome
+//	                                       (not counted for AtMostOnce subscriptions)
+//	amqpactor.handler.duration   histogram seconds a handler ran, by amqpactor.result (ok, error)
+//
+// A reply published by Responder goes to a private address per requester:
+// its span and metrics name the destination "(reply)" so that metrics keep a
+// bounded number of series.
+//
+// Nothing is exported unless the App is given providers that export, or the
+// global ones are set (otel.SetTracerProvider, otel.SetMeterProvider); with
+// the defaults every span is non-recording and costs little.
+
+const (
+	instrumentationName = "github.com/amqpactor/amqpactor"
+	messagingSystem     = "amqp1"
+	replyDestination    = "(reply)"
+)
+
+// WithTracerProvider sets where spans go. Nil (the default) means
+// otel.GetTracerProvider(), a no-op until the program sets a global one.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(c *appConfig) { c.otel.tracerProvider = tp }
+}
+
+// WithMeterProvider sets where metrics go. Nil (the default) means
+// otel.GetMeterProvider(), a no-op until the program sets a global one.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return func(c *appConfig) { c.otel.meterProvider = mp }
+}
+
+// WithPropagator sets how trace context travels in application-properties.
+// Nil (the default) means W3C Trace Context (traceparent, tracestate).
+func WithPropagator(p propagation.TextMapPropagator) Option {
+	return func(c *appConfig) { c.otel.propagator = p }
+}
+
+type otelConfig struct {
+	tracerProvider trace.TracerProvider
+	meterProvider  metric.MeterProvider
+	propagator     propagation.TextMapPropagator
+}
+
+// telemetry holds the App's tracer, propagator and instruments.
+type telemetry struct {
+	tracer trace.Tracer
+	prop   propagation.TextMapPropagator
+	// w3cOnly: the propagator is the default one, which carries nothing
+	// without a valid span context, so an injection can be skipped then.
+	w3cOnly bool
+	// noTracer: the provider is trace/noop's, so no span is started at all;
+	// trace context in ctx still passes through.
+	noTracer bool
+
+	published, delivered, settled     metric.Int64Counter
+	publishDur, requestDur, handleDur metric.Float64Histogram
+
+	// targets holds the state of each address published to (see target);
+	// at most maxTargets of them, so a service publishing to ever new
+	// addresses does not grow without bound.
+	targets    sync.Map // Address -> *target
+	nTargets   atomic.Int64
+	targetSeq  atomic.Uint64
+	replyState *target
+}
+
+const maxTargets = 1024
+
+var (
+	producerOpts = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindProducer)}
+	consumerOpts = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)}
+	// Seconds: from a fraction of a millisecond to a slow handler.
+	durationBuckets = metric.WithExplicitBucketBoundaries(0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01,
+		0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+)
+
+func newTelemetry(cfg otelConfig, onErr func(error)) *telemetry {
+	tp, mp, prop := cfg.tracerProvider, cfg.meterProvider, cfg.propagator
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	if mp == nil {
+		mp = otel.GetMeterProvider()
+	}
+	t := &telemetry{tracer: tp.Tracer(instrumentationName), prop: prop}
+	if _, ok := tp.(tracenoop.TracerProvider); ok {
+		t.noTracer = true
+	}
+	if prop == nil {
+		t.prop, t.w3cOnly = propagation.TraceContext{}, true
+	}
+	m := mp.Meter(instrumentationName)
+	var errs []error
+	counter := func(name, unit, desc string) metric.Int64Counter {
+		c, err := m.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		errs = append(errs, err)
+		return c
+	}
+	histogram := func(name, desc string) metric.Float64Histogram {
+		h, err := m.Float64Histogram(name, metric.WithUnit("s"), metric.WithDescription(desc), durationBuckets)
+		errs = append(errs, err)
+		return h
+	}
+	t.published = counter("amqpactor.published", "{message}", "Messages published, by result.")
+	t.delivered = counter("amqpactor.delivered", "{message}", "Deliveries handed to handlers.")
+	t.settled = counter("amqpactor.settled", "{message}", "Deliveries settled, by outcome.")
+	t.publishDur = histogram("amqpactor.publish.duration", "Time from Publish to the broker's outcome.")
+	t.requestDur = histogram("amqpactor.request.duration", "Time from Request to its reply.")
+	t.handleDur = histogram("amqpactor.handler.duration", "Time a handler ran.")
+	if err := errors.Join(errs...); err != nil && onErr != nil {
+		onErr(err)
+	}
+	t.replyState = newTarget(Raw(replyDestination), 0)
+	return t
+}
+
+// Results of a publish, as the amqpactor.result attribute spells them.
+const (
+	resAccepted = iota
+	resRejected
+	resReleased
+	resModified
+	resSettled
+	resError
+	numResults
+)
+
+var resultNames = [numResults]string{"accepted", "rejected", "released", "modified", "settled", "error"}
+
+// target is what is kept per address published to: precomputed span names
+// and metric attributes (so the hot path allocates nothing for them), and
+// how the App has used the address, for AsyncAPI.
+type target struct {
+	addr        Address
+	seq         uint64
+	uses        atomic.Uint32
+	publishName string
+	requestName string
+	spanAttrs   []attribute.KeyValue
+	published   [numResults][]metric.AddOption
+	pubDur      [numResults][]metric.RecordOption
+	reqDur      [2][]metric.RecordOption // ok, error
+}
+
+// Uses of a target, for AsyncAPI.
+const (
+	useUnsettled uint32 = 1 << iota
+	useSettled
+	useRequest
+	useTransaction
+)
+
+func destAttrs(name string, kind address.Kind) []attribute.KeyValue {
+	return []attribute.KeyValue{
+		attribute.String("messaging.system", messagingSystem),
+		attribute.String("messaging.destination.name", name),
+		attribute.String("amqpactor.address.kind", kind.String()),
+	}
+}
+
+func newTarget(addr Address, seq uint64) *target {
+	t := &target{addr: addr, seq: seq,
+		publishName: "publish " + addr.Name(), requestName: "request " + addr.Name()}
+	base := destAttrs(addr.Name(), addr.Kind())
+	if addr.Name() == replyDestination {
+		base[2] = attribute.String("amqpactor.address.kind", "reply")
+	}
+	t.spanAttrs = append(append([]attribute.KeyValue(nil), base...),
+		attribute.String("messaging.operation.type", "send"))
+	for r := range numResults {
+		set := attribute.NewSet(append(append([]attribute.KeyValue(nil), base...), attribute.String("amqpactor.result", resultNames[r]))...)
+		t.published[r] = []metric.AddOption{metric.WithAttributeSet(set)}
+		t.pubDur[r] = []metric.RecordOption{metric.WithAttributeSet(set)}
+	}
+	for i, r := range []string{"ok", "error"} {
+		set := attribute.NewSet(append(append([]attribute.KeyValue(nil), base...), attribute.String("amqpactor.result", r))...)
+		t.reqDur[i] = []metric.RecordOption{metric.WithAttributeSet(set)}
+	}
+	return t
+}
+
+// target returns the state of addr, noting how it was used. A reply
+// address, or an address past the first maxTargets, gets state that is not
+// kept (and not in the AsyncAPI document).
+func (t *telemetry) target(addr Address, use uint32) *target {
+	if v, ok := t.targets.Load(addr); ok {
+		tg := v.(*target)
+		if tg.uses.Load()&use == 0 {
+			tg.uses.Or(use)
+		}
+		return tg
+	}
+	if t.nTargets.Load() >= maxTargets {
+		return newTarget(addr, 0)
+	}
+	v, loaded := t.targets.LoadOrStore(addr, newTarget(addr, t.targetSeq.Add(1)))
+	if !loaded {
+		t.nTargets.Add(1)
+	}
+	tg := v.(*target)
+	tg.uses.Or(use)
+	return tg
+}
+
+// publishedTargets lists the addresses published to, in order of first use.
+func (t *telemetry) publishedTargets() []*target {
+	var out []*target
+	t.targets.Range(func(_, v any) bool {
+		out = append(out, v.(*target))
+		return true
+	})
+	for i := 1; i < len(out); i++ { // insertion sort: small, and keeps this file free of sort helpers
+		for j := i; j > 0 && out[j].seq < out[j-1].seq; j-- {
+			out[j], out[j-1] = out[j-1], out[j]
+		}
+	}
+	return out
+}
+
+// noSpan stands in for a span when the provider is trace/noop's: it records
+// nothing, and ending it ends nothing of the caller's.
+var noSpan trace.Span = tracenoop.Span{}
+
+func (t *telemetry) start(ctx context.Context, name string, opts []trace.SpanStartOption) (context.Context, trace.Span) {
+	if t.noTracer {
+		return ctx, noSpan
+	}
+	return t.tracer.Start(ctx, name, opts...)
+}
+
+// startSend starts a producer span and returns the message to send: m
+// itself when nothing is injected, else a copy with its own Headers map
+// carrying the trace context.
+func (t *telemetry) startSend(ctx context.Context, name string, tg *target, m *Message, extra ...attribute.KeyValue) (context.Context, trace.Span, *Message) {
+	ctx, span := t.start(ctx, name, producerOpts)
+	if span.IsRecording() {
+		span.SetAttributes(tg.spanAttrs...)
+		if tg.addr.Name() == replyDestination || tg.seq == 0 {
+			span.SetAttributes(attribute.Bool("messaging.destination.temporary", tg.addr.Name() == replyDestination))
+		}
+		span.SetAttributes(messageAttrs(m)...)
+		span.SetAttributes(extra...)
+	}
+	if m == nil || (t.w3cOnly && !trace.SpanContextFromContext(ctx).IsValid()) {
+		return ctx, span, m
+	}
+	c := injectCarrier{src: m.Headers}
+	t.prop.Inject(ctx, &c)
+	if c.dst == nil {
+		return ctx, span, m
+	}
+	cp := *m
+	cp.Headers = c.dst
+	return ctx, span, &cp
+}
+
+func messageAttrs(m *Message) []attribute.KeyValue {
+	if m == nil {
+		return nil
+	}
+	kv := make([]attribute.KeyValue, 0, 4)
+	if s, ok := m.MessageID.(string); ok && s != "" {
+		kv = append(kv, attribute.String("messaging.message.id", s))
+	}
+	if s, ok := m.CorrelationID.(string); ok && s != "" {
+		kv = append(kv, attribute.String("messaging.message.conversation_id", s))
+	}
+	if m.Body != nil {
+		kv = append(kv, attribute.Int("messaging.message.body.size", len(m.Body)))
+	}
+	if m.GroupID != "" {
+		kv = append(kv, attribute.String("amqpactor.group_id", m.GroupID))
+	}
+	return kv
+}
+
+// publishResult classifies a publish's error.
+func publishResult(err error, settled bool) int {
+	if err == nil {
+		if settled {
+			return resSettled
+		}
+		return resAccepted
+	}
+	var oe *OutcomeError
+	if errors.As(err, &oe) {
+		switch oe.Outcome.Kind {
+		case messages.Rejected:
+			return resRejected
+		case messages.Released:
+			return resReleased
+		case messages.Modified:
+			return resModified
+		}
+	}
+	return resError
+}
+
+func endSpan(span trace.Span, err error) {
+	if err != nil && span.IsRecording() {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
+}
+
+// Publish sends m to addr and waits for the broker's outcome: nil when
+// accepted, *OutcomeError when not. With Settled() it returns once the
+// transfer is written. Past ctx the publish may still reach the broker.
+//
+// The publish is traced (a producer span; the trace context goes in a copy
+// of m.Headers, never in the caller's map) and counted; see WithTracerProvider.
+func (a *App) Publish(ctx context.Context, addr Address, m *Message, opts ...PublishOption) error {
+	var c pubConfig
+	for _, o := range opts {
+		o(&c)
+	}
+	if err := a.checkAddress(addr, address.Send); err != nil {
+		return err
+	}
+	use := useUnsettled
+	if c.settled {
+		use = useSettled
+	}
+	return a.tracedPublish(ctx, a.tel.target(addr, use), addr, m, c.settled, opts)
+}
+
+// publishReply publishes a Responder's reply: traced and counted under the
+// destination "(reply)", and not kept for AsyncAPI.
+func (a *App) publishReply(ctx context.Context, addr Address, m *Message) error {
+	return a.tracedPublish(ctx, a.tel.replyState, addr, m, false, nil)
+}
+
+func (a *App) tracedPublish(ctx context.Context, tg *target, addr Address, m *Message, settled bool, opts []PublishOption) error {
+	t := a.tel
+	start := time.Now()
+	ctx, span, m := t.startSend(ctx, tg.publishName, tg, m)
+	if tg == t.replyState && span.IsRecording() {
+		span.SetAttributes(attribute.String("messaging.destination.name", addr.Name()))
+	}
+	err := a.publish(ctx, addr, m, opts...)
+	r := publishResult(err, settled)
+	t.published.Add(ctx, 1, tg.published[r]...)
+	t.publishDur.Record(ctx, time.Since(start).Seconds(), tg.pubDur[r]...)
+	endSpan(span, err)
+	return err
+}
+
+// Request sends m to addr with a reply-to of the App's reply node and waits
+// for the reply whose correlation-id matches, until ctx ends. m's message-id
+// is set when empty.
+//
+// The request is traced like Publish (a producer span "request <address>"),
+// so the responder's handler continues the trace.
+func (a *App) Request(ctx context.Context, addr Address, m *Message) (*Message, error) {
+	if err := a.checkAddress(addr, address.Send); err != nil {
+		return nil, err
+	}
+	t := a.tel
+	tg := t.target(addr, useRequest)
+	start := time.Now()
+	ctx, span, m := t.startSend(ctx, tg.requestName, tg, m,
+		attribute.String("messaging.operation.name", "request"))
+	rep, err := a.request(ctx, addr, m)
+	i := 0
+	if err != nil {
+		i = 1
+	}
+	t.requestDur.Record(ctx, time.Since(start).Seconds(), tg.reqDur[i]...)
+	endSpan(span, err)
+	return rep, err
+}
+
+// Publish sends m to addr inside the transaction: nothing is visible before
+// commit. It is traced like App.Publish.
+func (tx *Tx) Publish(ctx context.Context, addr Address, m *Message) error {
+	a := tx.app
+	if err := a.checkAddress(addr, address.Send); err != nil {
+		return err
+	}
+	t := a.tel
+	tg := t.target(addr, useTransaction)
+	start := time.Now()
+	ctx, span, m := t.startSend(ctx, tg.publishName, tg, m, attribute.Bool("amqpactor.transactional", true))
+	err := tx.publish(ctx, addr, m)
+	r := publishResult(err, false)
+	t.published.Add(ctx, 1, tg.published[r]...)
+	t.publishDur.Record(ctx, time.Since(start).Seconds(), tg.pubDur[r]...)
+	endSpan(span, err)
+	return err
+}
+
+// injectCarrier writes into a copy of src, made on the first Set, so the
+// caller's map is never changed.
+type injectCarrier struct {
+	src, dst map[string]any
+}
+
+func (c *injectCarrier) Get(key string) string {
+	m := c.dst
+	if m == nil {
+		m = c.src
+	}
+	s, _ := m[key].(string)
+	return s
+}
+
+func (c *injectCarrier) Set(key, value string) {
+	if c.dst == nil {
+		c.dst = make(map[string]any, len(c.src)+2)
+		for k, v := range c.src {
+			c.dst[k] = v
+		}
+	}
+	c.dst[key] = value
+}
+
+func (c *injectCarrier) Keys() []string {
+	m := c.dst
+	if m == nil {
+		m = c.src
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+// headerCarrier reads trace context from a delivery's application-properties.
+type headerCarrier map[string]any
+
+func (h headerCarrier) Get(key string) string { s, _ := h[key].(string); return s }
+func (h headerCarrier) Set(key, value string) { h[key] = value }
+func (h headerCarrier) Keys() []string {
+	keys := make([]string, 0, len(h))
+	for k := range h {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+// subTelemetry is what a subscription's wrapped handler precomputes.
+type subTelemetry struct {
+	spanName  string
+	spanAttrs []attribute.KeyValue
+	delivered []metric.AddOption
+	settled   [messages.Modified + 1][]metric.AddOption
+	handled   [2][]metric.RecordOption // ok, error
+	retry     RetryPolicy
+}
+
+func newSubTelemetry(spec *messages.Subscription, retry RetryPolicy) *subTelemetry {
+	base := destAttrs(spec.Address.Name(), spec.Address.Kind())
+	st := &subTelemetry{spanName: "process " + spec.Address.Name(), retry: retry}
+	st.spanAttrs = append(append([]attribute.KeyValue(nil), base...),
+		attribute.String("messaging.operation.type", "process"),
+		attribute.String("messaging.destination.subscription.name", spec.Name))
+	st.delivered = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(base...))}
+	for k := messages.Accepted; k <= messages.Modified; k++ {
+		set := attribute.NewSet(append(append([]attribute.KeyValue(nil), base...), attribute.String("amqpactor.outcome", k.String()))...)
+		st.settled[k] = []metric.AddOption{metric.WithAttributeSet(set)}
+	}
+	for i, r := range []string{"ok", "error"} {
+		set := attribute.NewSet(append(append([]attribute.KeyValue(nil), base...), attribute.String("amqpactor.result", r))...)
+		st.handled[i] = []metric.RecordOption{metric.WithAttributeSet(set)}
+	}
+	return st
+}
+
+// instrument wraps the subscription's handlers and outcomer in spec with
+// tracing and metrics. It runs once per subscription, before it attaches.
+func (a *App) instrument(spec *messages.Subscription, retry RetryPolicy) {
+	t := a.tel
+	st := newSubTelemetry(spec, retry)
+	if h := spec.Handler; h != nil {
+		spec.Handler = t.handler(st, h)
+	}
+	if bh := spec.BatchHandler; bh != nil {
+		spec.BatchHandler = t.batchHandler(st, bh)
+	}
+	if o := spec.Outcome; o != nil && !spec.Settled {
+		spec.Outcome = func(ctx context.Context, err error, m *Message) Outcome {
+			out := o(ctx, err, m)
+			if out.Kind >= messages.Accepted && out.Kind <= messages.Modified {
+				t.settled.Add(ctx, 1, st.settled[out.Kind]...)
+			}
+			return out
+		}
+	}
+}
+
+func (t *telemetry) handler(st *subTelemetry, h messages.Handler) messages.Handler {
+	return func(ctx context.Context, m *Message) (err error) {
+		if m.Headers != nil {
+			ctx = t.prop.Extract(ctx, headerCarrier(m.Headers))
+		}
+		ctx, span := t.start(ctx, st.spanName, consumerOpts)
+		t.delivered.Add(ctx, 1, st.delivered...)
+		start := time.Now()
+		returned := false
+		defer func() {
+			failed := !returned || err != nil
+			i := 0
+			if failed {
+				i = 1
+			}
+			t.handleDur.Record(ctx, time.Since(start).Seconds(), st.handled[i]...)
+			if span.IsRecording() {
+				span.SetAttributes(st.spanAttrs...)
+				span.SetAttributes(messageAttrs(m)...)
+				span.SetAttributes(attribute.Int("amqpactor.delivery_count", int(m.DeliveryCount)))
+				if !returned {
+					span.SetAttributes(attribute.String("amqpactor.outcome", predictOutcome(errPanicked, m, st.retry)))
+					span.SetStatus(codes.Error, "handler panicked")
+				} else {
+					span.SetAttributes(attribute.String("amqpactor.outcome", predictOutcome(err, m, st.retry)))
+					if err != nil {
+						span.RecordError(err)
+						span.SetStatus(codes.Error, err.Error())
+					}
+				}
+			}
+			span.End()
+		}()
+		err = h(ctx, m)
+		returned = true
+		return err
+	}
+}
+
+// maxLinks bounds the links of a batch span.
+const maxLinks = 128
+
+func (t *telemetry) batchHandler(st *subTelemetry, h messages.BatchHandler) messages.BatchHandler {
+	return func(ctx context.Context, ms []*Message) (err error) {
+		ctx, span := t.start(ctx, st.spanName, consumerOpts)
+		t.delivered.Add(ctx, int64(len(ms)), st.delivered...)
+		if span.IsRecording() {
+			span.SetAttributes(st.spanAttrs...)
+			span.SetAttributes(attribute.Int("messaging.batch.message_count", len(ms)))
+			for i, m := range ms {
+				if i == maxLinks {
+					break
+				}
+				if m.Headers == nil {
+					continue
+				}
+				sc := trace.SpanContextFromContext(t.prop.Extract(context.Background(), headerCarrier(m.Headers)))
+				if sc.IsValid() {
+					span.AddLink(trace.Link{SpanContext: sc})
+				}
+			}
+		}
+		start := time.Now()
+		returned := false
+		defer func() {
+			i := 0
+			if !returned || err != nil {
+				i = 1
+			}
+			t.handleDur.Record(ctx, time.Since(start).Seconds(), st.handled[i]...)
+			if !returned {
+				span.SetStatus(codes.Error, "handler panicked")
+			} else if err != nil && span.IsRecording() {
+				span.RecordError(err)
+				span.SetStatus(codes.Error, err.Error())
+			}
+			span.End()
+		}()
+		err = h(ctx, ms)
+		returned = true
+		return err
+	}
+}
+
+var errPanicked = errors.New("handler panicked")
+
+// predictOutcome names the outcome that err maps to, following the table of
+// App.outcomer (handler.go) without its side effect: a failure that a
+// RetryAddress policy republishes reads "retried".
+func predictOutcome(err error, m *Message, p RetryPolicy) string {
+	if err == nil {
+		return "accepted"
+	}
+	var rej *rejectError
+	var rel *releaseError
+	var und *undeliverableError
+	switch {
+	case errors.As(err, &rej):
+		return "rejected"
+	case errors.As(err, &rel):
+		return "released"
+	case errors.As(err, &und):
+		return "modified"
+	}
+	if p.MaxDeliveries > 0 && m.DeliveryCount+1 >= p.MaxDeliveries {
+		return "rejected"
+	}
+	if !p.RetryAddress.IsZero() {
+		return "retried"
+	}
+	return "modified"
+}
+
+func (a *App) telemetryError(err error) {
+	a.log.Warn("amqpactor: OpenTelemetry instruments", "error", fmt.Sprint(err))
+}
