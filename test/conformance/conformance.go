@@ -84,6 +84,10 @@ type Features struct {
 	// other, so a RabbitMQ factory sets its user ("guest"). Nil means the
 	// broker takes any user-id and the suite sends one of its own.
 	UserID []byte
+	// DurableByDefault: the broker delivers a message sent without a
+	// header as durable (RabbitMQ 4 sets durable=true on what it stores).
+	// Without it an unset Durable must read back false.
+	DurableByDefault bool
 }
 
 // Run runs the whole suite on f. Every subtest makes its own connector, its

@@ -155,7 +155,7 @@ func testMessageRoundTrip(e *env) {
 	require.NotNil(e, m.Body, "a nil Body reads back as an empty one")
 	require.Empty(e, m.Body)
 	require.EqualValues(e, 4, m.Priority, "an unset priority reads back as the default 4")
-	require.False(e, m.Durable)
+	require.Equal(e, e.f.Features.DurableByDefault, m.Durable, "an unset Durable (Features.DurableByDefault)")
 	require.Zero(e, m.TTL)
 	require.Empty(e, m.Headers)
 	require.True(e, m.CreationTime.IsZero())

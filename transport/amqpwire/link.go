@@ -134,7 +134,7 @@ func (s *Sender) Send(ctx context.Context, m *amqp.Message, settled bool) (trans
 func (s *Sender) Close(ctx context.Context) error {
 	ctx, cancel := closeContext(ctx)
 	defer cancel()
-	return linkError(ctx, s.addr, "detach", s.s.Close(ctx))
+	return linkError(ctx, s.addr, "detach", nodeGone(s.s.Close(ctx)))
 }
 
 // receipt is the transport.Receipt of one unsettled transfer.
@@ -354,5 +354,17 @@ func (r *Receiver) Close(ctx context.Context) error {
 		_ = r.r.DrainCredit(dctx, nil)
 		dcancel()
 	}
-	return linkError(ctx, r.addr, "detach", r.r.Close(ctx))
+	return linkError(ctx, r.addr, "detach", nodeGone(r.r.Close(ctx)))
+}
+
+// nodeGone forgives a close whose link the broker had detached because its
+// node was deleted: an auto-delete node (a reply queue, a topic subscription
+// queue) goes with its last link, and RabbitMQ says so in the detach. The
+// closer wanted the link gone; it is.
+func nodeGone(err error) error {
+	var ae *amqp.Error
+	if errors.As(err, &ae) && ae.Condition == amqp.ErrCondResourceDeleted {
+		return nil
+	}
+	return err
 }
