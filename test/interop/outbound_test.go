@@ -63,7 +63,9 @@ type outboundCase struct {
 	ttl      *int64
 	props    *peerProps // nil: no properties section (every field absent)
 	appProps map[string]tv
-	body     *peerBody
+	// annotations: message annotations besides the broker's.
+	annotations []pair
+	body        *peerBody
 	// sections the message has on the wire, for a peer that shows them.
 	sections []string
 }
@@ -257,8 +259,8 @@ func checkSeen(t *testing.T, p peer, name, q string, got peerMsg, want outboundC
 	if len(got.DeliveryAnnotations) != 0 {
 		errorf("delivery-annotations %v, want none", got.DeliveryAnnotations)
 	}
-	if !pairsEqual(got.MessageAnnotations, brokerAnnotations(q)) {
-		errorf("message-annotations %v, want only the broker's %v", got.MessageAnnotations, brokerAnnotations(q))
+	if wantAnn := append(brokerAnnotations(q), want.annotations...); !pairsEqual(got.MessageAnnotations, wantAnn) {
+		errorf("message-annotations %v, want %v (the broker's and no others)", got.MessageAnnotations, wantAnn)
 	}
 	if len(got.Footer) != 0 {
 		errorf("footer %v, want none", got.Footer)
