@@ -133,7 +133,9 @@ func TestPublishRejectedOutcome(t *testing.T) {
 			"x-max-length": int64(1), "x-overflow": "reject-publish"}})
 		require.NoError(t, err)
 	})
-	t.Cleanup(func() { mgmt(t, u, func(ctx context.Context, m *amqpwire.Management) { _, _ = m.DeleteQueue(ctx, name) }) })
+	t.Cleanup(func() {
+		mgmt(t, u, func(ctx context.Context, m *amqpwire.Management) { _, _ = m.DeleteQueue(ctx, name) })
+	})
 	app := newApp(t, u, nil)
 	start(t, app)
 	ctx := bound(t)
