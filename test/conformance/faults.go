@@ -62,9 +62,9 @@ func testDetachRedelivers(e *env) {
 	require.Len(e, rec.of("held"), 2)
 }
 
-// testSenderDetach (FaultHooks): links detached while publishers are busy:
-// every Publish still returns nil (what was not written is sent on the new
-// link) and every message arrives at least once.
+// testSenderDetach (FaultHooks): links detached between two halves of the
+// work of busy publishers: every Publish still returns nil (what was not
+// written is sent on a new link) and every message arrives at least once.
 func testSenderDetach(e *env) {
 	b := e.needHooks()
 	q := e.queue("senderdetach")
@@ -73,6 +73,7 @@ func testSenderDetach(e *env) {
 	sub := e.subscribe(app, q, func(ctx context.Context, m *amqpactor.Message) error { rec.add("h", m); return nil })
 
 	const publishers, each = 4, 50
+	detached := e.gate()
 	var wg sync.WaitGroup
 	errs := make(chan error, publishers*each)
 	for p := range publishers {
@@ -80,14 +81,19 @@ func testSenderDetach(e *env) {
 		go func() {
 			defer wg.Done()
 			for i := range each {
+				if i == each/2 && !detached.wait() {
+					errs <- errors.New("never detached")
+					return
+				}
 				if err := app.Publish(e.ctx, q, msg(fmt.Sprintf("p%d-%03d", p, i))); err != nil {
 					errs <- err
 				}
 			}
 		}()
 	}
-	e.eventually(func() bool { return rec.n() >= 20 }, "publishing under way")
-	require.NotZero(e, b.DetachLinks(q, "amqp:internal-error", "test detach"))
+	e.eventually(func() bool { return rec.distinct() == publishers*each/2 }, "the first halves handled")
+	require.Equal(e, 2, b.DetachLinks(q, "amqp:internal-error", "test detach"), "the sender and the receiver detached")
+	detached.open()
 	wg.Wait()
 	close(errs)
 	for err := range errs {
@@ -95,13 +101,19 @@ func testSenderDetach(e *env) {
 	}
 	e.eventually(func() bool { return rec.distinct() == publishers*each }, "every message at least once")
 	e.eventually(func() bool { return b.Unsettled(q.Name()) == 0 && b.QueueDepth(q.Name()) == 0 }, "nothing left on the broker")
+	e.eventually(func() bool {
+		root, err := treeOf(app)
+		if err != nil {
+			return false
+		}
+		r, s := receiverOf(root, sub), ofKind(root, "sender")
+		return r != nil && r.State == "attached" && len(s) == 1 && s[0].State == "attached"
+	}, "the receiver and the sender attached again")
 	root := e.tree(app)
-	r := receiverOf(root, sub)
-	require.NotNil(e, r, treeText(root))
-	require.Equal(e, "attached", r.State, treeText(root))
-	senders := ofKind(root, "sender")
-	require.Len(e, senders, 1, treeText(root))
-	require.Equal(e, "attached", senders[0].State, treeText(root))
+	require.GreaterOrEqual(e, receiverOf(root, sub).Restarts, 1, treeText(root))
+	sender := ofKind(root, "sender")[0]
+	require.GreaterOrEqual(e, sender.Restarts, 1, "the sender never saw its link end:\n%s", treeText(root))
+	require.Contains(e, sender.LastError, "test detach", treeText(root))
 }
 
 // testReconnect (FaultHooks): the connection drops; the App reconnects,

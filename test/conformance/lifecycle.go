@@ -72,7 +72,8 @@ func testCloseReturnsUnsettled(e *env) {
 }
 
 // testStopWaitsForHandlers: Stop lets a handler in flight finish, with its
-// context alive, and settles its outcome before it detaches.
+// context alive, and settles its outcome before it detaches: a competing
+// subscriber in another App never sees the message.
 func testStopWaitsForHandlers(e *env) {
 	q := e.queue("graceful")
 	rec := &recorder{}
@@ -91,6 +92,9 @@ func testStopWaitsForHandlers(e *env) {
 	})
 	e.publish(a, q, msg("inflight"))
 	e.await(holding, "the handler to start")
+	// A competitor: it gets the message if Stop hands it back to the broker.
+	b := e.startedApp()
+	e.subscribe(b, q, func(ctx context.Context, m *amqpactor.Message) error { rec.add("b", m); return nil })
 
 	stopped := make(chan error, 1)
 	go func() {
@@ -98,6 +102,8 @@ func testStopWaitsForHandlers(e *env) {
 		defer cancel()
 		stopped <- a.Stop(ctx)
 	}()
+	require.Never(e, func() bool { return rec.by("b") > 0 }, quiet, tick,
+		"the in-flight delivery went back to the broker while its handler ran")
 	select {
 	case err := <-stopped:
 		e.Fatalf("Stop returned (%v) while a handler was in flight", err)
@@ -112,9 +118,7 @@ func testStopWaitsForHandlers(e *env) {
 	}
 	require.Equal(e, "<nil>", ctxErr.Load(), "the handler's context ended during a graceful stop")
 
-	// It was accepted: a new subscriber gets only what comes next.
-	b := e.startedApp()
-	e.subscribe(b, q, func(ctx context.Context, m *amqpactor.Message) error { rec.add("b", m); return nil })
+	// It was accepted: the competitor gets only what comes next.
 	e.publish(b, q, msg("next"))
 	e.eventually(func() bool { return rec.count("next") == 1 }, "the next message")
 	if br, ok := e.hooks(); ok {
