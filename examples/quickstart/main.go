@@ -1,6 +1,10 @@
 // Quickstart: a small order service on the in-process broker (or a live one
 // with -url). It shows partitioned handling by group-id, a retry, request/
 // reply, a transaction, and prints the actor tree; it exits by itself.
+//
+// -debug ADDR serves the debug handler (the live tree and the AsyncAPI
+// document, package debug) on ADDR while it runs; -asyncapi FILE writes the
+// App's AsyncAPI document to FILE before it stops.
 package main
 
 import (
@@ -10,6 +14,8 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -17,6 +23,7 @@ import (
 	"time"
 
 	"github.com/amqpactor/amqpactor"
+	"github.com/amqpactor/amqpactor/debug"
 	"github.com/amqpactor/amqpactor/inproc"
 )
 
@@ -28,12 +35,38 @@ type Order struct {
 func main() {
 	url := flag.String("url", "", "AMQP URL of a live broker (empty: the in-process broker)")
 	dialect := flag.String("dialect", "rabbitmq4", "dialect of the live broker: artemis, rabbitmq4 or servicebus")
+	flag.StringVar(&debugAddr, "debug", "", "serve the debug handler (tree, AsyncAPI) on this address while running, e.g. 127.0.0.1:6060")
+	flag.StringVar(&asyncAPIFile, "asyncapi", "", "write the App's AsyncAPI document to this file before stopping")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	if err := run(*url, *dialect, log); err != nil {
 		fmt.Fprintln(os.Stderr, "quickstart:", err)
 		os.Exit(1)
 	}
+}
+
+var debugAddr, asyncAPIFile string
+
+// serveDebug serves the debug handler on addr until the returned stop is
+// called.
+func serveDebug(app *amqpactor.App, addr string) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("debug: %w", err)
+	}
+	srv := &http.Server{Handler: debug.Handler(app), ReadHeaderTimeout: 5 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(ln)
+	}()
+	fmt.Fprintf(os.Stderr, "debug: serving http://%s/ (tree, tree.txt, asyncapi.json) while the quickstart runs\n", ln.Addr())
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+		<-done
+	}, nil
 }
 
 func connector(url, dialect string) (amqpactor.Connector, error) {
@@ -123,6 +156,13 @@ func run(url, dialect string, log *slog.Logger) error {
 			log.Error("stop", "error", err)
 		}
 	}()
+	if debugAddr != "" {
+		stop, err := serveDebug(app, debugAddr)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 
 	for i := 1; i <= perCustomer; i++ {
 		for c := 0; c < customers; c++ {
@@ -188,6 +228,16 @@ func run(url, dialect string, log *slog.Logger) error {
 	}
 	fmt.Println("actor tree:")
 	printTree(tree, "  ")
+
+	if asyncAPIFile != "" {
+		doc, err := app.AsyncAPI()
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(asyncAPIFile, doc, 0o644); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

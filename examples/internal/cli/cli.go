@@ -1,0 +1,71 @@
+// Package cli holds what every example shares: the -url and -dialect flags
+// that choose the broker (the in-process one by default), a quiet logger,
+// and a run id that keeps one run's messages apart from an earlier run's on
+// a live broker.
+package cli
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/amqpactor/amqpactor"
+	"github.com/amqpactor/amqpactor/inproc"
+)
+
+// Broker is the broker an example runs on.
+type Broker struct {
+	URL     string
+	Dialect string
+}
+
+// Flags registers -url and -dialect on the default flag set.
+func Flags() *Broker {
+	b := &Broker{}
+	flag.StringVar(&b.URL, "url", "", "AMQP URL of a live broker (empty: the in-process broker)")
+	flag.StringVar(&b.Dialect, "dialect", "rabbitmq4", "dialect of the live broker: artemis, rabbitmq4 or servicebus")
+	return b
+}
+
+// Live reports whether the example runs on a live broker.
+func (b *Broker) Live() bool { return b.URL != "" }
+
+// Connector returns the in-process broker, or Dial for -url.
+func (b *Broker) Connector(containerID string) (amqpactor.Connector, error) {
+	if b.URL == "" {
+		return inproc.New(), nil
+	}
+	d := map[string]amqpactor.Dialect{"artemis": amqpactor.Artemis, "rabbitmq4": amqpactor.RabbitMQ4, "servicebus": amqpactor.ServiceBus}
+	dl, ok := d[strings.ToLower(b.Dialect)]
+	if !ok {
+		return nil, fmt.Errorf("unknown dialect %q (artemis, rabbitmq4 or servicebus)", b.Dialect)
+	}
+	return amqpactor.Dial(b.URL, amqpactor.WithDialect(dl), amqpactor.WithContainerID(containerID+"-"+RunID())), nil
+}
+
+// Logger logs warnings and errors to stderr.
+func Logger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+var runID = func() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}()
+
+// RunID names this run. Examples stamp their messages with it and ignore
+// (accept) messages of other runs that a live queue may still hold.
+func RunID() string { return runID }
+
+// Exit prints err and exits 1, or returns when err is nil.
+func Exit(name string, err error) {
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,104 @@
+// RPC: request/reply. A price service answers on its queue with Responder;
+// callers send requests with Request and wait for the reply that matches
+// their correlation-id, bounded by their context. A request the service
+// refuses gets no reply, so its caller's deadline ends it.
+//
+//	go run ./examples/rpc
+//	go run ./examples/rpc -url amqp://guest:guest@127.0.0.1:5673/
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/amqpactor/amqpactor"
+	"github.com/amqpactor/amqpactor/examples/internal/cli"
+)
+
+type Quote struct {
+	SKU   string  `json:"sku"`
+	Price float64 `json:"price"`
+}
+
+var prices = map[string]float64{"widget": 4.20, "gadget": 17.50, "gizmo": 99.00}
+
+func main() {
+	broker := cli.Flags()
+	flag.Parse()
+	cli.Exit("rpc", run(broker))
+}
+
+func run(broker *cli.Broker) error {
+	c, err := broker.Connector("rpc-example")
+	if err != nil {
+		return err
+	}
+	app := amqpactor.New(c, amqpactor.WithLogger(cli.Logger()), amqpactor.WithName("rpc-example"))
+	addr := amqpactor.Queue("examples.prices")
+
+	// The service. Its reply goes to the request's reply-to with the
+	// request's correlation-id; an error is a failed delivery like any
+	// handler's, and Reject means: do not retry, there is no answer.
+	_, err = app.Subscribe(addr, amqpactor.Responder(func(ctx context.Context, req *amqpactor.Message) (*amqpactor.Message, error) {
+		sku := string(req.Body)
+		p, ok := prices[sku]
+		if !ok {
+			return nil, amqpactor.Reject(fmt.Errorf("no price for %q", sku))
+		}
+		body, _ := json.Marshal(Quote{SKU: sku, Price: p})
+		return &amqpactor.Message{Body: body, ContentType: "application/json"}, nil
+	}))
+	if err != nil {
+		return err
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := app.Start(ctx); err != nil {
+		return err
+	}
+	defer func() {
+		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer scancel()
+		_ = app.Stop(sctx)
+	}()
+
+	// Callers, in parallel.
+	skus := []string{"widget", "gadget", "gizmo"}
+	quotes := make([]Quote, len(skus))
+	errs := make([]error, len(skus))
+	var wg sync.WaitGroup
+	for i, sku := range skus {
+		wg.Go(func() {
+			rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
+			defer rcancel()
+			rep, err := app.Request(rctx, addr, &amqpactor.Message{Body: []byte(sku)})
+			if err == nil {
+				err = json.Unmarshal(rep.Body, &quotes[i])
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	for _, q := range quotes {
+		fmt.Printf("rpc: %-6s costs %6.2f\n", q.SKU, q.Price)
+	}
+
+	// A request the service rejects: no reply comes, the deadline ends it.
+	rctx, rcancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer rcancel()
+	_, err = app.Request(rctx, addr, &amqpactor.Message{Body: []byte("unobtainium")})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("a rejected request should end at its deadline, got %v", err)
+	}
+	fmt.Println("rpc: unobtainium has no price: no reply before the caller's deadline")
+	return nil
+}

@@ -1,0 +1,127 @@
+// Transactions: publishes inside App.Transaction become visible together
+// when the function returns nil, and not at all when it returns an error.
+// A transfer between two ledgers is published as a debit and a credit in
+// one transaction; a second transfer fails half-way and is rolled back.
+//
+// The in-process broker has transactions. On a live broker go-amqp has no
+// coordinator link yet, so Transaction returns an error that
+// errors.Is(err, amqpactor.ErrNotSupported); the example says so and exits 0.
+//
+//	go run ./examples/transactions
+//	go run ./examples/transactions -url amqp://guest:guest@127.0.0.1:5673/
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"time"
+
+	"github.com/amqpactor/amqpactor"
+	"github.com/amqpactor/amqpactor/examples/internal/cli"
+)
+
+type Entry struct {
+	Run      string `json:"run"`
+	Transfer string `json:"transfer"`
+	Account  string `json:"account"`
+	Amount   int    `json:"amount"`
+}
+
+func main() {
+	broker := cli.Flags()
+	flag.Parse()
+	cli.Exit("transactions", run(broker))
+}
+
+func run(broker *cli.Broker) error {
+	c, err := broker.Connector("transactions-example")
+	if err != nil {
+		return err
+	}
+	app := amqpactor.New(c, amqpactor.WithLogger(cli.Logger()), amqpactor.WithName("transactions-example"))
+	ledger := amqpactor.Queue("examples.ledger")
+
+	entries := make(chan Entry, 16)
+	_, err = app.Subscribe(ledger, amqpactor.Typed(func(ctx context.Context, e Entry, m *amqpactor.Message) error {
+		if e.Run == cli.RunID() {
+			entries <- e
+		}
+		return nil
+	}), amqpactor.WithPartitions(1))
+	if err != nil {
+		return err
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := app.Start(ctx); err != nil {
+		return err
+	}
+	defer func() {
+		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer scancel()
+		_ = app.Stop(sctx)
+	}()
+
+	publish := func(tx *amqpactor.Tx, e Entry) error {
+		e.Run = cli.RunID()
+		body, _ := json.Marshal(e)
+		return tx.Publish(ctx, ledger, &amqpactor.Message{Body: body, ContentType: "application/json"})
+	}
+
+	// T1 commits: both entries arrive.
+	err = app.Transaction(ctx, func(tx *amqpactor.Tx) error {
+		if err := publish(tx, Entry{Transfer: "T1", Account: "alice", Amount: -30}); err != nil {
+			return err
+		}
+		return publish(tx, Entry{Transfer: "T1", Account: "bob", Amount: +30})
+	})
+	if errors.Is(err, amqpactor.ErrNotSupported) {
+		fmt.Printf("transactions: this broker connection has none: %v\n", err)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+
+	// T2 fails after its debit: rolled back, nothing of it arrives.
+	err = app.Transaction(ctx, func(tx *amqpactor.Tx) error {
+		if err := publish(tx, Entry{Transfer: "T2", Account: "alice", Amount: -500}); err != nil {
+			return err
+		}
+		return errors.New("insufficient funds")
+	})
+	fmt.Printf("transactions: T2 rolled back: %v\n", err)
+
+	// T3 commits, so that once it is here, T2 would have been too.
+	err = app.Transaction(ctx, func(tx *amqpactor.Tx) error {
+		if err := publish(tx, Entry{Transfer: "T3", Account: "bob", Amount: -5}); err != nil {
+			return err
+		}
+		return publish(tx, Entry{Transfer: "T3", Account: "carol", Amount: +5})
+	})
+	if err != nil {
+		return err
+	}
+
+	balance := map[string]int{}
+	seen := map[string]int{}
+	for n := 0; n < 4; n++ {
+		select {
+		case e := <-entries:
+			balance[e.Account] += e.Amount
+			seen[e.Transfer]++
+		case <-ctx.Done():
+			return fmt.Errorf("only %d of 4 committed entries arrived", n)
+		}
+	}
+	if seen["T2"] != 0 || seen["T1"] != 2 || seen["T3"] != 2 {
+		return fmt.Errorf("entries seen per transfer: %v", seen)
+	}
+	fmt.Printf("transactions: T1 and T3 committed, 4 entries; balances alice=%d bob=%d carol=%d\n",
+		balance["alice"], balance["bob"], balance["carol"])
+	return nil
+}
