@@ -17,6 +17,8 @@ test: check
 			echo "make test: not root, so no RabbitMQ 4 test broker: the live suites will SKIP (set AMQP_URL to use one)" >&2; \
 		fi; \
 	fi; \
+	bash test/asyncapi/setup.sh; \
+	bash examples/run-all.sh; \
 	$(GO) test -race -count=1 ./...
 
 check:
