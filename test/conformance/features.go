@@ -66,11 +66,9 @@ func testRequestNoReply(e *env) {
 	silent := e.queue("silent")
 	client := e.startedApp()
 	// Someone takes the request and never answers.
-	var got sync.WaitGroup
-	got.Add(1)
-	var once sync.Once
+	got := e.gate()
 	e.subscribe(client, silent, func(ctx context.Context, m *amqpactor.Message) error {
-		once.Do(got.Done)
+		got.open()
 		return nil
 	})
 	ctx, cancel := context.WithTimeout(e.ctx, 300*time.Millisecond)
@@ -79,7 +77,7 @@ func testRequestNoReply(e *env) {
 	_, err := client.Request(ctx, silent, &amqpactor.Message{Body: []byte("anyone?")})
 	require.ErrorIs(e, err, context.DeadlineExceeded)
 	require.Less(e, time.Since(begin), waitFor/2, "Request did not end with its context")
-	got.Wait() // it was delivered; nobody answered
+	e.await(got, "the request to be delivered") // it was; nobody answered
 
 	q := e.queue("rpc")
 	e.subscribe(client, q, amqpactor.Responder(func(ctx context.Context, req *amqpactor.Message) (*amqpactor.Message, error) {
