@@ -20,15 +20,17 @@ func BenchmarkInprocEndToEnd(b *testing.B) {
 		name       string
 		publishers int
 		partitions int
+		credit     uint32
 	}{
-		{"publishers=64/partitions=8", 64, 8},
-		{"publishers=256/partitions=8", 256, 8},
+		{"publishers=64/partitions=8/credit=256", 64, 8, 256},
+		{"publishers=256/partitions=8/credit=256", 256, 8, 256},
+		{"publishers=1024/partitions=8/credit=1024", 1024, 8, 1024},
 	} {
-		b.Run(tc.name, func(b *testing.B) { benchInproc(b, tc.publishers, tc.partitions) })
+		b.Run(tc.name, func(b *testing.B) { benchInproc(b, tc.publishers, tc.partitions, tc.credit) })
 	}
 }
 
-func benchInproc(b *testing.B, publishers, partitions int) {
+func benchInproc(b *testing.B, publishers, partitions int, credit uint32) {
 	app := amqpactor.New(inproc.New())
 	var handled atomic.Int64
 	done := make(chan struct{})
@@ -38,7 +40,7 @@ func benchInproc(b *testing.B, publishers, partitions int) {
 			close(done)
 		}
 		return nil
-	}, amqpactor.WithCredit(256), amqpactor.WithPartitions(partitions))
+	}, amqpactor.WithCredit(credit), amqpactor.WithPartitions(partitions))
 	if err != nil {
 		b.Fatal(err)
 	}
