@@ -117,9 +117,10 @@ func (a *App) checkAddress(addr Address, role address.Role) error {
 
 // Subscription is one handler on one address.
 type Subscription struct {
-	app  *App
-	spec *messages.Subscription
-	info *subInfo // what AsyncAPI reports of it (asyncapi.go)
+	app    *App
+	spec   *messages.Subscription
+	paused bool     // guarded by app.mu: the last Pause or Resume
+	info   *subInfo // what AsyncAPI reports of it (asyncapi.go)
 }
 
 // Address is the address the subscription receives from.
@@ -157,17 +158,28 @@ func (s *Subscription) Close(ctx context.Context) error {
 
 // Pause stops granting credit: the broker stops sending once what was
 // granted has arrived; deliveries already held are handled and settled.
-func (s *Subscription) Pause() { s.app.send(&messages.Pause{Name: s.spec.Name}) }
+// A subscription paused before it attaches (before Start) attaches paused.
+func (s *Subscription) Pause() { s.setPaused(true) }
 
 // Resume grants credit again after Pause.
-func (s *Subscription) Resume() { s.app.send(&messages.Resume{Name: s.spec.Name}) }
+func (s *Subscription) Resume() { s.setPaused(false) }
 
-func (a *App) send(m any) {
+// setPaused records the wish, which attach hands to a subscription not yet
+// attached, and tells a running one. Both happen under the App's lock, so a
+// Pause never overtakes its subscription's Subscribe (and is never lost to
+// a connection that does not know the subscription yet).
+func (s *Subscription) setPaused(p bool) {
+	a := s.app
 	a.mu.Lock()
-	root, env := a.root, a.env
-	a.mu.Unlock()
-	if root != nil {
-		env.Root.Send(root, m)
+	defer a.mu.Unlock()
+	s.paused = p
+	if a.root == nil {
+		return
+	}
+	if p {
+		a.env.Root.Send(a.root, &messages.Pause{Name: s.spec.Name})
+	} else {
+		a.env.Root.Send(a.root, &messages.Resume{Name: s.spec.Name})
 	}
 }
 
@@ -271,7 +283,10 @@ func (a *App) subName(name string, addr Address) string {
 // attach subscribes s on the running tree and waits for its first attach.
 func (a *App) attach(ctx context.Context, root *actor.PID, s *Subscription) error {
 	done := make(chan error, 1)
+	a.mu.Lock()
+	s.spec.Paused = s.paused
 	a.env.Root.Send(root, &messages.Subscribe{Spec: s.spec, Done: done})
+	a.mu.Unlock()
 	var err error
 	select {
 	case err = <-done:

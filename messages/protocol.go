@@ -89,6 +89,7 @@ type Subscription struct {
 	Partitions int
 	Settled    bool // at-most-once
 	Classic    bool // RabbitMQ4: classic queue instead of quorum
+	Paused     bool // attach paused: Pause came before the subscription attached
 
 	Handler      Handler
 	BatchHandler BatchHandler

@@ -38,10 +38,12 @@ func sessionEnded(err error) bool {
 }
 
 // New returns the props of a receiver for spec on sess; deliveries go to
-// dispatcher.
-func New(env *actors.Env, sess transport.Session, spec *messages.Subscription, dispatcher *actor.PID) *actor.Props {
+// dispatcher. A receiver made paused grants no credit until Resume.
+func New(env *actors.Env, sess transport.Session, spec *messages.Subscription, dispatcher *actor.PID, paused bool) *actor.Props {
 	return env.Props(func() actor.Actor {
-		return &receiver{env: env, sess: sess, spec: spec, dispatcher: dispatcher}
+		r := &receiver{env: env, sess: sess, spec: spec, dispatcher: dispatcher}
+		r.paused.Store(paused)
+		return r
 	})
 }
 
@@ -192,9 +194,17 @@ func (r *receiver) onAttach(ctx actor.Context, m *attachResult) {
 	self := ctx.Self()
 	link, gen, pumpCtx, q := r.link, r.gen, r.pumpCtx, r.settleQ
 	r.env.Go(func() { r.pump(self, link, gen, pumpCtx) })
-	r.env.Go(func() { r.settler(self, link, gen, q) })
-	if err := link.IssueCredit(r.spec.Credit); err != nil {
-		r.env.Root.Send(self, &linkEnded{link: gen, err: err})
+	// A paused receiver owes the new link its window: the settler grants
+	// it on Resume.
+	var owed uint32
+	if r.paused.Load() {
+		owed = r.spec.Credit
+	}
+	r.env.Go(func() { r.settler(self, link, gen, q, owed) })
+	if owed == 0 {
+		if err := link.IssueCredit(r.spec.Credit); err != nil {
+			r.env.Root.Send(self, &linkEnded{link: gen, err: err})
+		}
 	}
 	ctx.Send(ctx.Parent(), &Attached{})
 }
@@ -245,11 +255,12 @@ func (r *receiver) onDisposition(d *messages.Disposition) {
 
 // settler sends dispositions in order and grants credit: each time half the
 // window has been settled it grants that much again, so the broker is never
-// more than one window ahead and a held delivery keeps its credit.
-func (r *receiver) settler(self *actor.PID, link transport.Receiver, gen uint64, q *workq.Q[settleItem]) {
+// more than one window ahead and a held delivery keeps its credit. owed is
+// credit not granted yet (the link attached paused).
+func (r *receiver) settler(self *actor.PID, link transport.Receiver, gen uint64, q *workq.Q[settleItem], owed uint32) {
 	window := r.spec.Credit
 	threshold := max(window/2, 1)
-	var settled uint32
+	settled := owed
 	for range q.Ready() {
 		items, closed := q.Take()
 		var sctx context.Context

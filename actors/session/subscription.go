@@ -42,6 +42,7 @@ func (s *subscription) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		s.state = messages.StateDetached
+		s.paused = s.spec.Paused
 		// The dispatcher outlives links and sessions: partitions keep their
 		// order across a re-attach.
 		pid, err := ctx.SpawnNamed(dispatcher.New(s.env, s.spec), "dispatcher")
@@ -133,12 +134,10 @@ func (s *subscription) onSession(ctx actor.Context, m *sessionResult) {
 	}
 	s.sess, s.attempt = m.sess, 0
 	// A fresh name per session: the receiver of a dead session may still be
-	// stopping.
-	pid := ctx.SpawnPrefix(receiver.New(s.env, s.sess, s.spec, s.dispatcher), "receiver")
+	// stopping. It is made paused, not told afterwards: its first attach
+	// may come before a message would.
+	pid := ctx.SpawnPrefix(receiver.New(s.env, s.sess, s.spec, s.dispatcher, s.paused), "receiver")
 	s.receiver = pid
-	if s.paused {
-		ctx.Send(pid, &messages.Pause{})
-	}
 }
 
 func (s *subscription) onAttached(ctx actor.Context, m *receiver.Attached) {

@@ -135,6 +135,7 @@ var cases = []struct {
 	{"RoundRobinWithoutGroup", testRoundRobin},
 	{"CreditBound", testCreditBound},
 	{"PauseResume", testPauseResume},
+	{"PauseBeforeStart", testPauseBeforeStart},
 	{"BatchCappedByCredit", testBatchCappedByCredit},
 	{"BatchCappedBySize", testBatchCappedBySize},
 
@@ -164,6 +165,7 @@ var cases = []struct {
 	{"DetachRedelivers", testDetachRedelivers},
 	{"SenderDetachResends", testSenderDetach},
 	{"Reconnect", testReconnect},
+	{"PauseAcrossReattach", testPauseAcrossReattach},
 }
 
 func randomSuffix() string {

@@ -253,6 +253,55 @@ func testPauseResume(e *env) {
 	e.requireEachOnce(rec, ids("p", n))
 }
 
+// testPauseBeforeStart: a subscription paused before Start attaches
+// without taking deliveries; Resume starts them.
+func testPauseBeforeStart(e *env) {
+	q := e.queue("pausedstart")
+	rec := &recorder{}
+	app := e.newApp()
+	sub := e.subscribe(app, q, func(ctx context.Context, m *amqpactor.Message) error { rec.add("h", m); return nil })
+	sub.Pause()
+	e.start(app)
+	e.eventually(func() bool { return counters(app, sub)["paused"] == 1 }, "the receiver paused")
+	for _, id := range ids("p", 5) {
+		e.publish(app, q, msg(id))
+	}
+	if b, ok := e.hooks(); ok {
+		require.Equal(e, 5, b.QueueDepth(q.Name()), "messages waiting for a subscription paused before Start")
+	}
+	require.Never(e, func() bool { return rec.n() > 0 }, quiet, tick, "deliveries to a subscription paused before Start")
+	sub.Resume()
+	e.eventually(func() bool { return rec.n() == 5 }, "every message handled after Resume")
+}
+
+// testPauseAcrossReattach (FaultHooks): a paused subscription whose link the
+// broker detaches re-attaches still paused: the new link gets no credit.
+func testPauseAcrossReattach(e *env) {
+	b := e.needHooks()
+	q := e.queue("pausedetach")
+	rec := &recorder{}
+	app := e.startedApp()
+	sub := e.subscribe(app, q, func(ctx context.Context, m *amqpactor.Message) error { rec.add("h", m); return nil },
+		amqpactor.WithCredit(4))
+	sub.Pause()
+	e.eventually(func() bool { return counters(app, sub)["paused"] == 1 }, "the receiver paused")
+	require.Equal(e, 1, b.DetachLinks(q, "amqp:internal-error", "test detach"))
+	e.eventually(func() bool {
+		root, err := treeOf(app)
+		if err != nil {
+			return false
+		}
+		r := receiverOf(root, sub)
+		return r != nil && r.State == "attached" && r.Restarts == 1
+	}, "the receiver attached again")
+	for _, id := range ids("p", 5) {
+		e.publish(app, q, msg(id))
+	}
+	require.Equal(e, 5, b.QueueDepth(q.Name()), "messages waiting: the re-attached paused link was granted credit")
+	sub.Resume()
+	e.eventually(func() bool { return rec.n() == 5 }, "every message handled after Resume")
+}
+
 // batchRecorder records batches.
 type batchRecorder struct {
 	mu      sync.Mutex
