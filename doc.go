@@ -15,4 +15,13 @@
 // Reject rejects, Release releases, Undeliverable modifies with
 // undeliverable-here, and any other error (or a panic) modifies with
 // delivery-failed so the broker redelivers it with delivery-count + 1.
+//
+// Observability: every publish and every handled delivery is an
+// OpenTelemetry span, and the W3C trace context travels in the message's
+// application-properties (traceparent, tracestate), so a trace crosses
+// services and AMQP clients; the App also counts and times what it
+// publishes, delivers and settles. See WithTracerProvider, WithMeterProvider
+// and WithPropagator; nothing is exported unless a provider is given or set
+// globally. App.AsyncAPI describes the App as an AsyncAPI 3.0 document, and
+// package debug serves it, with the live actor tree, on a debug port.
 package amqpactor

@@ -68,13 +68,36 @@ const (
 )
 
 // WithTracerProvider sets where spans go. Nil (the default) means
-// otel.GetTracerProvider(), a no-op until the program sets a global one.
+// otel.GetTracerProvider(), a no-op until the program sets a global one;
+// trace/noop's provider starts no span at all (trace context that arrives
+// with a delivery still passes on to what its handler publishes).
+//
+// Spans: "publish <address>" (producer) for Publish and Tx.Publish,
+// "request <address>" (producer) for Request, "process <address>"
+// (consumer) around each handler, a child of the publisher's span taken from
+// the delivery's traceparent/tracestate application-properties. A batch
+// handler's span links to every message's span instead. Attributes:
+// messaging.system "amqp1", messaging.destination.name,
+// messaging.operation.type, messaging.message.id,
+// messaging.message.conversation_id, messaging.destination.subscription.name,
+// amqpactor.address.kind and amqpactor.outcome (accepted, rejected,
+// released, modified, or retried for a RetryAddress republish). A failed or
+// panicking handler sets the span's status to Error.
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return func(c *appConfig) { c.otel.tracerProvider = tp }
 }
 
 // WithMeterProvider sets where metrics go. Nil (the default) means
 // otel.GetMeterProvider(), a no-op until the program sets a global one.
+//
+// Instruments (each with messaging.system, messaging.destination.name and
+// amqpactor.address.kind): amqpactor.published (counter, by amqpactor.result:
+// accepted, rejected, released, modified, settled, error),
+// amqpactor.delivered (counter), amqpactor.settled (counter, by
+// amqpactor.outcome; not for AtMostOnce subscriptions), and the histograms in
+// seconds amqpactor.publish.duration, amqpactor.request.duration and
+// amqpactor.handler.duration (by amqpactor.result: ok, error). Responder
+// replies count under the destination "(reply)".
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return func(c *appConfig) { c.otel.meterProvider = mp }
 }
