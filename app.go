@@ -235,6 +235,23 @@ func (a *App) subscribe(addr Address, h Handler, bh BatchHandler, opts []Subscri
 	} else {
 		spec.BatchHandler = messages.BatchHandler(bh)
 	}
+	if c.retry != (RetryPolicy{}) {
+		// Handlers under a retry policy see the count a retried copy
+		// carries (RetryCountAnnotation), as the outcome does.
+		if h != nil {
+			spec.Handler = func(ctx context.Context, m *Message) error {
+				m.DeliveryCount = retriedCount(m)
+				return h(ctx, m)
+			}
+		} else {
+			spec.BatchHandler = func(ctx context.Context, ms []*Message) error {
+				for _, m := range ms {
+					m.DeliveryCount = retriedCount(m)
+				}
+				return bh(ctx, ms)
+			}
+		}
+	}
 	s := &Subscription{app: a, spec: spec, info: newSubInfo(h, bh, c)}
 
 	a.mu.Lock()

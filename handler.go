@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"mime"
 	"reflect"
 	"strings"
@@ -88,15 +89,21 @@ func (a *App) outcomer(p RetryPolicy) messages.Outcomer {
 		case errors.As(err, &und):
 			return messages.Outcome{Kind: messages.Modified, DeliveryFailed: true, UndeliverableHere: true}
 		}
-		if p.MaxDeliveries > 0 && m.DeliveryCount+1 >= p.MaxDeliveries {
+		count := retriedCount(m)
+		if p.MaxDeliveries > 0 && count+1 >= p.MaxDeliveries {
 			o := rejected(err, CondMaxDeliveries)
-			o.Description = fmt.Sprintf("failed %d deliveries, last: %s", m.DeliveryCount+1, o.Description)
+			o.Description = fmt.Sprintf("failed %d deliveries, last: %s", count+1, o.Description)
 			return o
 		}
 		if !p.RetryAddress.IsZero() {
 			cp := *m
-			cp.DeliveryCount++
+			cp.DeliveryCount = count + 1
 			cp.FirstAcquirer = false
+			cp.Annotations = make(map[string]any, len(m.Annotations)+1)
+			for k, v := range m.Annotations {
+				cp.Annotations[k] = v
+			}
+			cp.Annotations[RetryCountAnnotation] = cp.DeliveryCount
 			if perr := a.Publish(context.WithoutCancel(ctx), p.RetryAddress, &cp); perr != nil {
 				a.log.Warn("amqpactor: publishing to the retry address failed", "address", p.RetryAddress.String(), "error", perr)
 				return messages.Outcome{Kind: messages.Modified, DeliveryFailed: true}
@@ -105,6 +112,42 @@ func (a *App) outcomer(p RetryPolicy) messages.Outcomer {
 		}
 		return messages.Outcome{Kind: messages.Modified, DeliveryFailed: true}
 	}
+}
+
+// RetryCountAnnotation is the message annotation in which a copy published
+// to a RetryPolicy.RetryAddress carries its delivery-count as well as in the
+// header: a broker sets the header's delivery-count itself (RabbitMQ 4
+// delivers a published message with 0, whatever its header said), and
+// without it a retried copy would never reach MaxDeliveries.
+const RetryCountAnnotation = "x-opt-amqpactor-delivery-count"
+
+// retriedCount is m's delivery-count, or the count its retry copy carries
+// when that is higher.
+func retriedCount(m *Message) uint32 {
+	n := m.DeliveryCount
+	v, ok := m.Annotations[RetryCountAnnotation]
+	if !ok {
+		return n
+	}
+	var c int64
+	switch x := v.(type) {
+	case uint32:
+		c = int64(x)
+	case uint64:
+		c = int64(min(x, math.MaxUint32))
+	case int64:
+		c = x
+	case int32:
+		c = int64(x)
+	case uint16:
+		c = int64(x)
+	case uint8:
+		c = int64(x)
+	}
+	if c > int64(n) {
+		n = uint32(min(c, math.MaxUint32))
+	}
+	return n
 }
 
 func rejected(err error, cond string) messages.Outcome {

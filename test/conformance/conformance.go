@@ -124,6 +124,7 @@ var cases = []struct {
 	{"DeliveryCountModified", testDeliveryCountModified},
 	{"DeliveryCountReleased", testDeliveryCountReleased},
 	{"MaxDeliveries", testMaxDeliveries},
+	{"RetryAddress", testRetryAddress},
 	{"Reject", testReject},
 	{"Undeliverable", testUndeliverable},
 	{"PanicRecovered", testPanicRecovered},

@@ -110,6 +110,48 @@ func testMaxDeliveries(e *env) {
 	require.Len(e, rec.of("poison"), 3, "attempts of the poison message after stop")
 }
 
+// testRetryAddress: with RetryPolicy{RetryAddress} (for brokers that ignore
+// modified) a failure publishes a copy with delivery-count + 1 to the retry
+// address and accepts the original; with the retry address being the queue
+// itself and MaxDeliveries 3, a message that always fails is tried 3 times
+// and then rejected, without a single modified outcome.
+func testRetryAddress(e *env) {
+	q := e.queue("retryaddr")
+	rec := &recorder{}
+	app := e.startedApp()
+	sub := e.subscribe(app, q, func(ctx context.Context, m *amqpactor.Message) error {
+		rec.add("h", m)
+		if m.MessageID == "poison" {
+			return errors.New("always fails")
+		}
+		return nil
+	}, amqpactor.WithRetry(amqpactor.RetryPolicy{MaxDeliveries: 3, RetryAddress: q}))
+	e.publish(app, q, &amqpactor.Message{MessageID: "poison", Body: []byte("p"), Headers: map[string]any{"k": "v"}})
+	good := ids("good", 10)
+	for _, id := range good {
+		e.publish(app, q, msg(id))
+	}
+	e.eventually(func() bool {
+		return countersAre(app, sub, map[string]uint64{"rejected": 1, "accepted": uint64(len(good) + 2)})
+	}, "two copies republished (originals accepted), then the poison message rejected")
+	c := counters(app, sub)
+	require.Zero(e, c["modified"], "a retry address replaces modified: %v", c)
+	calls := rec.of("poison")
+	require.Len(e, calls, 3, "attempts of the poison message")
+	for i, call := range calls {
+		require.EqualValues(e, i, call.m.DeliveryCount, "delivery-count of attempt %d (the copy carries it)", i+1)
+		require.Equal(e, "p", string(call.m.Body), "the copy's body")
+		require.Equal(e, "v", call.m.Headers["k"], "the copy's headers")
+	}
+	for _, id := range good {
+		require.Equal(e, 1, rec.count(id), "calls for %s", id)
+	}
+	if b, ok := e.hooks(); ok {
+		e.eventually(func() bool { return len(b.DeadLetters(q.Name())) == 1 }, "the poison message dead-lettered")
+		require.Zero(e, b.QueueDepth(q.Name()))
+	}
+}
+
 // testReject: Reject(err) settles rejected with the error's text (and an
 // *amqp.Error's condition); the message is not redelivered.
 func testReject(e *env) {
