@@ -11,15 +11,16 @@
 // subscribed before anything is published to them, and the in-process
 // broker's own API is used only under Features.FaultHooks.
 //
-//	func TestRabbitMQ4(t *testing.T) {
-//		conformance.Run(t, conformance.Factory{
-//			Name: "rabbitmq4",
-//			New: func(t *testing.T) amqpactor.Connector {
-//				return amqpactor.Dial(url, amqpactor.WithDialect(amqpactor.RabbitMQ4))
-//			},
-//			Features: conformance.Features{DeliveryCountOnModified: true, UserID: []byte("guest")},
-//		})
-//	}
+// inproc_test.go runs it on the in-process broker, rabbitmq4_test.go on a
+// live RabbitMQ 4 (AMQP_URL); a new broker needs only a Factory:
+//
+//	conformance.Run(t, conformance.Factory{
+//		Name: "rabbitmq4",
+//		New: func(t *testing.T) amqpactor.Connector {
+//			return amqpactor.Dial(url, amqpactor.WithDialect(amqpactor.RabbitMQ4))
+//		},
+//		Features: conformance.Features{DeliveryCountOnModified: true, UserID: []byte("guest")},
+//	})
 package conformance
 
 import (
@@ -144,6 +145,7 @@ var cases = []struct {
 	{"CloseReturnsUnsettled", testCloseReturnsUnsettled},
 	{"StopWaitsForHandlers", testStopWaitsForHandlers},
 	{"StopByDeadline", testStopByDeadline},
+	{"LifecycleErrors", testLifecycleErrors},
 
 	// Request/reply, transactions, typed handlers, the message.
 	{"RequestReply", testRequestReply},

@@ -168,3 +168,35 @@ func errString(err error) string {
 	}
 	return err.Error()
 }
+
+// testLifecycleErrors: what an App answers before Start, after a second
+// Start and after Stop.
+func testLifecycleErrors(e *env) {
+	q := e.queue("lifecycle")
+	app := e.newApp()
+	sub := e.subscribe(app, q, noop)
+	require.Error(e, app.Publish(e.ctx, q, msg("x")), "Publish before Start")
+	_, err := app.Request(e.ctx, q, msg("x"))
+	require.Error(e, err, "Request before Start")
+	require.Error(e, app.Transaction(e.ctx, func(*amqpactor.Tx) error { return nil }), "Transaction before Start")
+	_, err = app.Tree(e.ctx)
+	require.Error(e, err, "Tree before Start")
+
+	e.start(app)
+	require.Error(e, app.Start(e.ctx), "a second Start")
+	e.stop(app)
+	require.NoError(e, app.Stop(e.ctx), "a second Stop")
+	require.ErrorIs(e, app.Publish(e.ctx, q, msg("x")), amqpactor.ErrStopped, "Publish after Stop")
+	_, err = app.Request(e.ctx, q, msg("x"))
+	require.ErrorIs(e, err, amqpactor.ErrStopped, "Request after Stop")
+	_, err = app.Subscribe(q, noop)
+	require.ErrorIs(e, err, amqpactor.ErrStopped, "Subscribe after Stop")
+	require.ErrorIs(e, app.Transaction(e.ctx, func(*amqpactor.Tx) error { return nil }), amqpactor.ErrStopped, "Transaction after Stop")
+	ctx, cancel := context.WithTimeout(e.ctx, waitFor)
+	defer cancel()
+	require.NoError(e, sub.Close(ctx), "Close after Stop")
+
+	never := e.newApp()
+	require.NoError(e, never.Stop(e.ctx), "Stop before Start")
+	require.Error(e, never.Start(e.ctx), "Start after Stop")
+}
