@@ -1,5 +1,3 @@
-// Package messages owns what travels: the user-facing Message with its AMQP
-// 1.0 section mapping, and the protocol that the actors exchange.
 package messages
 
 import "time"
