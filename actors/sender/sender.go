@@ -2,7 +2,10 @@
 // publish, reuses the link, and pipelines transfers: a writer goroutine sends
 // without waiting for outcomes, a confirmer goroutine waits for them in order
 // and answers each publisher. A publish still unsent when its link ends is
-// sent again on the next link.
+// sent again on the next link, and so is one already written whose outcome
+// the dead link never brought (at-least-once: the copy keeps its
+// message-id), unless its context has ended; the confirmer hands those back
+// in send order, and they go out before anything that waited for the link.
 package sender
 
 import (
@@ -57,6 +60,9 @@ type (
 		link   uint64
 		err    error
 		unsent []*messages.Publish
+		// written: unsent were written on the link but never confirmed
+		// (from the confirmer); they go before everything else.
+		written bool
 	}
 	retry struct{}
 	// job is what the writer and confirmer see: a publish, or a drain
@@ -78,6 +84,7 @@ type sender struct {
 	cancel   context.CancelFunc
 	writeQ   *workq.Q[job]
 	pending  []*messages.Publish // waiting for a link
+	resend   []*messages.Publish // written on a dead link, unconfirmed: first on the next
 	state    string
 	lastErr  error
 	restarts int
@@ -91,7 +98,39 @@ type sender struct {
 	refusal      error
 	refusedUntil time.Time
 
-	published, confirmed, failed atomic.Uint64
+	published, confirmed, failed, resent atomic.Uint64
+}
+
+// waiting counts the publishes that wait for a link.
+func (s *sender) waiting() int { return len(s.pending) + len(s.resend) }
+
+// failWaiting answers every publish that waits for a link with err.
+func (s *sender) failWaiting(err error) {
+	for _, p := range s.resend {
+		p.Done <- err
+	}
+	for _, p := range s.pending {
+		p.Done <- err
+	}
+	s.resend, s.pending = nil, nil
+}
+
+// prune answers the waiting publishes whose context has ended: their
+// callers have returned already, and nothing of them was confirmed.
+func (s *sender) prune() {
+	keep := func(ps []*messages.Publish) []*messages.Publish {
+		out := ps[:0]
+		for _, p := range ps {
+			if err := p.Ctx.Err(); err != nil {
+				p.Done <- err
+				continue
+			}
+			out = append(out, p)
+		}
+		clear(ps[len(out):])
+		return out
+	}
+	s.resend, s.pending = keep(s.resend), keep(s.pending)
 }
 
 func (s *sender) Receive(ctx actor.Context) {
@@ -106,12 +145,12 @@ func (s *sender) Receive(ctx actor.Context) {
 		// Only a sender with work re-attaches: on RabbitMQ 4 a refused
 		// attach ends the whole session, so a sender for a missing node
 		// must not try again on every new session.
-		if s.link == nil && s.state != messages.StateAttaching && (len(s.pending) > 0 || s.wasAttached) {
+		if s.link == nil && s.state != messages.StateAttaching && (s.waiting() > 0 || s.wasAttached) {
 			s.attach(ctx)
 		}
 	case *SessionDown:
 		s.sess = nil
-		s.endLink(ctx, m.Err, nil)
+		s.endLink(ctx, m.Err, nil, false)
 	case *messages.Publish:
 		if s.drain != nil {
 			m.Done <- messages.ErrStopped
@@ -136,7 +175,7 @@ func (s *sender) Receive(ctx actor.Context) {
 	case *linkEnded:
 		switch {
 		case m.link == s.gen && s.link != nil:
-			s.endLink(ctx, m.err, m.unsent)
+			s.endLink(ctx, m.err, m.unsent, m.written)
 		case s.link != nil:
 			// The writer of an older link gave these back after a new
 			// link was attached: pending is not read again until the
@@ -150,14 +189,15 @@ func (s *sender) Receive(ctx actor.Context) {
 				p.Done <- messages.ErrStopped
 			}
 		default:
-			s.pending = append(m.unsent, s.pending...)
-			if len(s.pending) > 0 && s.sess != nil && s.state != messages.StateAttaching && s.timer == nil {
+			s.keep(m.unsent, m.written)
+			if s.waiting() > 0 && s.sess != nil && s.state != messages.StateAttaching && s.timer == nil {
 				s.attach(ctx)
 			}
 		}
 	case *retry:
 		s.timer = nil
-		if s.link == nil && s.sess != nil && len(s.pending) > 0 {
+		s.prune()
+		if s.link == nil && s.sess != nil && s.waiting() > 0 {
 			s.attach(ctx)
 		}
 	case *messages.Drain:
@@ -168,11 +208,8 @@ func (s *sender) Receive(ctx actor.Context) {
 		if s.timer != nil {
 			s.timer.Stop()
 		}
-		for _, p := range s.pending {
-			p.Done <- messages.ErrStopped
-		}
-		s.pending = nil
-		s.endLink(ctx, messages.ErrStopped, nil)
+		s.failWaiting(messages.ErrStopped)
+		s.endLink(ctx, messages.ErrStopped, nil, false)
 	}
 }
 
@@ -209,15 +246,22 @@ func (s *sender) onAttach(ctx actor.Context, m *attachResult) {
 			s.sess = nil
 		}
 		s.env.Log.Warn("amqpactor: sender attach failed", "address", s.addr.String(), "error", m.err)
+		s.attempt++
+		if !actors.Refused(m.err) {
+			// Transient (the session or connection went, a declare
+			// timed out): what waits keeps waiting, bounded by each
+			// publisher's context, and the attach is tried again.
+			s.state = messages.StateRestarting
+			if s.sess != nil && s.timer == nil {
+				s.timer = s.env.After(s.env.Backoff.Delay(s.attempt), ctx.Self(), &retry{})
+			}
+			return
+		}
 		// A refused attach fails what waits for it: each publisher hears
 		// the broker's reason. Publishes within the backoff get the same
 		// answer; later ones try again.
-		s.attempt++
 		s.refusal, s.refusedUntil = m.err, time.Now().Add(s.env.Backoff.Delay(s.attempt))
-		for _, p := range s.pending {
-			p.Done <- m.err
-		}
-		s.pending = nil
+		s.failWaiting(m.err)
 		return
 	}
 	if s.drain != nil || s.sess == nil {
@@ -235,11 +279,26 @@ func (s *sender) onAttach(ctx actor.Context, m *attachResult) {
 	confirmQ := workq.New[job]()
 	self, link, gen, wq := ctx.Self(), s.link, s.gen, s.writeQ
 	s.env.Go(func() { s.writer(self, link, gen, wq, confirmQ, lctx) })
-	s.env.Go(func() { s.confirmer(confirmQ) })
+	s.env.Go(func() { s.confirmer(self, gen, confirmQ) })
+	for _, p := range s.resend {
+		s.resent.Add(1)
+		wq.Push(job{p: p})
+	}
 	for _, p := range s.pending {
 		wq.Push(job{p: p})
 	}
-	s.pending = nil
+	s.resend, s.pending = nil, nil
+}
+
+// keep puts publishes handed back by a dead link's goroutines with those
+// waiting for the next link: written-but-unconfirmed ones after earlier
+// ones of their kind, unsent ones before what waited already.
+func (s *sender) keep(ps []*messages.Publish, written bool) {
+	if written {
+		s.resend = append(s.resend, ps...)
+		return
+	}
+	s.pending = append(ps, s.pending...)
 }
 
 // writer sends in order without waiting for outcomes.
@@ -302,9 +361,14 @@ func (s *sender) writer(self *actor.PID, link transport.Sender, gen uint64, wq, 
 }
 
 // confirmer waits for outcomes in send order and answers each publisher.
-func (s *sender) confirmer(cq *workq.Q[job]) {
+// A transfer whose link ended before its outcome came is handed back to the
+// actor (with the link's error, which also tells an idle sender that its
+// link is gone) to be sent again, unless its publisher's context has ended.
+func (s *sender) confirmer(self *actor.PID, gen uint64, cq *workq.Q[job]) {
 	for range cq.Ready() {
 		items, closed := cq.Take()
+		var again []*messages.Publish
+		var gone error
 		for _, j := range items {
 			if j.drain != nil {
 				j.drain.Done <- nil
@@ -312,6 +376,9 @@ func (s *sender) confirmer(cq *workq.Q[job]) {
 			}
 			outcome, err := j.receipt.Wait(j.p.Ctx)
 			switch {
+			case err != nil && j.p.Ctx.Err() == nil && actors.LinkGone(err):
+				again = append(again, j.p)
+				gone = err
 			case err != nil:
 				s.failed.Add(1)
 				j.p.Done <- err
@@ -323,14 +390,17 @@ func (s *sender) confirmer(cq *workq.Q[job]) {
 				j.p.Done <- nil
 			}
 		}
+		if len(again) > 0 {
+			s.env.Root.Send(self, &linkEnded{link: gen, err: gone, unsent: again, written: true})
+		}
 		if closed {
 			return
 		}
 	}
 }
 
-func (s *sender) endLink(ctx actor.Context, err error, unsent []*messages.Publish) {
-	s.pending = append(unsent, s.pending...)
+func (s *sender) endLink(ctx actor.Context, err error, unsent []*messages.Publish, written bool) {
+	s.keep(unsent, written)
 	if s.link == nil {
 		return
 	}
@@ -360,7 +430,7 @@ func (s *sender) endLink(ctx actor.Context, err error, unsent []*messages.Publis
 		s.sess = nil
 		return
 	}
-	if s.sess != nil && len(s.pending) > 0 {
+	if s.sess != nil && s.waiting() > 0 {
 		s.state = messages.StateRestarting
 		s.restarts++
 		s.attempt++
@@ -381,10 +451,7 @@ func (s *sender) closeLink(link transport.Sender, ctx context.Context) {
 // confirmed, then detaches. Publishes still waiting for a link fail.
 func (s *sender) onDrain(m *messages.Drain) {
 	s.drain = m
-	for _, p := range s.pending {
-		p.Done <- messages.ErrStopped
-	}
-	s.pending = nil
+	s.failWaiting(messages.ErrStopped)
 	if s.link == nil {
 		m.Done <- nil
 		return
@@ -421,7 +488,8 @@ func (s *sender) describe(ctx actor.Context) *messages.Described {
 			"published": s.published.Load(),
 			"confirmed": s.confirmed.Load(),
 			"failed":    s.failed.Load(),
-			"waiting":   uint64(len(s.pending)),
+			"waiting":   uint64(s.waiting()),
+			"resent":    s.resent.Load(),
 		},
 	}
 	if s.link != nil {
