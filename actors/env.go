@@ -143,3 +143,59 @@ func (e *Env) DrainAll(ctx context.Context, pids []*actor.PID) error {
 	}
 	return errors.Join(errs...)
 }
+
+// StateFailed is the state of a node that gave up: a terminal error
+// (authentication refused, attach refused with amqp:unauthorized-access or
+// amqp:not-found) came back TerminalRetries times in a row. It stays failed
+// until the connection is re-established (a failed receiver) or the App is
+// restarted (a failed connection); LastError says why.
+const StateFailed = "failed"
+
+// TerminalRetries is how many times a terminal error is retried, each after
+// the longest backoff (Backoff.Max), before the node goes to StateFailed.
+// A deleted queue that an operator re-creates within that window is picked
+// up again; credentials that stay wrong are not tried forever.
+const TerminalRetries = 3
+
+// EscalateAfter is how many re-attaches of a receiver may fail in a row
+// (transient errors) before it escalates to its subscription, which replaces
+// the session and the receiver.
+const EscalateAfter = 5
+
+// Terminal reports an error that retrying will not cure: the broker refused
+// the credentials (a connect error that says Terminal), or refused an attach
+// with amqp:unauthorized-access or amqp:not-found.
+func Terminal(err error) bool {
+	if err == nil {
+		return false
+	}
+	var t interface{ Terminal() bool }
+	if errors.As(err, &t) && t.Terminal() {
+		return true
+	}
+	var ae *amqp.Error
+	if errors.As(err, &ae) {
+		switch ae.Condition {
+		case amqp.ErrCondUnauthorizedAccess, amqp.ErrCondNotFound:
+			return true
+		}
+	}
+	return false
+}
+
+// Refused reports an error that carries the broker's own condition (an
+// *amqp.Error): the broker answered and said no. Anything else (a lost
+// session or connection, a timeout) is transient.
+func Refused(err error) bool {
+	var ae *amqp.Error
+	return errors.As(err, &ae)
+}
+
+// LinkGone reports an error that says the link (or its session or
+// connection) has ended, as opposed to the caller's context ending.
+func LinkGone(err error) bool {
+	var le *amqp.LinkError
+	var se *amqp.SessionError
+	var ce *amqp.ConnError
+	return errors.As(err, &le) || errors.As(err, &se) || errors.As(err, &ce)
+}

@@ -24,8 +24,13 @@ import (
 	"github.com/amqpactor/amqpactor/transport"
 )
 
-// Attached is sent to the parent after every attach attempt.
-type Attached struct{ Err error }
+// Attached is sent to the parent after a successful attach, after a failed
+// first attach (which decides Start), and when the receiver gives up
+// (Failed: a terminal refusal came back actors.TerminalRetries times).
+type Attached struct {
+	Err    error
+	Failed bool
+}
 
 // SessionLost tells the parent that the session ended under the link: a new
 // link on it would fail too, so the parent opens a new session and replaces
@@ -38,10 +43,13 @@ func sessionEnded(err error) bool {
 }
 
 // New returns the props of a receiver for spec on sess; deliveries go to
-// dispatcher. A receiver made paused grants no credit until Resume.
-func New(env *actors.Env, sess transport.Session, spec *messages.Subscription, dispatcher *actor.PID, paused bool) *actor.Props {
+// dispatcher. A receiver made paused grants no credit until Resume. A
+// replacement (after a lost session or connection) retries a failed first
+// attach; the first receiver of a subscription reports it instead, since it
+// decides Subscribe and Start.
+func New(env *actors.Env, sess transport.Session, spec *messages.Subscription, dispatcher *actor.PID, paused, replacement bool) *actor.Props {
 	return env.Props(func() actor.Actor {
-		r := &receiver{env: env, sess: sess, spec: spec, dispatcher: dispatcher}
+		r := &receiver{env: env, sess: sess, spec: spec, dispatcher: dispatcher, replacement: replacement}
 		r.paused.Store(paused)
 		return r
 	})
@@ -87,11 +95,13 @@ type receiver struct {
 	nextID    uint64
 	unsettled map[uint64]*amqp.Message
 
-	state    string
-	lastErr  error
-	restarts int
-	attempt  int
-	stopping bool
+	state       string
+	lastErr     error
+	restarts    int
+	attempt     int
+	terminal    int // terminal refusals in a row
+	replacement bool
+	stopping    bool
 	drain    *messages.Drain
 	paused   atomic.Bool
 	timer    *time.Timer
@@ -163,13 +173,36 @@ func (r *receiver) onAttach(ctx actor.Context, m *attachResult) {
 		r.state = messages.StateDetached
 		r.lastErr = m.err
 		r.env.Log.Warn("amqpactor: attach failed", "address", r.spec.Address.String(), "error", m.err)
-		if r.gen == 0 || r.stopping {
+		if (r.gen == 0 && !r.replacement) || r.stopping {
 			// The first attach decides Start: its error goes to the
 			// caller, who gives up on this subscription.
 			ctx.Send(ctx.Parent(), &Attached{Err: m.err})
 			return
 		}
 		if sessionEnded(m.err) {
+			// The parent counts terminal refusals across sessions.
+			r.state = messages.StateRestarting
+			ctx.Send(ctx.Parent(), &SessionLost{Err: m.err})
+			return
+		}
+		if actors.Terminal(m.err) {
+			r.terminal++
+			if r.terminal > actors.TerminalRetries {
+				r.state = actors.StateFailed
+				r.env.Log.Error("amqpactor: receiver gave up re-attaching", "address", r.spec.Address.String(),
+					"attempts", r.terminal, "error", m.err)
+				ctx.Send(ctx.Parent(), &Attached{Err: m.err, Failed: true})
+				return
+			}
+			r.scheduleReattachAfter(ctx, r.env.Backoff.Delay(1<<20))
+			return
+		}
+		if r.attempt >= actors.EscalateAfter {
+			// Re-attaching on this session keeps failing: escalate, the
+			// parent replaces the session and this receiver.
+			r.env.Log.Warn("amqpactor: re-attach keeps failing; replacing the session", "address", r.spec.Address.String(),
+				"attempts", r.attempt, "error", m.err)
+			r.state = messages.StateRestarting
 			ctx.Send(ctx.Parent(), &SessionLost{Err: m.err})
 			return
 		}
@@ -182,7 +215,7 @@ func (r *receiver) onAttach(ctx actor.Context, m *attachResult) {
 	}
 	r.link = m.link
 	r.gen++
-	r.attempt = 0
+	r.attempt, r.terminal = 0, 0
 	r.state = messages.StateAttached
 	base := r.env.Base
 	if base == nil {
@@ -328,9 +361,13 @@ func (r *receiver) onLinkEnded(ctx actor.Context, m *linkEnded) {
 // backoff on the same session; if the session itself is gone the parent
 // replaces us.
 func (r *receiver) scheduleReattach(ctx actor.Context) {
+	r.scheduleReattachAfter(ctx, r.env.Backoff.Delay(r.attempt+1))
+}
+
+func (r *receiver) scheduleReattachAfter(ctx actor.Context, d time.Duration) {
 	r.state = messages.StateRestarting
 	r.attempt++
-	r.timer = r.env.After(r.env.Backoff.Delay(r.attempt), ctx.Self(), &reattach{attempt: r.attempt})
+	r.timer = r.env.After(d, ctx.Self(), &reattach{attempt: r.attempt})
 }
 
 // endLink forgets the current link: handler contexts end, unsettled

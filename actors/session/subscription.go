@@ -33,6 +33,7 @@ type subscription struct {
 	lastErr    error
 	restarts   int
 	attempt    int
+	terminal   int // terminal refusals in a row that ended the session
 	timer      *time.Timer
 	paused     bool
 	draining   bool
@@ -52,6 +53,7 @@ func (s *subscription) Receive(ctx actor.Context) {
 		s.dispatcher = pid
 	case *messages.ConnUp:
 		s.conn = m.Conn
+		s.terminal = 0
 		s.state = messages.StateAttaching
 		openSession(s.env, ctx.Self(), m.Conn)
 	case *retrySession:
@@ -76,8 +78,22 @@ func (s *subscription) Receive(ctx actor.Context) {
 		s.sess = nil
 		s.state = messages.StateRestarting
 		s.attempt++
+		delay := s.env.Backoff.Delay(s.attempt)
+		if actors.Terminal(m.Err) {
+			// RabbitMQ 4 ends the session when it refuses an attach: the
+			// refusal is counted here, across sessions, and retried
+			// only after the longest backoff, a bounded number of times.
+			s.terminal++
+			if s.terminal > actors.TerminalRetries {
+				s.state = actors.StateFailed
+				s.env.Log.Error("amqpactor: subscription gave up re-attaching", "address", s.spec.Address.String(),
+					"attempts", s.terminal, "error", m.Err)
+				return
+			}
+			delay = s.env.Backoff.Delay(1 << 20)
+		}
 		if s.conn != nil {
-			s.timer = s.env.After(s.env.Backoff.Delay(s.attempt), ctx.Self(), &retrySession{conn: s.conn})
+			s.timer = s.env.After(delay, ctx.Self(), &retrySession{conn: s.conn})
 		}
 	case *messages.ConnDown:
 		s.conn, s.sess = nil, nil
@@ -136,16 +152,20 @@ func (s *subscription) onSession(ctx actor.Context, m *sessionResult) {
 	// A fresh name per session: the receiver of a dead session may still be
 	// stopping. It is made paused, not told afterwards: its first attach
 	// may come before a message would.
-	pid := ctx.SpawnPrefix(receiver.New(s.env, s.sess, s.spec, s.dispatcher, s.paused), "receiver")
+	pid := ctx.SpawnPrefix(receiver.New(s.env, s.sess, s.spec, s.dispatcher, s.paused, s.started == nil), "receiver")
 	s.receiver = pid
 }
 
 func (s *subscription) onAttached(ctx actor.Context, m *receiver.Attached) {
-	if m.Err != nil {
+	switch {
+	case m.Failed:
+		s.lastErr = m.Err
+		s.state = actors.StateFailed
+	case m.Err != nil:
 		s.lastErr = m.Err
 		s.state = messages.StateDetached
-	} else {
-		s.state = messages.StateAttached
+	default:
+		s.state, s.terminal = messages.StateAttached, 0
 	}
 	s.report(m.Err)
 }
