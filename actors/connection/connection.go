@@ -70,6 +70,7 @@ type connection struct {
 	state    string
 	lastErr  error
 	restarts int
+	terminal int // terminal dial errors in a row (credentials refused)
 	timer    *time.Timer
 	stopping bool
 }
@@ -175,11 +176,26 @@ func (c *connection) onDialed(ctx actor.Context, m *dialed) {
 			c.state = messages.StateDetached
 			return
 		}
+		delay := c.env.Backoff.Delay(m.attempt + 1)
+		if actors.Terminal(m.err) {
+			// Refused credentials are not retried forever: a few times
+			// after the longest backoff (a broker still booting may
+			// refuse them), then the connection is failed for good.
+			c.terminal++
+			if c.terminal > actors.TerminalRetries {
+				c.state = actors.StateFailed
+				c.env.Log.Error("amqpactor: giving up reconnecting", "connector", c.connector.String(),
+					"attempts", m.attempt, "error", m.err)
+				return
+			}
+			delay = c.env.Backoff.Delay(1 << 20)
+		}
 		c.env.Log.Warn("amqpactor: reconnect failed", "connector", c.connector.String(), "attempt", m.attempt, "error", m.err)
 		c.state = messages.StateRestarting
-		c.timer = c.env.After(c.env.Backoff.Delay(m.attempt+1), ctx.Self(), &redial{attempt: m.attempt + 1})
+		c.timer = c.env.After(delay, ctx.Self(), &redial{attempt: m.attempt + 1})
 		return
 	}
+	c.terminal = 0
 	if c.stopping {
 		cctx, cancel := c.env.CloseCtx(context.Background())
 		conn := m.conn

@@ -166,7 +166,13 @@ type connectError struct {
 	url string
 	msg string
 	err error
+	// terminal: retrying cannot help (credentials refused, a URL or
+	// settings that can never work). Reconnect loops stop on it.
+	terminal bool
 }
+
+// Terminal reports an error that retrying the same Connect will not cure.
+func (e *connectError) Terminal() bool { return e.terminal }
 
 func (e *connectError) Error() string {
 	s := "amqpactor: connect " + e.url + ": " + e.msg

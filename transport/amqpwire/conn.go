@@ -183,8 +183,10 @@ func (c *connector) connect(ctx context.Context) (*Conn, error) {
 			// go-amqp says "SASL PLAIN auth failed with code 0x1: " whatever
 			// the mechanism; say it plainly and keep the error reachable.
 			code := strings.TrimSuffix(strings.TrimSpace(text[strings.Index(text, saslFailed)+len(saslFailed):]), ":")
-			return nil, fail("authentication failed (SASL "+mech+")",
+			ce := fail("authentication failed (SASL "+mech+")",
 				&safeError{text: "the broker refused the credentials (SASL outcome code " + code + ")", err: err})
+			ce.(*connectError).terminal = true
+			return nil, ce
 		case strings.Contains(text, "no supported auth mechanism"):
 			msg = "SASL " + mech + " not offered by the broker"
 		case ctx.Err() != nil:
