@@ -304,7 +304,14 @@ func (t *telemetry) start(ctx context.Context, name string, opts []trace.SpanSta
 // startSend starts a producer span and returns the message to send: m
 // itself when nothing is injected, else a copy with its own Headers map
 // carrying the trace context.
+//
+// A message that already carries trace context, published from a context
+// without a span (a RetryPolicy.RetryAddress republish, a message forwarded
+// as it came), stays in its trace: the context it carries is the parent.
 func (t *telemetry) startSend(ctx context.Context, name string, tg *target, m *Message, extra ...attribute.KeyValue) (context.Context, trace.Span, *Message) {
+	if m != nil && len(m.Headers) > 0 && !trace.SpanContextFromContext(ctx).IsValid() {
+		ctx = t.prop.Extract(ctx, headerCarrier(m.Headers))
+	}
 	ctx, span := t.start(ctx, name, producerOpts)
 	if span.IsRecording() {
 		span.SetAttributes(tg.spanAttrs...)

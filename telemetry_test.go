@@ -74,10 +74,14 @@ func start(t *testing.T, apps ...*amqpactor.App) {
 	}
 }
 
+// protoactorThrottle is protoactor's dead-letter log throttle: a goroutine
+// of its own that ends a second after the first dead letter.
+var protoactorThrottle = goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1")
+
 // leakCheck verifies, after every cleanup of t (which stop the apps), that
 // no goroutine is left.
 func leakCheck(t *testing.T) {
-	t.Cleanup(func() { goleak.VerifyNone(t) })
+	t.Cleanup(func() { goleak.VerifyNone(t, protoactorThrottle) })
 }
 
 func ctxT(t *testing.T) context.Context {
@@ -395,4 +399,36 @@ func TestNoopProviderPassesTraceContextThrough(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the second handler never ran")
 	}
+}
+
+// A failed delivery that a RetryAddress policy republishes stays in the
+// trace of the original publish.
+func TestRetryAddressRepublishStaysInTheTrace(t *testing.T) {
+	leakCheck(t)
+	tr := newTracing(t)
+	app := amqpactor.New(inproc.New(), amqpactor.WithTracerProvider(tr.tp))
+	_, err := app.Subscribe(amqpactor.Queue("jobs"), func(ctx context.Context, m *amqpactor.Message) error {
+		return errors.New("try elsewhere")
+	}, amqpactor.WithRetry(amqpactor.RetryPolicy{RetryAddress: amqpactor.Queue("jobs.retry")}))
+	require.NoError(t, err)
+	got := make(chan trace.SpanContext, 1)
+	_, err = app.Subscribe(amqpactor.Queue("jobs.retry"), func(ctx context.Context, m *amqpactor.Message) error {
+		got <- trace.SpanContextFromContext(ctx)
+		return nil
+	})
+	require.NoError(t, err)
+	start(t, app)
+	ctx := ctxT(t)
+	pctx, parent := tr.tp.Tracer("test").Start(ctx, "enqueue")
+	require.NoError(t, app.Publish(pctx, amqpactor.Queue("jobs"), &amqpactor.Message{Body: []byte("j")}))
+	parent.End()
+	select {
+	case sc := <-got:
+		require.Equal(t, parent.SpanContext().TraceID(), sc.TraceID())
+	case <-ctx.Done():
+		t.Fatal("the retry copy never arrived")
+	}
+	retry := tr.span(t, "publish jobs.retry")
+	first := tr.span(t, "publish jobs")
+	require.Equal(t, first.SpanContext.SpanID(), retry.Parent.SpanID(), "the republish is a child of the first publish")
 }

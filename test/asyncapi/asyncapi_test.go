@@ -24,7 +24,11 @@ import (
 	"github.com/amqpactor/amqpactor"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// protoactor's dead-letter log throttle is a goroutine of its own that ends
+// a second after the first dead letter.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"))
+}
 
 type diagnostic struct {
 	Severity string `json:"severity"`
