@@ -102,9 +102,9 @@ type receiver struct {
 	terminal    int // terminal refusals in a row
 	replacement bool
 	stopping    bool
-	drain    *messages.Drain
-	paused   atomic.Bool
-	timer    *time.Timer
+	drain       *messages.Drain
+	paused      atomic.Bool
+	timer       *time.Timer
 
 	delivered, dropped atomic.Uint64
 	byOutcome          [5]atomic.Uint64
