@@ -309,8 +309,10 @@ func (t *telemetry) start(ctx context.Context, name string, opts []trace.SpanSta
 // without a span (a RetryPolicy.RetryAddress republish, a message forwarded
 // as it came), stays in its trace: the context it carries is the parent.
 func (t *telemetry) startSend(ctx context.Context, name string, tg *target, m *Message, extra ...attribute.KeyValue) (context.Context, trace.Span, *Message) {
+	fromMsg := false
 	if m != nil && len(m.Headers) > 0 && !trace.SpanContextFromContext(ctx).IsValid() {
 		ctx = t.prop.Extract(ctx, headerCarrier(m.Headers))
+		fromMsg = true
 	}
 	ctx, span := t.start(ctx, name, producerOpts)
 	if span.IsRecording() {
@@ -321,7 +323,8 @@ func (t *telemetry) startSend(ctx context.Context, name string, tg *target, m *M
 		span.SetAttributes(messageAttrs(m)...)
 		span.SetAttributes(extra...)
 	}
-	if m == nil || (t.w3cOnly && !trace.SpanContextFromContext(ctx).IsValid()) {
+	if m == nil || (t.w3cOnly && !trace.SpanContextFromContext(ctx).IsValid()) || (fromMsg && !span.IsRecording()) {
+		// Nothing to carry, or exactly what m carries already.
 		return ctx, span, m
 	}
 	c := injectCarrier{src: m.Headers}
