@@ -677,7 +677,7 @@ func predictOutcome(err error, m *Message, p RetryPolicy) string {
 	case errors.As(err, &und):
 		return "modified"
 	}
-	if p.MaxDeliveries > 0 && m.DeliveryCount+1 >= p.MaxDeliveries {
+	if p.MaxDeliveries > 0 && retriedCount(m)+1 >= p.MaxDeliveries {
 		return "rejected"
 	}
 	if !p.RetryAddress.IsZero() {
