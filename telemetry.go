@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -157,6 +158,13 @@ func newTelemetry(cfg otelConfig, onErr func(error)) *telemetry {
 	}
 	t := &telemetry{tracer: tp.Tracer(instrumentationName), prop: prop}
 	if _, ok := tp.(tracenoop.TracerProvider); ok {
+		t.noTracer = true
+	}
+	if cfg.tracerProvider == nil && unsetGlobal(tp) {
+		// Nobody set a global provider before Start: OTel's own stand-in
+		// would build a non-recording span and a context per message for
+		// nothing (seven allocations a delivery). Set the global provider
+		// before Start, or pass WithTracerProvider, to get spans.
 		t.noTracer = true
 	}
 	if prop == nil {
@@ -688,4 +696,14 @@ func predictOutcome(err error, m *Message, p RetryPolicy) string {
 
 func (a *App) telemetryError(err error) {
 	a.log.Warn("amqpactor: OpenTelemetry instruments", "error", fmt.Sprint(err))
+}
+
+// unsetGlobal reports whether tp is OpenTelemetry's global stand-in, which
+// otel.GetTracerProvider returns until otel.SetTracerProvider is called.
+func unsetGlobal(tp trace.TracerProvider) bool {
+	t := reflect.TypeOf(tp)
+	if t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return t != nil && t.PkgPath() == "go.opentelemetry.io/otel/internal/global"
 }
