@@ -41,7 +41,18 @@ func closeSession(env *actors.Env, sess transport.Session, ctx context.Context, 
 	})
 }
 
-// waitAll drains pids off the actor and hands the result to then.
-func waitAll(env *actors.Env, ctx context.Context, pids []*actor.PID, then func(error)) {
-	env.Go(func() { then(env.DrainAll(ctx, pids)) })
+// drainThenClose drains pids off the actor, then ends sess (if any), and
+// answers done with the first error met: the graceful stop of a session.
+func drainThenClose(env *actors.Env, ctx context.Context, pids []*actor.PID, sess transport.Session, done chan<- error) {
+	env.Go(func() {
+		err := env.DrainAll(ctx, pids)
+		if sess != nil {
+			cctx, cancel := env.CloseCtx(ctx)
+			if cerr := sess.Close(cctx); err == nil {
+				err = cerr
+			}
+			cancel()
+		}
+		done <- err
+	})
 }

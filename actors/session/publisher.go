@@ -120,18 +120,7 @@ func (p *publisher) Receive(ctx actor.Context) {
 		sess, env := p.sess, p.env
 		p.sess = nil
 		p.state = messages.StateDetached
-		waitAll(env, m.Ctx, p.order, func(err error) {
-			if sess == nil {
-				m.Done <- err
-				return
-			}
-			closeSession(env, sess, m.Ctx, func(cerr error) {
-				if err == nil {
-					err = cerr
-				}
-				m.Done <- err
-			})
-		})
+		drainThenClose(env, m.Ctx, p.order, sess, m.Done)
 	case *messages.Describe:
 		n := &messages.Node{Name: "publisher", Kind: "publisher", PID: ctx.Self().String(), State: p.state,
 			Counters: map[string]uint64{"senders": uint64(len(p.order))}}

@@ -189,18 +189,7 @@ func (s *subscription) onDrain(m *messages.Drain) {
 	if s.receiver != nil {
 		pids = append(pids, s.receiver)
 	}
-	waitAll(env, m.Ctx, pids, func(err error) {
-		if sess == nil {
-			m.Done <- err
-			return
-		}
-		closeSession(env, sess, m.Ctx, func(cerr error) {
-			if err == nil {
-				err = cerr
-			}
-			m.Done <- err
-		})
-	})
+	drainThenClose(env, m.Ctx, pids, sess, m.Done)
 }
 
 func (s *subscription) describe(ctx actor.Context) *messages.Described {
