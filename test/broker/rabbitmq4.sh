@@ -11,6 +11,8 @@
 #   rabbitmq4.sh url         print the AMQP URL of the broker (guest/guest on loopback)
 #   rabbitmq4.sh status      say whether the broker answers and who started it
 #   rabbitmq4.sh ctl ARGS..  run rabbitmqctl -n rabbit4@localhost ARGS inside the chroot
+#   rabbitmq4.sh kill9       crash the broker: kill -9 its Erlang VM (and the chroot's epmd);
+#                            `start` brings it back (fault-injection tests)
 #
 # Environment:
 #   AMQPACTOR_RABBIT_DIR   chroot directory (default /var/lib/amqpactor/rabbitmq4-chroot)
@@ -264,6 +266,26 @@ cmd_stop() {
 	log "stopped"
 }
 
+cmd_kill9() {
+	need_root
+	local pid i
+	pid=$(beam_pid)
+	[ -n "$pid" ] || die "no Erlang VM runs in $DIR"
+	log "killing the VM (pid $pid) with SIGKILL"
+	kill -KILL "$pid"
+	for i in $(seq 1 100); do
+		[ -z "$(beam_pid)" ] && break
+		sleep 0.1
+	done
+	[ -z "$(beam_pid)" ] || die "the VM survived SIGKILL"
+	# A crashed VM leaves its epmd behind; start picks a fresh one.
+	for pid in $(chroot_pids epmd); do
+		kill -KILL "$pid" 2>/dev/null || true
+	done
+	rm -f "$MARKER"
+	log "killed"
+}
+
 cmd_url() {
 	echo "amqp://guest:guest@127.0.0.1:$PORT/"
 }
@@ -286,13 +308,14 @@ start) cmd_start ;;
 stop) cmd_stop ;;
 url) cmd_url ;;
 status) cmd_status ;;
+kill9) cmd_kill9 ;;
 ctl)
 	shift
 	need_root
 	ctl "$@"
 	;;
 *)
-	echo "usage: $0 start|stop|url|status|ctl ARGS..." >&2
+	echo "usage: $0 start|stop|url|status|kill9|ctl ARGS..." >&2
 	exit 2
 	;;
 esac
