@@ -12,6 +12,7 @@ test: check
 	if [ -z "$${AMQP_URL:-}" ]; then \
 		if [ "$$(id -u)" = 0 ]; then \
 			bash test/broker/rabbitmq4.sh start; \
+			bash test/broker/rabbitmq4.sh reset; \
 			export AMQP_URL="$$(bash test/broker/rabbitmq4.sh url)"; \
 		else \
 			echo "make test: not root, so no RabbitMQ 4 test broker: the live suites will SKIP (set AMQP_URL to use one)" >&2; \

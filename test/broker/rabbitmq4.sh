@@ -11,6 +11,7 @@
 #   rabbitmq4.sh url         print the AMQP URL of the broker (guest/guest on loopback)
 #   rabbitmq4.sh status      say whether the broker answers and who started it
 #   rabbitmq4.sh ctl ARGS..  run rabbitmqctl -n rabbit4@localhost ARGS inside the chroot
+#   rabbitmq4.sh reset       wipe the broker this script started to an empty node
 #   rabbitmq4.sh kill9       crash the broker: kill -9 its Erlang VM (and the chroot's epmd);
 #                            `start` brings it back (fault-injection tests)
 #
@@ -178,7 +179,24 @@ cmd_start() {
 	ensure_hosts
 	ensure_proc
 	if [ -n "$(beam_pid)" ]; then
-		die "an Erlang VM already runs in $DIR but nothing answers on port $PORT; stop it first ($0 stop, or $0 ctl stop)"
+		# Perhaps still starting (or recovering after a crash): give it a
+		# minute before calling it stuck.
+		log "an Erlang VM already runs in $DIR; waiting for it to answer on port $PORT"
+		local i
+		for i in $(seq 1 300); do
+			answers 127.0.0.1 "$PORT" && {
+				log "it answers now; reusing it"
+				return 0
+			}
+			[ -z "$(beam_pid)" ] && break
+			sleep 0.2
+		done
+		if [ -n "$(beam_pid)" ]; then
+			[ -f "$MARKER" ] || die "an Erlang VM not started by this script runs in $DIR but nothing answers on port $PORT; stop it first ($0 ctl stop)"
+			log "the VM this script started does not answer; stopping it and starting afresh"
+			cmd_stop
+			ensure_proc
+		fi
 	fi
 
 	local dist_port epmd_port
@@ -286,6 +304,29 @@ cmd_kill9() {
 	log "killed"
 }
 
+# reset wipes the broker this script started back to an empty node (no
+# queues, exchanges or messages left by earlier runs), so every test run
+# meets the same broker on a machine that is reused.
+cmd_reset() {
+	need_root
+	[ -f "$MARKER" ] || {
+		log "the broker on port $PORT was not started by this script; not resetting it"
+		return 0
+	}
+	log "resetting node $NODE to an empty state"
+	ctl stop_app >&2
+	ctl reset >&2
+	ctl start_app >&2
+	timeout 60 chroot "$DIR" env HOME=/var/lib/rabbitmq rabbitmqctl -n "$NODE" await_startup --timeout 55 >&2
+	local i
+	for i in $(seq 1 100); do
+		answers 127.0.0.1 "$PORT" && break
+		sleep 0.2
+	done
+	answers 127.0.0.1 "$PORT" || die "the node did not answer on 127.0.0.1:$PORT after reset"
+	log "reset done"
+}
+
 cmd_url() {
 	echo "amqp://guest:guest@127.0.0.1:$PORT/"
 }
@@ -309,13 +350,14 @@ stop) cmd_stop ;;
 url) cmd_url ;;
 status) cmd_status ;;
 kill9) cmd_kill9 ;;
+reset) cmd_reset ;;
 ctl)
 	shift
 	need_root
 	ctl "$@"
 	;;
 *)
-	echo "usage: $0 start|stop|url|status|kill9|ctl ARGS..." >&2
+	echo "usage: $0 start|stop|reset|url|status|kill9|ctl ARGS..." >&2
 	exit 2
 	;;
 esac
