@@ -3,7 +3,6 @@ package inproc
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -128,33 +127,26 @@ func (b *Broker) topic(name string) *topic {
 }
 
 // Publish routes m to a as a settled publish from outside any connection,
-// for tests that need a message in place. It fails only when m cannot be
-// encoded or a is invalid.
+// for tests that need a message in place. It fails only when m could not be
+// encoded by go-amqp or a is invalid. The broker keeps its own copy of m.
 func (b *Broker) Publish(a address.Address, m *amqp.Message) error {
 	if err := a.Validate(); err != nil {
 		return err
 	}
-	data, err := m.MarshalBinary()
+	s, err := own(m)
 	if err != nil {
 		return err
 	}
-	b.route(a, data, headerCount(m), nil)
+	b.route(a, s, nil)
 	return nil
 }
 
-func headerCount(m *amqp.Message) uint32 {
-	if m.Header != nil {
-		return m.Header.DeliveryCount
-	}
-	return 0
-}
-
-// route delivers one encoded message to a. cached, when not nil, holds the
+// route delivers one stored message to a. cached, when not nil, holds the
 // sender's last queue lookup.
-func (b *Broker) route(a address.Address, data []byte, count uint32, cached *atomic.Pointer[queue]) {
+func (b *Broker) route(a address.Address, s *stored, cached *atomic.Pointer[queue]) {
 	if a.Kind() == address.KindTopic {
 		if v, ok := b.topics.Load(a.Name()); ok {
-			v.(*topic).publish(data, count)
+			v.(*topic).publish(s)
 		}
 		return
 	}
@@ -171,7 +163,7 @@ func (b *Broker) route(a address.Address, data []byte, count uint32, cached *ato
 			cached.Store(q)
 		}
 	}
-	q.publish(&entry{data: data, count: count})
+	q.publish(s.entry())
 }
 
 // targets resolves a to the queues a message would land on now.
@@ -397,10 +389,7 @@ func (b *Broker) DeadLetters(name string) []*amqp.Message {
 	q.mu.Unlock()
 	out := make([]*amqp.Message, 0, len(dead))
 	for _, d := range dead {
-		m, err := decode(d.e.data, !d.e.delivered, d.e.count)
-		if err != nil {
-			continue // cannot happen: the broker encoded it
-		}
+		m := d.e.msg.deliver(!d.e.delivered, d.e.count)
 		if d.condition != "" || d.description != "" {
 			if m.Annotations == nil {
 				m.Annotations = amqp.Annotations{}
@@ -415,23 +404,4 @@ func (b *Broker) DeadLetters(name string) []*amqp.Message {
 		out = append(out, m)
 	}
 	return out
-}
-
-// decode turns the wire form back into a fresh message with the broker's
-// header fields.
-func decode(data []byte, firstAcquirer bool, count uint32) (*amqp.Message, error) {
-	m := new(amqp.Message)
-	if err := m.UnmarshalBinary(data); err != nil {
-		return nil, fmt.Errorf("inproc: decode stored message: %w", err)
-	}
-	setHeader(m, firstAcquirer, count)
-	return m, nil
-}
-
-func setHeader(m *amqp.Message, firstAcquirer bool, count uint32) {
-	if m.Header == nil {
-		m.Header = &amqp.MessageHeader{Priority: 4}
-	}
-	m.Header.FirstAcquirer = firstAcquirer
-	m.Header.DeliveryCount = count
 }

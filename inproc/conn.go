@@ -187,9 +187,8 @@ func (s *session) check(ctx context.Context, a address.Address, role address.Rol
 var ErrTxnDone = errors.New("inproc: transaction already discharged")
 
 type pending struct {
-	a     address.Address
-	data  []byte
-	count uint32
+	a address.Address
+	s *stored
 }
 
 type txn struct {
@@ -218,7 +217,7 @@ func (t *txn) Publish(ctx context.Context, a address.Address, m *amqp.Message) e
 	if err := a.Validate(); err != nil {
 		return err
 	}
-	data, err := m.MarshalBinary()
+	s, err := own(m)
 	if err != nil {
 		return err
 	}
@@ -230,7 +229,7 @@ func (t *txn) Publish(ctx context.Context, a address.Address, m *amqp.Message) e
 	if err := t.c.alive(); err != nil {
 		return fmt.Errorf("inproc: transactional publish: %w", err)
 	}
-	t.msgs = append(t.msgs, pending{a: a, data: data, count: headerCount(m)})
+	t.msgs = append(t.msgs, pending{a: a, s: s})
 	return nil
 }
 
@@ -283,7 +282,7 @@ func (b *Broker) commit(msgs []pending) {
 	for _, p := range msgs {
 		ts = b.targets(p.a, ts[:0])
 		for _, q := range ts {
-			all = append(all, placed{q, &entry{data: p.data, count: p.count}})
+			all = append(all, placed{q, p.s.entry()})
 			if !slices.Contains(uniq, q) {
 				uniq = append(uniq, q)
 			}

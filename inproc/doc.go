@@ -1,7 +1,7 @@
 // Package inproc owns the in-process AMQP broker: a transport.Connector whose
 // connections, sessions and links are plain Go objects, so an application
 // built for a live broker runs in tests (and as a zero-setup default) with the
-// same wire semantics and no network.
+// same message semantics and no network.
 //
 // What it owns:
 //
@@ -13,10 +13,25 @@
 //     non-durable subscription queue that lives as long as the link. A message
 //     sent where no queue or subscription exists is dropped (and still
 //     accepted, as a broker would).
-//   - The wire form. A message is encoded with MarshalBinary when it is
-//     published and decoded into a fresh *amqp.Message at each delivery, so
-//     receivers never share objects and a message that could not cross a real
-//     wire fails here too.
+//   - Copies, not the wire form. Send, Txn.Publish and Broker.Publish take
+//     the broker's own copy of the message before they return (data
+//     sections in one new byte slice; properties, header, maps, byte
+//     slices, lists and maps inside values all copied), so the publisher
+//     may reuse or change its message at once. Every delivery, and every
+//     DeadLetters result, is a fresh copy of that: no two deliveries (a
+//     redelivery, another topic subscription) share anything a receiver
+//     could change in place, maps and body bytes included. What go-amqp
+//     could not encode fails the publish with an error naming the section
+//     (a type it has no encoding for, a nil pointer, a string that is not
+//     UTF-8, an annotations key that is not a string, symbol or int), and
+//     nothing is stored; nothing is encoded to find out. Values reach the
+//     receiver as go-amqp's decoder would give them: int as int64, uint as
+//     uint64, a symbol as a string, amqp.Null as nil, a pointer as its
+//     value, times in whole milliseconds in the local zone, a map whose keys
+//     are all strings or symbols as map[string]any, an empty list as nil, an
+//     empty data section as a non-nil empty slice, the header's ttl in
+//     whole milliseconds; Format and DeliveryTag are not carried. Arrays and
+//     go-amqp's other own types are copied by a trip through its codec.
 //   - Credit and settlement. A receiver gets transfers only while it has credit
 //     granted by IssueCredit. Outcomes behave as on a broker: accepted removes,
 //     rejected removes and dead-letters (DeadLetters), released puts the

@@ -63,7 +63,7 @@ func (r *receipt) Wait(context.Context) (transport.Outcome, error) { return r.o,
 // accepted is shared by every accepted send: no allocation per send.
 var accepted transport.Receipt = &receipt{o: transport.Outcome{Kind: transport.Accepted}}
 
-// Send encodes m and routes it before it returns, so the outcome is known at
+// Send copies m and routes it before it returns, so the outcome is known at
 // once: the Receipt is pre-resolved (accepted, or rejected under
 // RejectPublish).
 func (l *senderLink) Send(ctx context.Context, m *amqp.Message, settled bool) (transport.Receipt, error) {
@@ -81,7 +81,7 @@ func (l *senderLink) Send(ctx context.Context, m *amqp.Message, settled bool) (t
 			return nil, fmt.Errorf("inproc: send to %s: a settled transfer on a link in unsettled mode", l.addr)
 		}
 	}
-	data, err := m.MarshalBinary()
+	st, err := own(m)
 	if err != nil {
 		return nil, err
 	}
@@ -92,9 +92,9 @@ func (l *senderLink) Send(ctx context.Context, m *amqp.Message, settled bool) (t
 		return &receipt{o: transport.Outcome{Kind: transport.Rejected, Condition: string(rej.Condition), Description: rej.Description}}, nil
 	}
 	if l.t != nil {
-		l.t.publish(data, headerCount(m))
+		l.t.publish(st)
 	} else {
-		l.b.route(l.addr, data, headerCount(m), &l.q)
+		l.b.route(l.addr, st, &l.q)
 	}
 	if settled {
 		return nil, nil
@@ -235,23 +235,18 @@ func (r *receiverLink) Receive(ctx context.Context) (*amqp.Message, error) {
 			e := r.buf.popFront()
 			first := !e.delivered
 			e.delivered = true
-			count, data := e.count, e.data
-			m := new(amqp.Message)
+			count, s := e.count, e.msg
+			d, pb := s.newBox()
 			if !r.settled {
-				r.unsettled[m] = e
+				r.unsettled[&d.msg] = e
 			}
 			r.mu.Unlock()
 			if r.settled {
 				r.q.out.Add(-1) // the broker settled it on transfer
 			}
-			if err := m.UnmarshalBinary(data); err != nil {
-				// Cannot happen for what the broker encoded; do not lose
-				// the message silently.
-				r.drop(m)
-				return nil, fmt.Errorf("inproc: decode stored message: %w", err)
-			}
-			setHeader(m, first, count)
-			return m, nil
+			// s is immutable: the copy needs no lock.
+			s.deliverInto(d, pb, first, count)
+			return &d.msg, nil
 		}
 		cause := r.cause
 		r.mu.Unlock()
@@ -264,20 +259,6 @@ func (r *receiverLink) Receive(ctx context.Context) (*amqp.Message, error) {
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
-	}
-}
-
-// drop dead-letters an undecodable delivery.
-func (r *receiverLink) drop(m *amqp.Message) {
-	r.mu.Lock()
-	e, ok := r.unsettled[m]
-	delete(r.unsettled, m)
-	r.mu.Unlock()
-	if ok {
-		r.q.out.Add(-1)
-		r.q.mu.Lock()
-		r.q.dead = append(r.q.dead, deadLetter{e: e, condition: string(amqp.ErrCondDecodeError)})
-		r.q.mu.Unlock()
 	}
 }
 

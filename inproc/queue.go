@@ -6,13 +6,14 @@ import (
 	"sync/atomic"
 )
 
-// entry is one message on one queue: the wire form (shared, never mutated,
-// between the copies a topic fans out) plus this queue's delivery state. An
+// entry is one message on one queue: the broker's copy of the message
+// (shared, never mutated, between the entries a topic fans out) plus this
+// queue's delivery state. An
 // entry has exactly one owner at a time (its queue, or the receiver link it
 // was transferred to) and is only touched under that owner's lock.
 type entry struct {
-	data []byte
-	seq  uint64 // position on its queue, kept when it goes back
+	msg *stored
+	seq uint64 // position on its queue, kept when it goes back
 	// count is the header delivery-count: earlier failed attempts.
 	count uint32
 	// delivered is set once a receiver has taken it: later deliveries carry
@@ -304,11 +305,11 @@ func (t *topic) snapshot() []*queue {
 	return nil
 }
 
-// publish gives every subscription its own copy; the wire form is shared,
-// being immutable.
-func (t *topic) publish(data []byte, count uint32) {
+// publish gives every subscription its own entry; the stored message is
+// shared, being immutable, and each delivery copies it.
+func (t *topic) publish(s *stored) {
 	for _, q := range t.snapshot() {
-		q.publish(&entry{data: data, count: count})
+		q.publish(s.entry())
 	}
 }
 
