@@ -22,6 +22,10 @@ type ConnUp struct{ Conn transport.Conn }
 // ConnDown tells the children that the connection ended.
 type ConnDown struct{ Err error }
 
+// Reconnect asks the connection actor to drop its connection and dial
+// again: a child's escalation when new sessions fail like the old ones.
+type Reconnect struct{ Err error }
+
 // Delivery is one transfer, handed from the receiver to the dispatcher and a
 // partition worker.
 type Delivery struct {

@@ -73,6 +73,8 @@ type connection struct {
 	terminal int // terminal dial errors in a row (credentials refused)
 	timer    *time.Timer
 	stopping bool
+	// connectedAt is when the current connection came up.
+	connectedAt time.Time
 }
 
 func (c *connection) Receive(ctx actor.Context) {
@@ -86,6 +88,22 @@ func (c *connection) Receive(ctx actor.Context) {
 		c.onDialed(ctx, m)
 	case *lost:
 		c.onLost(ctx, m)
+	case *messages.Reconnect:
+		// Escalated by a child whose new sessions keep failing. Closing
+		// the connection takes the ordinary lost-connection path: every
+		// child hears ConnDown, then ConnUp on a fresh connection. At
+		// most once per connection, and not on one that is brand new.
+		if c.conn == nil || c.stopping || time.Since(c.connectedAt) < 2*time.Second {
+			return
+		}
+		c.env.Log.Warn("amqpactor: reconnecting on a child's request", "connector", c.connector.String(), "error", m.Err)
+		conn, env := c.conn, c.env
+		c.connectedAt = time.Now() // one escalation per connection
+		env.Go(func() {
+			cctx, cancel := env.CloseCtx(context.Background())
+			defer cancel()
+			_ = conn.Close(cctx)
+		})
 	case *redial:
 		c.timer = nil
 		if !c.stopping && c.conn == nil {
@@ -203,6 +221,7 @@ func (c *connection) onDialed(ctx actor.Context, m *dialed) {
 		return
 	}
 	c.conn = m.conn
+	c.connectedAt = time.Now()
 	c.state = messages.StateAttached
 	var wctx context.Context
 	wctx, c.cancel = context.WithCancel(context.Background())

@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -33,6 +34,7 @@ type subscription struct {
 	lastErr    error
 	restarts   int
 	attempt    int
+	replaced   int // sessions replaced since the last good attach
 	terminal   int // terminal refusals in a row that ended the session
 	timer      *time.Timer
 	paused     bool
@@ -91,6 +93,22 @@ func (s *subscription) Receive(ctx actor.Context) {
 				return
 			}
 			delay = s.env.Backoff.Delay(1 << 20)
+		}
+		// An attach the broker never answered (a timeout) condemns the
+		// connection at once; other failures after a second new session.
+		s.replaced++
+		unanswered := errors.Is(m.Err, context.DeadlineExceeded)
+		if (unanswered || s.replaced >= 2) && !actors.Terminal(m.Err) && s.conn != nil {
+			// New sessions fail like the old ones: the connection itself
+			// is suspect (seen after a broker crash: a connection made
+			// while the node was still recovering never completes a
+			// quorum-queue attach). Escalate: the connection reconnects
+			// and every child starts over on the new one.
+			s.replaced = 0
+			s.env.Log.Warn("amqpactor: new sessions keep failing; asking the connection to reconnect",
+				"address", s.spec.Address.String(), "error", m.Err)
+			ctx.Send(ctx.Parent(), &messages.Reconnect{Err: m.Err})
+			return
 		}
 		if s.conn != nil {
 			s.timer = s.env.After(delay, ctx.Self(), &retrySession{conn: s.conn})
@@ -165,7 +183,7 @@ func (s *subscription) onAttached(ctx actor.Context, m *receiver.Attached) {
 		s.lastErr = m.Err
 		s.state = messages.StateDetached
 	default:
-		s.state, s.terminal = messages.StateAttached, 0
+		s.state, s.terminal, s.replaced = messages.StateAttached, 0, 0
 	}
 	s.report(m.Err)
 }
