@@ -1,0 +1,61 @@
+package actors
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestBackoffBounds(t *testing.T) {
+	b := Backoff{Initial: 100 * time.Millisecond, Max: time.Second}
+	for n := 1; n <= 12; n++ {
+		want := min(100*time.Millisecond<<(n-1), time.Second)
+		for range 50 {
+			d := b.Delay(n)
+			require.GreaterOrEqual(t, d, want/2, "attempt %d", n)
+			require.LessOrEqual(t, d, want, "attempt %d", n)
+		}
+	}
+	require.LessOrEqual(t, Backoff{}.Delay(1<<20), 30*time.Second, "the zero value caps at 30 s")
+}
+
+func TestPoolRunsEverythingAndLeavesNothing(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	p := NewPool(4)
+	var ran atomic.Int64
+	done := make(chan struct{})
+	const n = 1000
+	for range n {
+		p.Schedule(func() {
+			if ran.Add(1) == n {
+				close(done)
+			}
+		})
+	}
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("ran %d of %d", ran.Load(), n)
+	}
+	p.Close()
+	// After Close, work still runs, on goroutines of its own.
+	again := make(chan struct{})
+	p.Schedule(func() { close(again) })
+	<-again
+}
+
+func TestEnvWaitsForItsGoroutines(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	var e Env
+	release := make(chan struct{})
+	e.Go(func() { <-release })
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, e.Wait(ctx), context.DeadlineExceeded, "Wait honours its context")
+	close(release)
+	require.NoError(t, e.Wait(context.Background()))
+}
