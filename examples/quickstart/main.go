@@ -24,7 +24,7 @@ import (
 
 	"github.com/amqpactor/amqpactor"
 	"github.com/amqpactor/amqpactor/debug"
-	"github.com/amqpactor/amqpactor/inproc"
+	"github.com/amqpactor/amqpactor/examples/internal/cli"
 )
 
 type Order struct {
@@ -33,16 +33,11 @@ type Order struct {
 }
 
 func main() {
-	url := flag.String("url", "", "AMQP URL of a live broker (empty: the in-process broker)")
-	dialect := flag.String("dialect", "rabbitmq4", "dialect of the live broker: artemis, rabbitmq4 or servicebus")
+	broker := cli.Flags()
 	flag.StringVar(&debugAddr, "debug", "", "serve the debug handler (tree, AsyncAPI) on this address while running, e.g. 127.0.0.1:6060")
 	flag.StringVar(&asyncAPIFile, "asyncapi", "", "write the App's AsyncAPI document to this file before stopping")
 	flag.Parse()
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	if err := run(*url, *dialect, log); err != nil {
-		fmt.Fprintln(os.Stderr, "quickstart:", err)
-		os.Exit(1)
-	}
+	cli.Exit("quickstart", run(broker, cli.Logger()))
 }
 
 var debugAddr, asyncAPIFile string
@@ -69,20 +64,8 @@ func serveDebug(app *amqpactor.App, addr string) (stop func(), err error) {
 	}, nil
 }
 
-func connector(url, dialect string) (amqpactor.Connector, error) {
-	if url == "" {
-		return inproc.New(), nil
-	}
-	d := map[string]amqpactor.Dialect{"artemis": amqpactor.Artemis, "rabbitmq4": amqpactor.RabbitMQ4, "servicebus": amqpactor.ServiceBus}
-	dl, ok := d[strings.ToLower(dialect)]
-	if !ok {
-		return nil, fmt.Errorf("unknown dialect %q", dialect)
-	}
-	return amqpactor.Dial(url, amqpactor.WithDialect(dl), amqpactor.WithContainerID("quickstart")), nil
-}
-
-func run(url, dialect string, log *slog.Logger) error {
-	c, err := connector(url, dialect)
+func run(broker *cli.Broker, log *slog.Logger) error {
+	c, err := broker.Connector("quickstart")
 	if err != nil {
 		return err
 	}
