@@ -60,6 +60,9 @@ type receipt struct{ o transport.Outcome }
 
 func (r *receipt) Wait(context.Context) (transport.Outcome, error) { return r.o, nil }
 
+// Resolved: the broker decided before Send returned.
+func (r *receipt) Resolved() (transport.Outcome, bool) { return r.o, true }
+
 // accepted is shared by every accepted send: no allocation per send.
 var accepted transport.Receipt = &receipt{o: transport.Outcome{Kind: transport.Accepted}}
 

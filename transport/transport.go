@@ -104,6 +104,14 @@ type Receipt interface {
 	Wait(ctx context.Context) (Outcome, error)
 }
 
+// Resolved is implemented by a Receipt whose outcome may already be known
+// when Send returns (the in-process broker decides at once): the sender then
+// answers its publisher without a hand-off to the goroutine that waits for
+// outcomes.
+type Resolved interface {
+	Resolved() (Outcome, bool)
+}
+
 // ReceiverOptions configures a receiver link.
 type ReceiverOptions struct {
 	// Address is the source; zero when Dynamic.

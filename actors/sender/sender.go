@@ -352,12 +352,29 @@ func (s *sender) writer(self *actor.PID, link transport.Sender, gen uint64, wq, 
 				p.Done <- nil
 				continue
 			}
+			if r, ok := receipt.(transport.Resolved); ok && cq.Len() == 0 {
+				if o, done := r.Resolved(); done {
+					s.answer(p, o)
+					continue
+				}
+			}
 			cq.Push(job{p: p, receipt: receipt})
 		}
 		if closed {
 			return
 		}
 	}
+}
+
+// answer tells a publisher the broker's outcome.
+func (s *sender) answer(p *messages.Publish, o messages.Outcome) {
+	if o.Kind != messages.Accepted {
+		s.failed.Add(1)
+		p.Done <- &messages.OutcomeError{Address: s.addr.String(), Outcome: o}
+		return
+	}
+	s.confirmed.Add(1)
+	p.Done <- nil
 }
 
 // confirmer waits for outcomes in send order and answers each publisher.
@@ -382,12 +399,8 @@ func (s *sender) confirmer(self *actor.PID, gen uint64, cq *workq.Q[job]) {
 			case err != nil:
 				s.failed.Add(1)
 				j.p.Done <- err
-			case outcome.Kind != messages.Accepted:
-				s.failed.Add(1)
-				j.p.Done <- &messages.OutcomeError{Address: s.addr.String(), Outcome: outcome}
 			default:
-				s.confirmed.Add(1)
-				j.p.Done <- nil
+				s.answer(j.p, outcome)
 			}
 		}
 		if len(again) > 0 {
