@@ -637,7 +637,9 @@ func describe(ctx context.Context, sys *actor.ActorSystem, pid *actor.PID) (*Nod
 		timeout = time.Until(dl)
 	}
 	if timeout <= 0 {
-		return nil, ctx.Err()
+		// Past the deadline before the context's own timer has fired,
+		// ctx.Err() can still be nil: never answer (nil, nil).
+		return nil, context.DeadlineExceeded
 	}
 	res, err := sys.Root.RequestFuture(pid, &messages.Describe{}, timeout).Result()
 	if err != nil {
