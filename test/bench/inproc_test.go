@@ -25,6 +25,9 @@ func BenchmarkInprocEndToEnd(b *testing.B) {
 		{"publishers=64/partitions=8/credit=256", 64, 8, 256},
 		{"publishers=256/partitions=8/credit=256", 256, 8, 256},
 		{"publishers=1024/partitions=8/credit=1024", 1024, 8, 1024},
+		{"publishers=64/partitions=1/credit=256", 64, 1, 256},
+		{"publishers=64/partitions=4/credit=256", 64, 4, 256},
+		{"publishers=64/partitions=16/credit=256", 64, 16, 256},
 	} {
 		b.Run(tc.name, func(b *testing.B) { benchInproc(b, tc.publishers, tc.partitions, tc.credit) })
 	}
