@@ -168,14 +168,15 @@ func (c *connector) connect(ctx context.Context) (*Conn, error) {
 	if c.cfg.Dialect == address.RabbitMQ4 && ep.vhost != "" {
 		hostname = "vhost:" + ep.vhost
 	}
-	ac, err := amqp.NewConn(ctx, netConn, &amqp.ConnOptions{
+	wire := coalesce(netConn)
+	ac, err := amqp.NewConn(ctx, wire, &amqp.ConnOptions{
 		ContainerID: c.cfg.ContainerID,
 		HostName:    hostname,
 		IdleTimeout: c.cfg.IdleTimeout,
 		SASLType:    sasl,
 	})
 	if err != nil {
-		_ = netConn.Close()
+		_ = wire.Close()
 		msg := "AMQP open"
 		const saslFailed = "auth failed with code "
 		switch text := err.Error(); {
