@@ -1,25 +1,31 @@
 #!/usr/bin/env bash
-# run.sh — the benchmarks of docs/BENCHMARKS.md, and their summary.
+# run.sh — the benchmarks of docs/BENCHMARKS.md, as one A/B program run.
 #
-# Usage: bash test/bench/run.sh [OUTPUT]
+# Usage: bash test/bench/run.sh [OUTPUT] [AB FLAGS...]
 #
-# Runs the in-process benchmark and the live ones (amqpactor and raw go-amqp
-# side by side, against the RabbitMQ 4 broker named by AMQP_URL), saves the
-# raw `go test` output to OUTPUT (default: bench.out in a new temporary
-# directory) and prints a summary: medians, and the ratios amqpactor/raw
-# against the goals (throughput >= 0.9, latency <= 1.2).
+# Runs test/bench/cmd/ab (`go run ./test/bench/cmd/ab`): amqpactor and raw
+# go-amqp side by side in alternating rounds against the RabbitMQ 4 broker
+# named by AMQP_URL (throughput and request/reply on quorum and classic
+# queues, 100 B and 4 KiB bodies), the in-process broker with 1, 4 and 16
+# partitions, the backlog memory runs and the allocation micro-benchmarks.
+# It prints markdown tables (medians, ratios amqpactor/raw against the goals:
+# throughput >= 0.9, p50 <= 1.2) and saves its whole output, progress lines
+# included, to OUTPUT (default: bench.out in a new temporary directory).
+# Further arguments go to the program as flags (see `go run
+# ./test/bench/cmd/ab -h`), e.g. `-backlog ''` to leave the memory runs out.
 #
 # When AMQP_URL is unset and we are root, the test broker is started
-# (test/broker/rabbitmq4.sh); otherwise the live benchmarks skip.
+# (test/broker/rabbitmq4.sh); otherwise the live runs skip, loudly.
 #
-# Environment (all optional):
-#   COUNT        runs of every benchmark (default 3). The in-process one runs
-#                with -count=COUNT; the live ones run as COUNT rounds of
-#                -count=1, so every amqpactor run sits next to its raw run
-#                under the same machine conditions.
-#   THROUGHPUT_N messages per live throughput run (default 30000)
-#   REQUEST_N    round trips per live request/reply run (default 2000)
-#   INPROC_TIME  -benchtime of the in-process benchmark (default 1s)
+# Environment (all optional), mapped onto the program's flags:
+#   COUNT        A/B rounds (-rounds; default 3): every amqpactor run sits
+#                right next to its raw run, the side that goes first
+#                alternating from round to round
+#   THROUGHPUT_N messages per live throughput run (-n; default 30000)
+#   REQUEST_N    round trips per live request/reply run (-rpc; default 2000)
+#   INPROC_N     messages per in-process run (-inproc-n; default 300000)
+#   INPROC_TIME  the old -benchtime of the in-process benchmark: only its
+#                count form NNNx is understood, as INPROC_N=NNN
 set -euo pipefail
 
 cd "$(dirname "$0")/../.."
@@ -27,8 +33,19 @@ cd "$(dirname "$0")/../.."
 COUNT=${COUNT:-3}
 THROUGHPUT_N=${THROUGHPUT_N:-30000}
 REQUEST_N=${REQUEST_N:-2000}
-INPROC_TIME=${INPROC_TIME:-1s}
-OUT=${1:-"$(mktemp -d)/bench.out"}
+if [ -z "${INPROC_N:-}" ] && [ -n "${INPROC_TIME:-}" ]; then
+	if [[ $INPROC_TIME =~ ^([0-9]+)x$ ]]; then
+		INPROC_N=${BASH_REMATCH[1]}
+	else
+		echo "run.sh: INPROC_TIME=$INPROC_TIME is a duration; the program counts messages: set INPROC_N instead (ignoring it)" >&2
+	fi
+fi
+INPROC_N=${INPROC_N:-300000}
+OUT=$(mktemp -d)/bench.out
+if [ $# -gt 0 ] && [[ $1 != -* ]]; then
+	OUT=$1
+	shift
+fi
 
 if [ -z "${AMQP_URL:-}" ]; then
 	if [ "$(id -u)" -eq 0 ]; then
@@ -40,23 +57,11 @@ if [ -z "${AMQP_URL:-}" ]; then
 	fi
 fi
 
-bench() {
-	go test -run '^$' -benchmem "$@" ./test/bench/ 2>&1 | tee -a "$OUT"
-}
-
-: >"$OUT"
-{
-	echo "# $(date -u '+%Y-%m-%d %H:%M UTC'); $(go version); $(nproc) CPUs; load average: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown)"
-} | tee -a "$OUT"
-
-bench -bench '^BenchmarkInprocEndToEnd$' -benchtime="$INPROC_TIME" -count="$COUNT"
-for round in $(seq 1 "$COUNT"); do
-	echo "# live round $round of $COUNT" | tee -a "$OUT"
-	bench -bench '^BenchmarkLiveThroughput$' -benchtime="${THROUGHPUT_N}x" -count=1
-	bench -bench '^BenchmarkLiveRequestReply$' -benchtime="${REQUEST_N}x" -count=1
-done
+status=0
+go run ./test/bench/cmd/ab -rounds "$COUNT" -n "$THROUGHPUT_N" -rpc "$REQUEST_N" -inproc-n "$INPROC_N" "$@" 2>&1 | tee "$OUT" || status=$?
 
 echo
-echo "raw output: $OUT"
-echo
-go run ./test/bench/cmd/benchsummary "$OUT"
+echo "output saved to $OUT"
+# Non-zero only when a run failed (or the program could not start), never
+# because a goal was missed.
+exit "$status"
