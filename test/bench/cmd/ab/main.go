@@ -32,6 +32,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net/url"
 	"os"
 	"os/signal"
@@ -476,11 +477,11 @@ func (r *runner) print(w io.Writer) {
 	default:
 		fmt.Fprintf(w, "- broker: %s\n", c.brokerVersion)
 	}
-	cmd := c.commandLine
+	from := ""
 	if c.url != "" && c.urlFromEnv {
-		cmd += " (broker from $AMQP_URL)"
+		from = " (broker from $AMQP_URL)"
 	}
-	fmt.Fprintf(w, "- command: `%s`\n", cmd)
+	fmt.Fprintf(w, "- command: `%s`%s\n", c.commandLine, from)
 	var qs, bs []string
 	for _, q := range c.queues {
 		qs = append(qs, string(q))
@@ -624,7 +625,8 @@ func (r *runner) printMicro(w io.Writer) {
 	fmt.Fprintln(w, "| name | ns/op | B/op | allocs/op |")
 	fmt.Fprintln(w, "| --- | --- | --- | --- |")
 	for _, m := range r.micro {
-		fmt.Fprintf(w, "| %s | %s | %d | %d |\n", m.name, num(float64(m.res.T.Nanoseconds())/float64(m.res.N)), m.res.AllocedBytesPerOp(), m.res.AllocsPerOp())
+		fmt.Fprintf(w, "| %s | %s | %s | %d |\n", m.name, num(float64(m.res.T.Nanoseconds())/float64(m.res.N)),
+			count(m.res.AllocedBytesPerOp()), m.res.AllocsPerOp())
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "Note: %s.\n", scenario.DispatchNote)
@@ -660,7 +662,7 @@ func spread(v []float64) string {
 // two below.
 func num(v float64) string {
 	switch {
-	case v >= 1000:
+	case math.Round(v) >= 1000:
 		s := strconv.FormatFloat(v, 'f', 0, 64)
 		var b strings.Builder
 		for i, c := range s {
@@ -675,6 +677,14 @@ func num(v float64) string {
 	default:
 		return strconv.FormatFloat(v, 'f', 2, 64)
 	}
+}
+
+// count prints a whole number, with thousands separators from 1,000.
+func count(n int64) string {
+	if n < 1000 {
+		return strconv.FormatInt(n, 10)
+	}
+	return num(float64(n))
 }
 
 func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
