@@ -17,11 +17,12 @@
 //   - uses one AMQP connection per side, with the sessions laid out as the
 //     App lays them out (publisher and subscription in separate sessions);
 //   - stops its App or closes its connection and checks, after the clock,
-//     that its queue has the expected type and holds no message (every
-//     message received was accepted); anything else is an error.
+//     that its queue is a durable queue of the expected type holding what
+//     it should: nothing (every message received was accepted), or for
+//     Backlog exactly the messages not handled; anything else is an error.
 //
 // InprocThroughput runs amqpactor end to end on the in-process broker.
-// Micro lists allocation micro-benchmarks for testing.Benchmark.
+// MicroBenchmarks lists allocation micro-benchmarks for testing.Benchmark.
 //
 // Nothing here asserts a time: a Result reports, its reader judges.
 package scenario
