@@ -24,8 +24,6 @@
 #   THROUGHPUT_N messages per live throughput run (-n; default 30000)
 #   REQUEST_N    round trips per live request/reply run (-rpc; default 2000)
 #   INPROC_N     messages per in-process run (-inproc-n; default 300000)
-#   INPROC_TIME  the old -benchtime of the in-process benchmark: only its
-#                count form NNNx is understood, as INPROC_N=NNN
 set -euo pipefail
 
 cd "$(dirname "$0")/../.."
@@ -33,13 +31,6 @@ cd "$(dirname "$0")/../.."
 COUNT=${COUNT:-3}
 THROUGHPUT_N=${THROUGHPUT_N:-30000}
 REQUEST_N=${REQUEST_N:-2000}
-if [ -z "${INPROC_N:-}" ] && [ -n "${INPROC_TIME:-}" ]; then
-	if [[ $INPROC_TIME =~ ^([0-9]+)x$ ]]; then
-		INPROC_N=${BASH_REMATCH[1]}
-	else
-		echo "run.sh: INPROC_TIME=$INPROC_TIME is a duration; the program counts messages: set INPROC_N instead (ignoring it)" >&2
-	fi
-fi
 INPROC_N=${INPROC_N:-300000}
 OUT=$(mktemp -d)/bench.out
 if [ $# -gt 0 ] && [[ $1 != -* ]]; then
