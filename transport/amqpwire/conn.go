@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/Azure/go-amqp"
@@ -214,7 +215,11 @@ type Conn struct {
 	net     net.Conn
 	dialect address.Dialect
 	log     *slog.Logger
-	mgmt    *Management
+
+	// remoteEnd is when the broker last ended one of our sessions with an
+	// error (unix nanoseconds; 0: never), see awaitChannelReuse.
+	remoteEnd atomic.Int64
+	mgmt      *Management
 
 	closeOnce sync.Once
 	closeErr  error
@@ -253,6 +258,9 @@ func (c *Conn) String() string { return c.conn.redacted }
 
 // NewSession begins an AMQP session.
 func (c *Conn) NewSession(ctx context.Context) (transport.Session, error) {
+	if err := c.awaitChannelReuse(ctx); err != nil {
+		return nil, fmt.Errorf("amqpactor: begin session on %s: %w", c.conn.redacted, err)
+	}
 	s, err := c.amqp.NewSession(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("amqpactor: begin session on %s: %w", c.conn.redacted, describe(err))
@@ -293,4 +301,45 @@ func (c *Conn) Close(ctx context.Context) error {
 		c.log.Debug("amqpactor: connection closed")
 	})
 	return c.closeErr
+}
+
+// channelReuseGrace is how long a new session waits after the broker ended
+// one of ours with an error. RabbitMQ 4.0 (and 4.1 before
+// rabbitmq-server#14317) hands the frames of a channel number to the session
+// it has just ended until it has cleaned that session up; go-amqp gives the
+// next session the lowest free channel number, which is that one, and sends
+// the end's acknowledgement and the new begin back to back, so the begin
+// could go to the dead session and never be answered (seen as a begin
+// timeout when a refused attach is retried on a new session). The broker
+// cleans up within microseconds; this leaves it ample time, and costs
+// nothing unless a session was just ended by the broker.
+const channelReuseGrace = 100 * time.Millisecond
+
+func (c *Conn) awaitChannelReuse(ctx context.Context) error {
+	t := c.remoteEnd.Load()
+	if t == 0 {
+		return nil
+	}
+	wait := channelReuseGrace - time.Since(time.Unix(0, t))
+	if wait <= 0 {
+		return nil
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// linkError is linkError, noting first whether the broker ended the
+// session (see awaitChannelReuse).
+func (c *Conn) linkError(ctx context.Context, addr, op string, err error) error {
+	var se *amqp.SessionError
+	if c != nil && errors.As(err, &se) && se.RemoteErr != nil {
+		c.remoteEnd.Store(time.Now().UnixNano())
+	}
+	return linkError(ctx, addr, op, err)
 }

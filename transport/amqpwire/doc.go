@@ -66,7 +66,11 @@
 //
 // RabbitMQ 4.0 ends the whole session, not just the link, when it refuses an
 // attach (the error then reads "session ended by the broker: amqp:not-found:
-// …"): every other link on that session ends with it.
+// …"): every other link on that session ends with it. RabbitMQ 4.0 also
+// sends the frames of that session's channel number to the dead session for a
+// moment (rabbitmq-server#14317), and go-amqp reuses the number at once, so
+// NewSession waits 100 ms after a session the broker ended before it begins
+// the next one.
 //
 // RabbitMQ 4.0 has no dynamic nodes, so a receiver with ReceiverOptions.Dynamic
 // gets a private reply queue instead: named "amqpactor.reply." plus a random

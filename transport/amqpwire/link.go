@@ -87,9 +87,9 @@ func (s *Session) NewSender(ctx context.Context, o transport.SenderOptions) (tra
 		SettlementMode:     &mode,
 	})
 	if err != nil {
-		return nil, linkError(ctx, node.Address, "attach", err)
+		return nil, s.conn.linkError(ctx, node.Address, "attach", err)
 	}
-	return &Sender{s: snd, addr: node.Address, mode: o.SettleMode}, nil
+	return &Sender{s: snd, addr: node.Address, mode: o.SettleMode, conn: s.conn}, nil
 }
 
 // Sender is a sender link. It implements transport.Sender.
@@ -97,6 +97,7 @@ type Sender struct {
 	s    *amqp.Sender
 	addr string
 	mode transport.SettleMode
+	conn *Conn
 }
 
 var _ transport.Sender = (*Sender)(nil)
@@ -118,13 +119,13 @@ func (s *Sender) Send(ctx context.Context, m *amqp.Message, settled bool) (trans
 				Err: errors.New("a settled transfer on a link attached with the unsettled sender settle mode")}
 		}
 		if err := s.s.Send(ctx, m, &amqp.SendOptions{Settled: true}); err != nil {
-			return nil, linkError(ctx, s.addr, "send", err)
+			return nil, s.conn.linkError(ctx, s.addr, "send", err)
 		}
 		return nil, nil
 	}
 	r, err := s.s.SendWithReceipt(ctx, m, nil)
 	if err != nil {
-		return nil, linkError(ctx, s.addr, "send", err)
+		return nil, s.conn.linkError(ctx, s.addr, "send", err)
 	}
 	return &receipt{r: r, addr: s.addr}, nil
 }
@@ -231,13 +232,13 @@ func (s *Session) NewReceiver(ctx context.Context, o transport.ReceiverOptions) 
 		if o.Dynamic && name == "" {
 			name = "(dynamic)"
 		}
-		return nil, linkError(ctx, name, "attach", err)
+		return nil, s.conn.linkError(ctx, name, "attach", err)
 	}
 	addr := source
 	if opts.DynamicAddress {
 		addr = rcv.Address()
 	}
-	return &Receiver{r: rcv, addr: addr, window: o.Credit}, nil
+	return &Receiver{r: rcv, addr: addr, window: o.Credit, conn: s.conn}, nil
 }
 
 // Receiver is a receiver link with manual credit. It implements
@@ -246,6 +247,7 @@ type Receiver struct {
 	r      *amqp.Receiver
 	addr   string
 	window uint32
+	conn   *Conn
 
 	received atomic.Uint64 // transfers returned by Receive
 
@@ -291,7 +293,7 @@ func (r *Receiver) IssueCredit(n uint32) error {
 func (r *Receiver) Receive(ctx context.Context) (*amqp.Message, error) {
 	m, err := r.r.Receive(ctx, nil)
 	if err != nil {
-		return nil, linkError(ctx, r.addr, "receive", err)
+		return nil, r.conn.linkError(ctx, r.addr, "receive", err)
 	}
 	r.received.Add(1)
 	return m, nil
@@ -332,7 +334,7 @@ func (r *Receiver) Settle(ctx context.Context, m *amqp.Message, o transport.Outc
 	default:
 		return fmt.Errorf("amqpactor: settle on %s: unknown outcome kind %d", r.addr, o.Kind)
 	}
-	return linkError(ctx, r.addr, "receive", err)
+	return r.conn.linkError(ctx, r.addr, "receive", err)
 }
 
 // Close stops further credit, drains what is granted (at most drainTimeout),
