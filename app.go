@@ -537,18 +537,39 @@ func (a *App) request(ctx context.Context, addr Address, m *Message) (*Message, 
 	if key == nil {
 		key = req.MessageID
 	}
-	reply := make(chan messages.Reply, 1)
+	reply := make(chan messages.Reply, 2) // Send, then the reply or an error
 	r := &messages.Request{Key: messages.CorrelationKey(key), Ctx: ctx, Address: addr, Message: &req, Reply: reply}
 	env.Root.Send(ch.Requests, r)
-	select {
-	case rep := <-reply:
-		if rep.Err != nil {
-			return nil, fmt.Errorf("amqpactor: request to %s: %w", addr, rep.Err)
+	var sent chan error // the request's outcome; nil once it was accepted
+	for {
+		select {
+		case rep := <-reply:
+			switch {
+			case rep.Err != nil:
+				return nil, fmt.Errorf("amqpactor: request to %s: %w", addr, rep.Err)
+			case rep.Send != nil:
+				pid, err := a.senderFor(ctx, env, ch.Publisher, addr)
+				if err != nil {
+					env.Root.Send(ch.Requests, &messages.CancelRequest{Key: r.Key})
+					return nil, err
+				}
+				sent = make(chan error, 1)
+				env.Root.Send(pid, &messages.Publish{Ctx: ctx, Address: addr, Message: rep.Send, Done: sent})
+			default:
+				// The reply may overtake the request's outcome; it answers
+				// the request either way.
+				return rep.Message, nil
+			}
+		case err := <-sent:
+			if err != nil {
+				env.Root.Send(ch.Requests, &messages.CancelRequest{Key: r.Key})
+				return nil, fmt.Errorf("amqpactor: request to %s: %w", addr, err)
+			}
+			sent = nil
+		case <-ctx.Done():
+			env.Root.Send(ch.Requests, &messages.CancelRequest{Key: r.Key})
+			return nil, fmt.Errorf("amqpactor: request to %s: no reply: %w", addr, ctx.Err())
 		}
-		return rep.Message, nil
-	case <-ctx.Done():
-		env.Root.Send(ch.Requests, &messages.CancelRequest{Key: r.Key})
-		return nil, fmt.Errorf("amqpactor: request to %s: no reply: %w", addr, ctx.Err())
 	}
 }
 

@@ -141,8 +141,11 @@ type Request struct {
 	Reply   chan<- Reply
 }
 
-// Reply is the answer to a Request.
+// Reply is the answer to a Request. The requests actor first answers with
+// Send, the request as it goes on the wire (reply-to set), which the caller
+// publishes; then with the reply Message, or Err. Reply channels hold both.
 type Reply struct {
+	Send    *amqp.Message
 	Message *Message
 	Err     error
 }

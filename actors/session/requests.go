@@ -34,10 +34,6 @@ type (
 	}
 	replyIn  struct{ msg *messages.Message }
 	replyEnd struct{ err error }
-	sendFail struct {
-		key string
-		err error
-	}
 )
 
 type requests struct {
@@ -98,11 +94,6 @@ func (r *requests) Receive(ctx actor.Context) {
 		r.lastErr = m.err
 		r.drop()
 		r.failAll(fmt.Errorf("amqpactor: request: reply link ended: %w", m.err))
-	case *sendFail:
-		if ch, ok := r.waiting[m.key]; ok {
-			delete(r.waiting, m.key)
-			ch <- messages.Reply{Err: m.err}
-		}
 	case *messages.CancelRequest:
 		delete(r.waiting, m.Key)
 	case *messages.Drain:
@@ -232,12 +223,9 @@ func (r *requests) send(ctx actor.Context, q *messages.Request) {
 	}
 	r.waiting[q.Key] = q.Reply
 	r.sent++
-	self, env, key, addr, reqCtx := ctx.Self(), r.env, q.Key, q.Address, q.Ctx
-	env.Go(func() {
-		if err := env.Publish(reqCtx, addr, raw, false); err != nil {
-			env.Root.Send(self, &sendFail{key: key, err: err})
-		}
-	})
+	// The caller publishes it and awaits its outcome: the actor never waits
+	// on a broker, and no goroutine is started per request.
+	q.Reply <- messages.Reply{Send: raw}
 }
 
 func (r *requests) drop() {

@@ -1,0 +1,80 @@
+package amqpactor_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/amqpactor/amqpactor"
+	"github.com/amqpactor/amqpactor/inproc"
+)
+
+// A request the broker refuses fails at once with the broker's word and the
+// address, not at the caller's deadline; the next one goes through.
+func TestRequestRefusedPublishFailsFast(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"))
+	conn := inproc.New()
+	app := amqpactor.New(conn)
+	_, err := app.Subscribe(amqpactor.Queue("rpc"), amqpactor.Responder(func(ctx context.Context, req *amqpactor.Message) (*amqpactor.Message, error) {
+		return &amqpactor.Message{Body: append([]byte("re:"), req.Body...)}, nil
+	}))
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	require.NoError(t, app.Start(ctx))
+	defer func() { require.NoError(t, app.Stop(context.Background())) }()
+
+	conn.RejectPublish(amqpactor.Queue("rpc"), "amqp:resource-limit-exceeded", "queue full")
+	_, err = app.Request(ctx, amqpactor.Queue("rpc"), &amqpactor.Message{Body: []byte("ping")})
+	require.Error(t, err)
+	require.NoError(t, ctx.Err(), "the refusal ends the request, not the deadline")
+	var oe *amqpactor.OutcomeError
+	require.True(t, errors.As(err, &oe), "want an *OutcomeError, got %v", err)
+	require.Contains(t, err.Error(), "rpc")
+	require.Contains(t, err.Error(), "queue full")
+
+	conn.ClearRejects()
+	rep, err := app.Request(ctx, amqpactor.Queue("rpc"), &amqpactor.Message{Body: []byte("ping")})
+	require.NoError(t, err)
+	require.Equal(t, "re:ping", string(rep.Body))
+}
+
+// Concurrent requests each get their own reply.
+func TestRequestsInParallel(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"))
+	app := amqpactor.New(inproc.New())
+	_, err := app.Subscribe(amqpactor.Queue("echo"), amqpactor.Responder(func(ctx context.Context, req *amqpactor.Message) (*amqpactor.Message, error) {
+		return &amqpactor.Message{Body: req.Body}, nil
+	}))
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	require.NoError(t, app.Start(ctx))
+	defer func() { require.NoError(t, app.Stop(context.Background())) }()
+
+	var wg sync.WaitGroup
+	errs := make(chan error, 200)
+	for i := range 200 {
+		wg.Go(func() {
+			body := fmt.Sprint(i)
+			rep, err := app.Request(ctx, amqpactor.Queue("echo"), &amqpactor.Message{Body: []byte(body)})
+			switch {
+			case err != nil:
+				errs <- err
+			case string(rep.Body) != body:
+				errs <- fmt.Errorf("request %s got reply %q", body, rep.Body)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
