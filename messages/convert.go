@@ -76,13 +76,18 @@ var (
 	convMaxTime = time.UnixMilli(math.MaxInt64).Add(time.Millisecond - 1)
 )
 
-// convBundle lets ToAMQP allocate a message with its properties, header and
-// data slice at once.
+// convBundle lets ToAMQP allocate a message with its header and data slice
+// at once; convFull adds the properties, which a message without any does
+// not pay for (they are most of the size).
 type convBundle struct {
-	msg   amqp.Message
+	msg  amqp.Message
+	hdr  amqp.MessageHeader
+	data [1][]byte
+}
+
+type convFull struct {
+	convBundle
 	props amqp.MessageProperties
-	hdr   amqp.MessageHeader
-	data  [1][]byte
 }
 
 // ToAMQP maps m onto the sections of an AMQP message. It returns an error,
@@ -93,7 +98,14 @@ func ToAMQP(m *Message) (*amqp.Message, error) {
 	if m == nil {
 		return nil, errors.New("messages: ToAMQP of a nil message")
 	}
-	b := &convBundle{}
+	var b *convBundle
+	var props *amqp.MessageProperties
+	if convHasProperties(m) {
+		f := &convFull{}
+		b, props = &f.convBundle, &f.props
+	} else {
+		b = &convBundle{}
+	}
 	am := &b.msg
 
 	// Body.
@@ -108,11 +120,11 @@ func ToAMQP(m *Message) (*amqp.Message, error) {
 	}
 
 	// Properties.
-	if err := convProperties(m, &b.props); err != nil {
-		return nil, err
-	}
-	if convHasProperties(m) {
-		am.Properties = &b.props
+	if props != nil {
+		if err := convProperties(m, props); err != nil {
+			return nil, err
+		}
+		am.Properties = props
 	}
 
 	// Application properties.

@@ -517,6 +517,15 @@ func BenchmarkToFromAMQP(b *testing.B) {
 			}
 		}
 	})
+	bodyOnly := &Message{Body: make([]byte, 100)}
+	b.Run("ToAMQP body only", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := ToAMQP(bodyOnly); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	am, err := ToAMQP(m)
 	require.NoError(b, err)
 	b.Run("FromAMQP", func(b *testing.B) {
