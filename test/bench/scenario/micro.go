@@ -39,7 +39,8 @@ func typicalMessage() *messages.Message {
 // MicroBenchmarks returns the micro-benchmarks of the message mapping, the
 // per-message work on both the publish and the receive path: ToAMQP (the
 // user's Message to go-amqp's), FromAMQP (a delivery to a Message), both,
-// and both with one message annotation (RabbitMQ adds some to every
+// both for a message with a body only (the benchmarks' messages), and both
+// with one message annotation (RabbitMQ adds some to every
 // delivery, and they are copied into Message.Annotations).
 func MicroBenchmarks() []Micro {
 	toFrom := func(m *messages.Message) func(b *testing.B) {
@@ -77,6 +78,7 @@ func MicroBenchmarks() []Micro {
 			}
 		}},
 		{"messages.ToAMQP+FromAMQP", toFrom(typicalMessage())},
+		{"messages.ToAMQP+FromAMQP/body only", toFrom(&messages.Message{Body: make([]byte, 100)})},
 		{"messages.ToAMQP+FromAMQP/annotated", toFrom(withAnn)},
 	}
 }
