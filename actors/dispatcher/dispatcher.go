@@ -11,6 +11,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/amqpactor/amqpactor/actors"
+	"github.com/amqpactor/amqpactor/internal/workq"
 	"github.com/amqpactor/amqpactor/messages"
 )
 
@@ -25,6 +26,7 @@ type dispatcher struct {
 	env        *actors.Env
 	spec       *messages.Subscription
 	partitions []*actor.PID
+	queues     []*workq.Q[*messages.Delivery] // partition i's work, in arrival order
 	seed       maphash.Seed
 	next       int
 	routed     uint64
@@ -36,16 +38,21 @@ func (d *dispatcher) Receive(ctx actor.Context) {
 		d.seed = maphash.MakeSeed()
 		n := max(d.spec.Partitions, 1)
 		d.partitions = make([]*actor.PID, n)
+		d.queues = make([]*workq.Q[*messages.Delivery], n)
 		for i := range n {
-			pid, err := ctx.SpawnNamed(newPartition(d.env, d.spec, i), "partition-"+strconv.Itoa(i))
+			d.queues[i] = workq.New[*messages.Delivery]()
+			pid, err := ctx.SpawnNamed(newPartition(d.env, d.spec, i, d.queues[i]), "partition-"+strconv.Itoa(i))
 			if err != nil {
 				panic(err) // a name clash is a bug; let the supervisor see it
 			}
 			d.partitions[i] = pid
 		}
 	case *messages.Delivery:
+		// Straight onto the partition's queue, not through its mailbox: one
+		// hand-over less per delivery. The partition actor owns the worker
+		// that drains the queue and closes it when it stops.
 		d.routed++
-		ctx.Send(d.partitions[d.pick(m.Message.GroupID)], m)
+		d.queues[d.pick(m.Message.GroupID)].Push(m)
 	case *messages.Describe:
 		ctx.Respond(&messages.Described{
 			Node: &messages.Node{

@@ -15,36 +15,38 @@ import (
 	"github.com/amqpactor/amqpactor/messages"
 )
 
-// A partition actor owns one worker goroutine that runs the handler for its
-// deliveries one at a time, in arrival order. The actor only queues; the
-// worker replies with a Disposition straight to the receiver.
+// A partition actor owns one worker goroutine that runs the handler for the
+// deliveries the dispatcher puts on its queue, one at a time, in arrival
+// order; the worker replies with a Disposition straight to the receiver.
 type partition struct {
-	env   *actors.Env
-	spec  *messages.Subscription
-	index int
-	q     *workq.Q[*messages.Delivery]
+	env     *actors.Env
+	spec    *messages.Subscription
+	index   int
+	q       *workq.Q[*messages.Delivery]
+	started *atomic.Bool // shared by every incarnation: one worker per queue
 
 	handled, failed, running atomic.Uint64
 }
 
-func newPartition(env *actors.Env, spec *messages.Subscription, index int) *actor.Props {
+func newPartition(env *actors.Env, spec *messages.Subscription, index int, q *workq.Q[*messages.Delivery]) *actor.Props {
+	started := new(atomic.Bool)
 	return env.Props(func() actor.Actor {
-		return &partition{env: env, spec: spec, index: index}
+		return &partition{env: env, spec: spec, index: index, q: q, started: started}
 	})
 }
 
 func (p *partition) Receive(ctx actor.Context) {
-	switch m := ctx.Message().(type) {
+	switch ctx.Message().(type) {
 	case *actor.Started:
-		p.q = workq.New[*messages.Delivery]()
+		if p.started.Swap(true) {
+			return // restarted: the first incarnation's worker still drains q
+		}
 		q := p.q
 		if p.spec.BatchHandler != nil {
 			p.env.Go(func() { p.batchWorker(q) })
 		} else {
 			p.env.Go(func() { p.worker(q) })
 		}
-	case *messages.Delivery:
-		p.q.Push(m)
 	case *messages.Describe:
 		ctx.Respond(&messages.Described{Node: &messages.Node{
 			Name: "partition-" + strconv.Itoa(p.index), Kind: "partition", PID: ctx.Self().String(),
