@@ -7,6 +7,7 @@ package dispatcher
 import (
 	"hash/maphash"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -15,64 +16,80 @@ import (
 	"github.com/amqpactor/amqpactor/messages"
 )
 
-// New returns the props of the dispatcher of spec.
-func New(env *actors.Env, spec *messages.Subscription) *actor.Props {
+// Router puts a subscription's deliveries on its partitions' queues. The
+// receiver calls Route itself, so a delivery goes from the receiver straight
+// to the worker that runs its handler, with no actor mailbox in between;
+// the dispatcher actor only owns the partitions. Route is safe for
+// concurrent use: a replaced receiver may still be stopping while its
+// successor starts.
+type Router struct {
+	queues []*workq.Q[*messages.Delivery] // partition i's work, in arrival order
+	seed   maphash.Seed
+	next   atomic.Uint64
+	routed atomic.Uint64
+}
+
+// NewRouter returns the router of spec, with one queue per partition.
+func NewRouter(spec *messages.Subscription) *Router {
+	r := &Router{seed: maphash.MakeSeed(), queues: make([]*workq.Q[*messages.Delivery], max(spec.Partitions, 1))}
+	for i := range r.queues {
+		r.queues[i] = workq.New[*messages.Delivery]()
+	}
+	return r
+}
+
+// Route hands d to its partition. It never blocks; once the partitions
+// have stopped it drops d, whose link ends with them (the broker redelivers).
+func (r *Router) Route(d *messages.Delivery) {
+	r.routed.Add(1)
+	r.queues[r.pick(d.Message.GroupID)].Push(d)
+}
+
+func (r *Router) pick(group string) int {
+	n := uint64(len(r.queues))
+	if n == 1 {
+		return 0
+	}
+	if group == "" {
+		return int(r.next.Add(1) % n)
+	}
+	return int(maphash.String(r.seed, group) % n)
+}
+
+// New returns the props of the dispatcher of spec: it spawns a partition
+// for each of rt's queues.
+func New(env *actors.Env, spec *messages.Subscription, rt *Router) *actor.Props {
 	return env.Props(func() actor.Actor {
-		return &dispatcher{env: env, spec: spec}
+		return &dispatcher{env: env, spec: spec, rt: rt}
 	})
 }
 
 type dispatcher struct {
 	env        *actors.Env
 	spec       *messages.Subscription
+	rt         *Router
 	partitions []*actor.PID
-	queues     []*workq.Q[*messages.Delivery] // partition i's work, in arrival order
-	seed       maphash.Seed
-	next       int
-	routed     uint64
 }
 
 func (d *dispatcher) Receive(ctx actor.Context) {
-	switch m := ctx.Message().(type) {
+	switch ctx.Message().(type) {
 	case *actor.Started:
-		d.seed = maphash.MakeSeed()
-		n := max(d.spec.Partitions, 1)
-		d.partitions = make([]*actor.PID, n)
-		d.queues = make([]*workq.Q[*messages.Delivery], n)
-		for i := range n {
-			d.queues[i] = workq.New[*messages.Delivery]()
-			pid, err := ctx.SpawnNamed(newPartition(d.env, d.spec, i, d.queues[i]), "partition-"+strconv.Itoa(i))
+		d.partitions = make([]*actor.PID, len(d.rt.queues))
+		for i, q := range d.rt.queues {
+			pid, err := ctx.SpawnNamed(newPartition(d.env, d.spec, i, q), "partition-"+strconv.Itoa(i))
 			if err != nil {
 				panic(err) // a name clash is a bug; let the supervisor see it
 			}
 			d.partitions[i] = pid
 		}
-	case *messages.Delivery:
-		// Straight onto the partition's queue, not through its mailbox: one
-		// hand-over less per delivery. The partition actor owns the worker
-		// that drains the queue and closes it when it stops.
-		d.routed++
-		d.queues[d.pick(m.Message.GroupID)].Push(m)
 	case *messages.Describe:
 		ctx.Respond(&messages.Described{
 			Node: &messages.Node{
 				Name: "dispatcher", Kind: "dispatcher", PID: ctx.Self().String(),
 				Address: d.spec.Address.String(), State: messages.StateAttached,
-				Counters: map[string]uint64{"partitions": uint64(len(d.partitions)), "routed": d.routed},
+				Counters: map[string]uint64{"partitions": uint64(len(d.partitions)), "routed": d.rt.routed.Load()},
 			},
 			Children: d.partitions,
 		})
 	}
-}
-
-func (d *dispatcher) pick(group string) int {
-	n := len(d.partitions)
-	if n == 1 {
-		return 0
-	}
-	if group == "" {
-		d.next = (d.next + 1) % n
-		return d.next
-	}
-	return int(maphash.String(d.seed, group) % uint64(n))
 }

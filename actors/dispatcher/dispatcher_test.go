@@ -22,14 +22,15 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// rig runs a dispatcher with its partitions on the App's pool, and a sink
-// actor standing in for the receiver: it counts the Dispositions coming
-// back and calls onVerdict for each.
+// rig runs a dispatcher with its partitions on the App's pool, delivers
+// through its Router as the receiver does, and has a sink actor standing in
+// for the receiver: it calls onVerdict for each Disposition coming back.
 type rig struct {
 	sys  *actor.ActorSystem
 	pool *actors.Pool
 	env  *actors.Env
 	disp *actor.PID
+	rt   *dispatcher.Router
 	sink *actor.PID
 }
 
@@ -45,9 +46,9 @@ func newRig(tb testing.TB, partitions int, handler messages.Handler, onVerdict f
 			return messages.Outcome{Kind: messages.Accepted}
 		},
 	}
-	r := &rig{sys: sys, pool: pool, env: env}
+	r := &rig{sys: sys, pool: pool, env: env, rt: dispatcher.NewRouter(spec)}
 	var err error
-	r.disp, err = sys.Root.SpawnNamed(dispatcher.New(env, spec), "dispatcher")
+	r.disp, err = sys.Root.SpawnNamed(dispatcher.New(env, spec, r.rt), "dispatcher")
 	require.NoError(tb, err)
 	r.sink = sys.Root.Spawn(env.Props(func() actor.Actor {
 		return actor.ReceiveFunc(func(c actor.Context) {
@@ -71,7 +72,7 @@ func (r *rig) stop() {
 }
 
 func (r *rig) deliver(id uint64, m *messages.Message) {
-	r.sys.Root.Send(r.disp, &messages.Delivery{ID: id, Message: m, Ctx: context.Background(), From: r.sink})
+	r.rt.Route(&messages.Delivery{ID: id, Message: m, Ctx: context.Background(), From: r.sink})
 }
 
 // Deliveries of one group-id run in order, one at a time, whatever the

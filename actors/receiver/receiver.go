@@ -1,6 +1,7 @@
 // Package receiver owns one receiver link: it attaches it, grants credit by
-// the runtime's rule, turns transfers into messages.Delivery for the
-// dispatcher and sends the dispositions that come back.
+// the runtime's rule, turns transfers into messages.Delivery, hands them to
+// the subscription's partitions (dispatcher.Router) and sends the
+// dispositions that come back.
 //
 // Three goroutines serve the actor and report to it by message: the attach
 // call, the pump (blocked in the link's Receive) and the settler (which sends
@@ -43,13 +44,13 @@ func sessionEnded(err error) bool {
 }
 
 // New returns the props of a receiver for spec on sess; deliveries go to
-// dispatcher. A receiver made paused grants no credit until Resume. A
+// route. A receiver made paused grants no credit until Resume. A
 // replacement (after a lost session or connection) retries a failed first
 // attach; the first receiver of a subscription reports it instead, since it
 // decides Subscribe and Start.
-func New(env *actors.Env, sess transport.Session, spec *messages.Subscription, dispatcher *actor.PID, paused, replacement bool) *actor.Props {
+func New(env *actors.Env, sess transport.Session, spec *messages.Subscription, route func(*messages.Delivery), paused, replacement bool) *actor.Props {
 	return env.Props(func() actor.Actor {
-		r := &receiver{env: env, sess: sess, spec: spec, dispatcher: dispatcher, replacement: replacement}
+		r := &receiver{env: env, sess: sess, spec: spec, route: route, replacement: replacement}
 		r.paused.Store(paused)
 		return r
 	})
@@ -79,10 +80,10 @@ type (
 )
 
 type receiver struct {
-	env        *actors.Env
-	sess       transport.Session
-	spec       *messages.Subscription
-	dispatcher *actor.PID
+	env   *actors.Env
+	sess  transport.Session
+	spec  *messages.Subscription
+	route func(*messages.Delivery) // to the partitions, never blocks
 
 	link       transport.Receiver
 	gen        uint64
@@ -266,7 +267,7 @@ func (r *receiver) onDelivery(ctx actor.Context, d *messages.Delivery) {
 	r.unsettled[r.nextID] = d.Raw
 	r.delivered.Add(1)
 	d.ID, d.Ctx, d.Raw = r.nextID, r.linkCtx, nil
-	ctx.Send(r.dispatcher, d)
+	r.route(d)
 }
 
 func (r *receiver) onDisposition(d *messages.Disposition) {

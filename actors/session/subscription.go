@@ -30,6 +30,7 @@ type subscription struct {
 	sess       transport.Session
 	receiver   *actor.PID
 	dispatcher *actor.PID
+	router     *dispatcher.Router
 	state      string
 	lastErr    error
 	restarts   int
@@ -48,7 +49,8 @@ func (s *subscription) Receive(ctx actor.Context) {
 		s.paused = s.spec.Paused
 		// The dispatcher outlives links and sessions: partitions keep their
 		// order across a re-attach.
-		pid, err := ctx.SpawnNamed(dispatcher.New(s.env, s.spec), "dispatcher")
+		s.router = dispatcher.NewRouter(s.spec)
+		pid, err := ctx.SpawnNamed(dispatcher.New(s.env, s.spec, s.router), "dispatcher")
 		if err != nil {
 			panic(err)
 		}
@@ -170,7 +172,7 @@ func (s *subscription) onSession(ctx actor.Context, m *sessionResult) {
 	// A fresh name per session: the receiver of a dead session may still be
 	// stopping. It is made paused, not told afterwards: its first attach
 	// may come before a message would.
-	pid := ctx.SpawnPrefix(receiver.New(s.env, s.sess, s.spec, s.dispatcher, s.paused, s.started == nil), "receiver")
+	pid := ctx.SpawnPrefix(receiver.New(s.env, s.sess, s.spec, s.router.Route, s.paused, s.started == nil), "receiver")
 	s.receiver = pid
 }
 
