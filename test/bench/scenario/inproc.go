@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
 
 	"github.com/amqpactor/amqpactor"
 	"github.com/amqpactor/amqpactor/inproc"
@@ -58,50 +56,8 @@ func InprocThroughput(ctx context.Context, p InprocParams) (res Result, err erro
 	defer func() { err = errors.Join(err, cl.run()) }()
 	broker := inproc.New()
 	app := amqpactor.New(broker)
-	var handled, target atomic.Int64
-	target.Store(1) // the warm-up message
-	done := make(chan struct{}, 1)
-	if _, err := app.Subscribe(amqpactor.Queue(name), func(context.Context, *amqpactor.Message) error {
-		if handled.Add(1) == target.Load() {
-			done <- struct{}{}
-		}
-		return nil
-	}, amqpactor.WithCredit(uint32(p.Credit)), amqpactor.WithPartitions(p.Partitions)); err != nil {
-		return Result{}, err
-	}
-	stop, err := startApp(ctx, &cl, app)
-	if err != nil {
-		return Result{}, err
-	}
-	body := make([]byte, p.Body)
-	if err := app.Publish(ctx, amqpactor.Queue(name), &amqpactor.Message{Body: body}); err != nil {
-		return Result{}, fmt.Errorf("warm-up publish: %w", err)
-	}
-	if err := waitHandled(ctx, done, &handled, 1); err != nil {
-		return Result{}, fmt.Errorf("warm-up: %w", err)
-	}
-	total := int64(p.N)
-	handled.Store(0)
-	target.Store(total)
-
-	rctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	mt := startMeter(p.OnStart, p.OnStop)
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range p.Publishers {
-		wg.Go(func() {
-			for next.Add(1) <= total {
-				if err := app.Publish(rctx, amqpactor.Queue(name), &amqpactor.Message{Body: body}); err != nil {
-					cancel(fmt.Errorf("publish: %w", err))
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	err = waitHandled(rctx, done, &handled, total)
-	res = mt.stop(p.N)
+	opts := []amqpactor.SubscribeOption{amqpactor.WithCredit(uint32(p.Credit)), amqpactor.WithPartitions(p.Partitions)}
+	res, stop, err := appThroughput(ctx, &cl, app, name, opts, p.Publishers, p.Body, p.N, p.OnStart, p.OnStop)
 	if err != nil {
 		return Result{}, err
 	}

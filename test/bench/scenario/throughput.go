@@ -35,6 +35,25 @@ func ThroughputActor(ctx context.Context, p Params, m *amqpwire.Management) (res
 	}
 
 	app := amqpactor.New(amqpactor.Dial(p.URL, amqpactor.WithDialect(amqpactor.RabbitMQ4)))
+	res, stop, err := appThroughput(ctx, &cl, app, name, opts, p.Window, p.Body, p.N, p.OnStart, p.OnStop)
+	if err != nil {
+		return Result{}, err
+	}
+	if err := stop(); err != nil {
+		return Result{}, err
+	}
+	return res, checkQueue(m, name, p.Queue, 0)
+}
+
+// appThroughput is the App side of a throughput run, live or in-process: a
+// counting handler on Queue(name) (with opts), the App started, one message
+// seen through (which attaches the sender link), then n messages timed,
+// published by publishers goroutines that each wait for their outcome (so
+// that many are in flight, pipelined by the sender actor). The clock stops
+// when all n have been handled. It returns the App's stop for the caller's
+// checks after the clock.
+func appThroughput(ctx context.Context, cl *cleanups, app *amqpactor.App, name string, opts []amqpactor.SubscribeOption,
+	publishers, bodySize, n int, onStart, onStop func()) (res Result, stop func() error, err error) {
 	var handled, target atomic.Int64
 	target.Store(1) // the warm-up message
 	done := make(chan struct{}, 1)
@@ -44,30 +63,28 @@ func ThroughputActor(ctx context.Context, p Params, m *amqpwire.Management) (res
 		}
 		return nil
 	}, opts...); err != nil {
-		return Result{}, err
+		return Result{}, nil, err
 	}
-	stop, err := startApp(ctx, &cl, app)
-	if err != nil {
-		return Result{}, err
+	if stop, err = startApp(ctx, cl, app); err != nil {
+		return Result{}, nil, err
 	}
-	body := make([]byte, p.Body)
-	// Warm up: attach the sender link and see one message through.
+	body := make([]byte, bodySize)
 	if err := app.Publish(ctx, amqpactor.Queue(name), &amqpactor.Message{Body: body}); err != nil {
-		return Result{}, fmt.Errorf("warm-up publish: %w", err)
+		return Result{}, nil, fmt.Errorf("warm-up publish: %w", err)
 	}
 	if err := waitHandled(ctx, done, &handled, 1); err != nil {
-		return Result{}, fmt.Errorf("warm-up: %w", err)
+		return Result{}, nil, fmt.Errorf("warm-up: %w", err)
 	}
-	total := int64(p.N)
+	total := int64(n)
 	handled.Store(0)
 	target.Store(total)
 
 	rctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	mt := startMeter(p.OnStart, p.OnStop)
+	mt := startMeter(onStart, onStop)
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	for range p.Window {
+	for range publishers {
 		wg.Go(func() {
 			for next.Add(1) <= total {
 				if err := app.Publish(rctx, amqpactor.Queue(name), &amqpactor.Message{Body: body}); err != nil {
@@ -79,14 +96,11 @@ func ThroughputActor(ctx context.Context, p Params, m *amqpwire.Management) (res
 	}
 	wg.Wait()
 	err = waitHandled(rctx, done, &handled, total)
-	res = mt.stop(p.N)
+	res = mt.stop(n)
 	if err != nil {
-		return Result{}, err
+		return Result{}, nil, err
 	}
-	if err := stop(); err != nil {
-		return Result{}, err
-	}
-	return res, checkQueue(m, name, p.Queue, 0)
+	return res, stop, nil
 }
 
 // startApp starts app and has cl stop it; stop stops it now (once).
