@@ -22,6 +22,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/amqpactor/amqpactor"
+
+	"github.com/amqpactor/amqpactor/internal/livetest"
 )
 
 // protoactor's dead-letter log throttle is a goroutine of its own that ends
@@ -52,13 +54,9 @@ type verdict struct {
 func needParser(t *testing.T) string {
 	t.Helper()
 	missing := func(what string) {
-		msg := "SKIPPING the AsyncAPI parser validation: " + what +
-			" (run `bash test/asyncapi/setup.sh` or `make test`)"
-		if os.Getenv("REQUIRE_LIVE") == "1" {
-			t.Fatal(msg + "; REQUIRE_LIVE=1 makes this a failure")
-		}
-		t.Log("************************************************************")
-		t.Skip(msg)
+		t.Helper()
+		livetest.Missing(t, "the AsyncAPI parser validation cannot run: "+what+
+			" (run `bash test/asyncapi/setup.sh` or `make test`)")
 	}
 	node, err := exec.LookPath("node")
 	if err != nil {

@@ -1,11 +1,12 @@
 package bench
 
 import (
-	"os"
 	"testing"
 	"time"
 
 	"github.com/amqpactor/amqpactor/test/bench/scenario"
+
+	"github.com/amqpactor/amqpactor/internal/livetest"
 )
 
 // The tests here run every scenario once with tiny numbers, so that the code
@@ -15,14 +16,7 @@ import (
 
 func brokerURL(t *testing.T) string {
 	t.Helper()
-	u := os.Getenv("AMQP_URL")
-	if u == "" {
-		if os.Getenv("REQUIRE_LIVE") == "1" {
-			t.Fatal("REQUIRE_LIVE=1 but AMQP_URL is not set: live tests may not skip")
-		}
-		t.Skip("SKIPPING live test: AMQP_URL is not set (make test as root starts the RabbitMQ 4 test broker)")
-	}
-	return u
+	return livetest.URL(t, "the live scenario smoke tests")
 }
 
 func TestLiveScenarios(t *testing.T) {

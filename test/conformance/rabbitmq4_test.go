@@ -1,11 +1,12 @@
 package conformance_test
 
 import (
-	"os"
 	"testing"
 
 	"github.com/amqpactor/amqpactor"
 	"github.com/amqpactor/amqpactor/test/conformance"
+
+	"github.com/amqpactor/amqpactor/internal/livetest"
 )
 
 // TestRabbitMQ4 runs the same suite on a live RabbitMQ 4 (AMQP_URL, guest
@@ -13,13 +14,7 @@ import (
 // count modified{delivery-failed} in delivery-count. Broker differences are
 // the Features below, never skips of whole behaviours.
 func TestRabbitMQ4(t *testing.T) {
-	url := os.Getenv("AMQP_URL")
-	if url == "" {
-		if os.Getenv("REQUIRE_LIVE") == "1" {
-			t.Fatal("REQUIRE_LIVE=1 but AMQP_URL is not set: the RabbitMQ 4 conformance run cannot be skipped")
-		}
-		t.Skip("SKIPPING the RabbitMQ 4 conformance run: AMQP_URL is not set (make test as root starts the test broker)")
-	}
+	url := livetest.URL(t, "the RabbitMQ 4 conformance run")
 	conformance.Run(t, conformance.Factory{
 		Name: "rabbitmq4",
 		New: func(t *testing.T) amqpactor.Connector {

@@ -13,18 +13,13 @@ import (
 
 	"github.com/amqpactor/amqpactor"
 	"github.com/amqpactor/amqpactor/transport/amqpwire"
+
+	"github.com/amqpactor/amqpactor/internal/livetest"
 )
 
 func brokerURL(t *testing.T) string {
 	t.Helper()
-	u := os.Getenv("AMQP_URL")
-	if u == "" {
-		if os.Getenv("REQUIRE_LIVE") == "1" {
-			t.Fatal("REQUIRE_LIVE=1 but AMQP_URL is not set: live tests may not skip")
-		}
-		t.Skip("SKIPPING live fault test: AMQP_URL is not set (make test as root starts the RabbitMQ 4 test broker)")
-	}
-	return u
+	return livetest.URL(t, "the live fault tests")
 }
 
 // viaProxy returns a proxy in front of the broker of u and the URL that
@@ -201,11 +196,9 @@ func brokerCtl(t *testing.T, args ...string) {
 }
 
 func needRoot(t *testing.T) {
+	t.Helper()
 	if os.Geteuid() != 0 {
-		if os.Getenv("REQUIRE_LIVE") == "1" {
-			t.Fatal("REQUIRE_LIVE=1 but not root: the broker restart tests need root (rabbitmq4.sh)")
-		}
-		t.Skip("SKIPPING broker restart test: needs root for test/broker/rabbitmq4.sh")
+		livetest.Missing(t, "not root, and the broker restart tests need root for test/broker/rabbitmq4.sh")
 	}
 }
 

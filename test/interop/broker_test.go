@@ -5,12 +5,13 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"net/url"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/amqpactor/amqpactor"
 	"github.com/amqpactor/amqpactor/transport/amqpwire"
+
+	"github.com/amqpactor/amqpactor/internal/livetest"
 )
 
 // The tests run against a RabbitMQ 4 broker named by AMQP_URL, e.g. the one
@@ -21,16 +22,7 @@ import (
 
 func liveURL(t *testing.T) string {
 	t.Helper()
-	u := os.Getenv("AMQP_URL")
-	if u == "" {
-		const msg = "AMQP_URL is not set: SKIPPING THE INTEROP TESTS against RabbitMQ 4 (Qpid Proton and rhea). " +
-			"Start a broker with `bash test/broker/rabbitmq4.sh start` and set AMQP_URL=$(bash test/broker/rabbitmq4.sh url)"
-		if os.Getenv("REQUIRE_LIVE") == "1" {
-			t.Fatal("REQUIRE_LIVE=1: " + msg)
-		}
-		t.Skip(msg)
-	}
-	return u
+	return livetest.URL(t, "the interop tests against RabbitMQ 4 (Qpid Proton and rhea)")
 }
 
 // urlUser is the user name in the URL: RabbitMQ refuses a message whose

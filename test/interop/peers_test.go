@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/amqpactor/amqpactor/internal/livetest"
 )
 
 // A peer is an AMQP 1.0 client that we did not write, driven through a
@@ -76,12 +78,8 @@ func (p peer) require(t *testing.T) {
 		v, _ = probes.LoadOrStore(p.name, err)
 	}
 	if err, _ := v.(error); err != nil {
-		msg := fmt.Sprintf("the %s peer is not installed (%v): SKIPPING THE %s INTEROP TESTS. "+
-			"Install the peers with `bash test/interop/setup.sh` (as root)", p.name, err, strings.ToUpper(p.name))
-		if os.Getenv("REQUIRE_LIVE") == "1" {
-			t.Fatal("REQUIRE_LIVE=1: " + msg)
-		}
-		t.Skip(msg)
+		livetest.Missing(t, fmt.Sprintf("the %s peer is not installed (%v), so the %s interop tests cannot run. "+
+			"Install the peers with `bash test/interop/setup.sh` (as root)", p.name, err, strings.ToUpper(p.name)))
 	}
 }
 

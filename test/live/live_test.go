@@ -13,7 +13,6 @@ import (
 	"errors"
 	"log/slog"
 	"net/url"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,6 +26,8 @@ import (
 	"github.com/amqpactor/amqpactor"
 	"github.com/amqpactor/amqpactor/transport"
 	"github.com/amqpactor/amqpactor/transport/amqpwire"
+
+	"github.com/amqpactor/amqpactor/internal/livetest"
 )
 
 func TestMain(m *testing.M) {
@@ -36,14 +37,7 @@ func TestMain(m *testing.M) {
 
 func brokerURL(t *testing.T) string {
 	t.Helper()
-	u := os.Getenv("AMQP_URL")
-	if u == "" {
-		if os.Getenv("REQUIRE_LIVE") == "1" {
-			t.Fatal("REQUIRE_LIVE=1 but AMQP_URL is not set: live tests may not skip")
-		}
-		t.Skip("SKIPPING live test: AMQP_URL is not set (make test as root starts the RabbitMQ 4 test broker)")
-	}
-	return u
+	return livetest.URL(t, "the live App tests")
 }
 
 func unique(prefix string) string {

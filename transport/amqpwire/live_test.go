@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"net/url"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +15,8 @@ import (
 	"github.com/amqpactor/amqpactor/address"
 	"github.com/amqpactor/amqpactor/transport"
 	"github.com/amqpactor/amqpactor/transport/amqpwire"
+
+	"github.com/amqpactor/amqpactor/internal/livetest"
 )
 
 // The live tests run against a RabbitMQ 4 broker named by AMQP_URL, e.g. the
@@ -26,16 +27,7 @@ import (
 
 func liveURL(t *testing.T) string {
 	t.Helper()
-	u := os.Getenv("AMQP_URL")
-	if u == "" {
-		const msg = "AMQP_URL is not set: SKIPPING THE LIVE RabbitMQ 4 TESTS of transport/amqpwire. " +
-			"Start a broker with `bash test/broker/rabbitmq4.sh start` and set AMQP_URL=$(bash test/broker/rabbitmq4.sh url)"
-		if os.Getenv("REQUIRE_LIVE") == "1" {
-			t.Fatal("REQUIRE_LIVE=1: " + msg)
-		}
-		t.Skip(msg)
-	}
-	return u
+	return livetest.URL(t, "the live RabbitMQ 4 tests of transport/amqpwire")
 }
 
 func testContext(t *testing.T) context.Context {
