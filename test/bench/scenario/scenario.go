@@ -180,6 +180,21 @@ func (r Result) Percentile(p float64) time.Duration {
 	return lat[int(p*float64(len(lat)-1))]
 }
 
+// Median is the median of v (the mean of the middle two for an even count),
+// 0 for none: how the A/B tools summarise the runs of one side.
+func Median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
 // meter measures the part of a run between start and stop.
 type meter struct {
 	onStop func()

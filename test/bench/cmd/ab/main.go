@@ -536,7 +536,7 @@ func (r *runner) printLive(w io.Writer) {
 			}
 			ratio, paired, goal := "-", "-", ""
 			if len(vals[actor]) > 0 && len(vals[raw]) > 0 {
-				q := median(vals[actor]) / median(vals[raw])
+				q := scenario.Median(vals[actor]) / scenario.Median(vals[raw])
 				ratio = fmt.Sprintf("%.2f", q)
 				if m.goal {
 					goal = verdict(m, q)
@@ -549,7 +549,7 @@ func (r *runner) printLive(w io.Writer) {
 				}
 			}
 			if len(per) > 0 {
-				paired = fmt.Sprintf("%.2f", median(per))
+				paired = fmt.Sprintf("%.2f", scenario.Median(per))
 			}
 			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
 				key.scenario, key.queue, bodyString(key.body), m.name,
@@ -594,7 +594,7 @@ func (r *runner) printInproc(w io.Writer) {
 			allocs = append(allocs, res.AllocsPerOp())
 			bytes = append(bytes, res.BytesPerOp())
 		}
-		fmt.Fprintf(w, "| %d | %s | %s | %s |\n", parts, spread(rate), num(median(allocs)), num(median(bytes)))
+		fmt.Fprintf(w, "| %d | %s | %s | %s |\n", parts, spread(rate), num(scenario.Median(allocs)), num(scenario.Median(bytes)))
 	}
 }
 
@@ -634,19 +634,6 @@ func (r *runner) printMicro(w io.Writer) {
 
 // ---- numbers ----
 
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
-}
-
 // spread is the median and, with more than one value, the range.
 func spread(v []float64) string {
 	switch len(v) {
@@ -655,7 +642,7 @@ func spread(v []float64) string {
 	case 1:
 		return num(v[0])
 	}
-	return fmt.Sprintf("%s (%s..%s)", num(median(v)), num(slices.Min(v)), num(slices.Max(v)))
+	return fmt.Sprintf("%s (%s..%s)", num(scenario.Median(v)), num(slices.Min(v)), num(slices.Max(v)))
 }
 
 // num prints v with thousands separators from 1,000, one decimal from 10,

@@ -19,6 +19,8 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/amqpactor/amqpactor/test/bench/scenario"
 )
 
 const (
@@ -103,22 +105,12 @@ func parse(r io.Reader) (map[string]samples, []string, error) {
 	return results, names, sc.Err()
 }
 
-func median(v []float64) float64 {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
-}
-
 // spread prints the median and, with more than one run, the range.
 func spread(v []float64) string {
 	if len(v) == 0 {
 		return "-"
 	}
-	m := num(median(v))
+	m := num(scenario.Median(v))
 	if len(v) == 1 {
 		return m
 	}
@@ -135,7 +127,7 @@ func paired(a, r []float64) string {
 	for i := range a {
 		q[i] = a[i] / r[i]
 	}
-	return fmt.Sprintf("%.2f", median(q))
+	return fmt.Sprintf("%.2f", scenario.Median(q))
 }
 
 func num(v float64) string {
@@ -181,7 +173,7 @@ func printPairs(w io.Writer, results map[string]samples, names []string) {
 		}
 		found = true
 		for _, m := range metrics(a, r) {
-			ratio := median(a[m]) / median(r[m])
+			ratio := scenario.Median(a[m]) / scenario.Median(r[m])
 			goal := ""
 			if g, ok := goals[m]; ok {
 				met := ratio <= g.ratio
@@ -220,7 +212,7 @@ func printInproc(w io.Writer, results map[string]samples, names []string) {
 		}
 		s := results[name]
 		verdict := "met"
-		if median(s["msg/s"]) < inprocTarget {
+		if scenario.Median(s["msg/s"]) < inprocTarget {
 			verdict = "NOT MET"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t>= %d: %s\t\n", name, spread(s["msg/s"]), spread(s["B/op"]), spread(s["allocs/op"]), inprocTarget, verdict)
