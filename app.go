@@ -44,7 +44,7 @@ type App struct {
 
 	seq       atomic.Uint64
 	addrCache sync.Map // Address -> error, for addresses already checked
-	senders   sync.Map // Address -> *actor.PID of its sender actor
+	senders   sync.Map // Address -> *messages.SenderRef of its sender actor
 
 	tel *telemetry // OpenTelemetry and what AsyncAPI reports of publishes (telemetry.go)
 }
@@ -461,9 +461,9 @@ func (a *App) running() (*actors.Env, connection.Children, error) {
 }
 
 // senderFor returns the sender actor of addr, asking the publisher once.
-func (a *App) senderFor(ctx context.Context, env *actors.Env, publisher *actor.PID, addr Address) (*actor.PID, error) {
-	if pid, ok := a.senders.Load(addr); ok {
-		return pid.(*actor.PID), nil
+func (a *App) senderFor(ctx context.Context, env *actors.Env, publisher *actor.PID, addr Address) (*messages.SenderRef, error) {
+	if ref, ok := a.senders.Load(addr); ok {
+		return ref.(*messages.SenderRef), nil
 	}
 	reply := make(chan messages.SenderRef, 1)
 	env.Root.Send(publisher, &messages.SenderFor{Address: addr, Reply: reply})
@@ -472,14 +472,12 @@ func (a *App) senderFor(ctx context.Context, env *actors.Env, publisher *actor.P
 		if r.Err != nil {
 			return nil, fmt.Errorf("amqpactor: publish to %s: %w", addr, r.Err)
 		}
-		a.senders.Store(addr, r.PID)
-		return r.PID, nil
+		a.senders.Store(addr, &r)
+		return &r, nil
 	case <-ctx.Done():
 		return nil, fmt.Errorf("amqpactor: publish to %s: %w", addr, ctx.Err())
 	}
 }
-
-var donePool = sync.Pool{New: func() any { return make(chan error, 1) }}
 
 // publish is Publish without its tracing (telemetry.go).
 func (a *App) publish(ctx context.Context, addr Address, m *Message, opts ...PublishOption) error {
@@ -493,31 +491,63 @@ func (a *App) publish(ctx context.Context, addr Address, m *Message, opts ...Pub
 			return err
 		}
 	}
-	raw, err := messages.ToAMQP(m)
+	call := callPool.Get().(*publishCall)
+	raw, err := call.out.Map(m)
 	if err != nil {
+		call.release()
 		return fmt.Errorf("amqpactor: publish to %s: %w", addr, err)
 	}
-	return a.publishRaw(ctx, addr, raw, c.settled)
+	return a.send(ctx, call, addr, raw, c.settled)
 }
 
+// publishRaw publishes a message mapped already (a reply, a request).
 func (a *App) publishRaw(ctx context.Context, addr Address, raw *amqp.Message, settled bool) error {
+	return a.send(ctx, callPool.Get().(*publishCall), addr, raw, settled)
+}
+
+// send hands raw to addr's sender actor in call and waits for the answer. The
+// sender answers each Publish exactly once and last: once answered, call
+// (and a message mapped into call.out) is nobody else's, so it goes back to
+// the pool. A caller that gives up on ctx leaves call to the sender, and to
+// the garbage collector.
+func (a *App) send(ctx context.Context, call *publishCall, addr Address, raw *amqp.Message, settled bool) error {
 	env, ch, err := a.running()
 	if err != nil {
+		call.release()
 		return err
 	}
-	pid, err := a.senderFor(ctx, env, ch.Publisher, addr)
+	ref, err := a.senderFor(ctx, env, ch.Publisher, addr)
 	if err != nil {
+		call.release()
 		return err
 	}
-	done := donePool.Get().(chan error)
-	env.Root.Send(pid, &messages.Publish{Ctx: ctx, Address: addr, Message: raw, Settled: settled, Done: done})
+	call.p = messages.Publish{Ctx: ctx, Address: addr, Message: raw, Settled: settled, Done: call.done}
+	ref.Hand(env.Root, &call.p)
 	select {
-	case err := <-done:
-		donePool.Put(done) // answered once, so safe to reuse
+	case err := <-call.done:
+		call.release()
 		return err
 	case <-ctx.Done():
 		return fmt.Errorf("amqpactor: publish to %s: %w", addr, ctx.Err())
 	}
+}
+
+// publishCall is the memory of one publish: the Publish message, its answer
+// channel and the mapped message, reused through callPool because a publish
+// allocated them every time.
+type publishCall struct {
+	p    messages.Publish
+	done chan error
+	out  messages.Outgoing
+}
+
+var callPool = sync.Pool{New: func() any { return &publishCall{done: make(chan error, 1)} }}
+
+// release returns c to the pool without what it pointed to.
+func (c *publishCall) release() {
+	c.p = messages.Publish{}
+	c.out.Reset()
+	callPool.Put(c)
 }
 
 // request is Request without its tracing (telemetry.go).
@@ -548,13 +578,13 @@ func (a *App) request(ctx context.Context, addr Address, m *Message) (*Message, 
 			case rep.Err != nil:
 				return nil, fmt.Errorf("amqpactor: request to %s: %w", addr, rep.Err)
 			case rep.Send != nil:
-				pid, err := a.senderFor(ctx, env, ch.Publisher, addr)
+				ref, err := a.senderFor(ctx, env, ch.Publisher, addr)
 				if err != nil {
 					env.Root.Send(ch.Requests, &messages.CancelRequest{Key: r.Key})
 					return nil, err
 				}
 				sent = make(chan error, 1)
-				env.Root.Send(pid, &messages.Publish{Ctx: ctx, Address: addr, Message: rep.Send, Done: sent})
+				ref.Hand(env.Root, &messages.Publish{Ctx: ctx, Address: addr, Message: rep.Send, Done: sent})
 			default:
 				// The reply may overtake the request's outcome; it answers
 				// the request either way.

@@ -175,6 +175,5 @@ func (p *partition) run(ctx context.Context, f func(context.Context) error) (err
 }
 
 func (p *partition) settle(d *messages.Delivery, o messages.Outcome) {
-	d.Verdict = messages.Disposition{ID: d.ID, Link: d.Link, Outcome: o}
-	p.env.Root.Send(d.From, &d.Verdict)
+	p.env.Root.Send(d.From, d.Settle(o))
 }

@@ -253,7 +253,9 @@ func (r *receiver) pump(self *actor.PID, link transport.Receiver, gen uint64, ct
 			}
 			return
 		}
-		r.env.Root.Send(self, &messages.Delivery{Link: gen, Raw: raw, Message: messages.FromAMQP(raw), From: self})
+		d := messages.NewDelivery()
+		d.Link, d.Raw, d.Message, d.From = gen, raw, messages.FromAMQP(raw), self
+		r.env.Root.Send(self, d)
 	}
 }
 
@@ -271,6 +273,7 @@ func (r *receiver) onDelivery(ctx actor.Context, d *messages.Delivery) {
 }
 
 func (r *receiver) onDisposition(d *messages.Disposition) {
+	defer d.Release()
 	raw, ok := r.unsettled[d.ID]
 	if d.Link != r.gen || r.link == nil || !ok {
 		// A late disposition for a delivery of a dead link: the broker has

@@ -44,10 +44,36 @@ func sessionEnded(err error) bool {
 }
 
 // New returns the props of the sender for addr.
-func New(env *actors.Env, addr address.Address, sess transport.Session) *actor.Props {
+//
+// lane is the sender's Lane, kept by whoever spawns it; nil gives it one
+// nobody else uses.
+func New(env *actors.Env, addr address.Address, sess transport.Session, lane *Lane) *actor.Props {
+	if lane == nil {
+		lane = NewLane()
+	}
 	return env.Props(func() actor.Actor {
-		return &sender{env: env, addr: addr, sess: sess}
+		return &sender{env: env, addr: addr, sess: sess, lane: lane}
 	})
+}
+
+// Lane takes publishes past the sender's mailbox. While the sender has a
+// link attached, Offer puts a Publish straight on the queue of the link's
+// writer: the mailbox hop (a lock, a wake-up of an actor and another queue)
+// was the largest cost of a publish after the garbage collector. The actor
+// still owns the link: it opens the lane when the link is attached, after
+// what waited for it, and closes it before it takes back what the writer
+// did not send, so a publish on the lane is either written, handed back to
+// the actor, or refused (Offer reports false and the caller sends it to the
+// actor as before).
+type Lane struct{ q atomic.Pointer[workq.Q[job]] }
+
+// NewLane returns a closed lane.
+func NewLane() *Lane { return new(Lane) }
+
+// Offer queues p on the attached link's writer, or reports false.
+func (l *Lane) Offer(p *messages.Publish) bool {
+	q := l.q.Load()
+	return q != nil && q.Push(job{p: p})
 }
 
 type (
@@ -78,6 +104,7 @@ type sender struct {
 	env  *actors.Env
 	addr address.Address
 	sess transport.Session
+	lane *Lane
 
 	link     transport.Sender
 	gen      uint64
@@ -207,8 +234,9 @@ func (s *sender) Receive(ctx actor.Context) {
 		if s.timer != nil {
 			s.timer.Stop()
 		}
-		s.failWaiting(messages.ErrStopped)
+		// The link's unsent publishes join those waiting, and all fail.
 		s.endLink(ctx, messages.ErrStopped, nil, false)
+		s.failWaiting(messages.ErrStopped)
 	}
 }
 
@@ -285,6 +313,7 @@ func (s *sender) onAttach(ctx actor.Context, m *attachResult) {
 		wq.Push(job{p: p})
 	}
 	s.resend, s.pending = nil, nil
+	s.lane.q.Store(wq)
 }
 
 // keep puts publishes handed back by a dead link's goroutines with those
@@ -416,14 +445,16 @@ func (s *sender) endLink(ctx actor.Context, err error, unsent []*messages.Publis
 	s.link = nil
 	// Publishes pushed after the writer took its last batch are still in
 	// its queue, which the writer stops reading once it is closed: they
-	// wait for the next link.
+	// wait for the next link. Closed first, so that nothing offered on the
+	// lane lands after the last Take.
+	s.lane.q.Store(nil)
+	s.writeQ.Close()
 	rest, _ := s.writeQ.Take()
 	for _, j := range rest {
 		if j.p != nil {
 			s.pending = append(s.pending, j.p)
 		}
 	}
-	s.writeQ.Close()
 	s.writeQ = nil
 	s.closeLink(link, context.Background())
 	s.lastErr = err
@@ -469,8 +500,10 @@ func (s *sender) onDrain(m *messages.Drain) {
 	s.state = messages.StateDetached
 	env := s.env
 	confirmed := make(chan error, 1)
-	wq.Push(job{drain: &messages.Drain{Ctx: m.Ctx, Done: confirmed}})
-	wq.Close()
+	// Nothing offered on the lane may follow the drain marker: it would be
+	// written after the confirmations the drain waits for.
+	s.lane.q.Store(nil)
+	wq.PushClose(job{drain: &messages.Drain{Ctx: m.Ctx, Done: confirmed}})
 	env.Go(func() {
 		var err error
 		select {

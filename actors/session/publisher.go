@@ -16,7 +16,7 @@ import (
 // NewPublisher returns the props of the publisher session actor.
 func NewPublisher(env *actors.Env) *actor.Props {
 	return env.Props(func() actor.Actor {
-		return &publisher{env: env, senders: map[address.Address]*actor.PID{}}
+		return &publisher{env: env, senders: map[address.Address]messages.SenderRef{}}
 	}, actor.WithSupervisor(actors.Supervisor()))
 }
 
@@ -26,7 +26,7 @@ type publisher struct {
 	env      *actors.Env
 	conn     transport.Conn
 	sess     transport.Session
-	senders  map[address.Address]*actor.PID
+	senders  map[address.Address]messages.SenderRef
 	order    []*actor.PID
 	state    string
 	lastErr  error
@@ -35,18 +35,21 @@ type publisher struct {
 	draining bool
 }
 
-// sender returns the sender actor of addr, spawning it on first use.
-func (p *publisher) sender(ctx actor.Context, addr address.Address) (*actor.PID, error) {
-	if pid, ok := p.senders[addr]; ok {
-		return pid, nil
+// sender returns the sender actor of addr and its lane, spawning it on
+// first use.
+func (p *publisher) sender(ctx actor.Context, addr address.Address) (messages.SenderRef, error) {
+	if ref, ok := p.senders[addr]; ok {
+		return ref, nil
 	}
-	pid, err := ctx.SpawnNamed(sender.New(p.env, addr, p.sess), "sender:"+addr.String())
+	lane := sender.NewLane()
+	pid, err := ctx.SpawnNamed(sender.New(p.env, addr, p.sess, lane), "sender:"+addr.String())
 	if err != nil {
-		return nil, err
+		return messages.SenderRef{}, err
 	}
-	p.senders[addr] = pid
+	ref := messages.SenderRef{PID: pid, Lane: lane}
+	p.senders[addr] = ref
 	p.order = append(p.order, pid)
-	return pid, nil
+	return ref, nil
 }
 
 func (p *publisher) Receive(ctx actor.Context) {
@@ -102,19 +105,20 @@ func (p *publisher) Receive(ctx actor.Context) {
 			m.Done <- messages.ErrStopped
 			return
 		}
-		pid, err := p.sender(ctx, m.Address)
+		ref, err := p.sender(ctx, m.Address)
 		if err != nil {
 			m.Done <- err
 			return
 		}
-		ctx.Send(pid, m)
+		ctx.Send(ref.PID, m)
 	case *messages.SenderFor:
 		if p.draining {
 			m.Reply <- messages.SenderRef{Err: messages.ErrStopped}
 			return
 		}
-		pid, err := p.sender(ctx, m.Address)
-		m.Reply <- messages.SenderRef{PID: pid, Err: err}
+		ref, err := p.sender(ctx, m.Address)
+		ref.Err = err
+		m.Reply <- ref
 	case *messages.Drain:
 		p.draining = true
 		sess, env := p.sess, p.env

@@ -55,6 +55,25 @@ func (q *Q[T]) Len() int {
 	return len(q.items)
 }
 
+// PushClose appends v and closes the queue in one step, so that nothing
+// pushed concurrently can come after v. It reports false when the queue was
+// closed already.
+func (q *Q[T]) PushClose(v T) bool {
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		return false
+	}
+	q.items = append(q.items, v)
+	q.closed = true
+	q.mu.Unlock()
+	select {
+	case q.notify <- struct{}{}:
+	default:
+	}
+	return true
+}
+
 // Close stops further pushes and wakes the consumer; items already queued
 // can still be taken.
 func (q *Q[T]) Close() {
