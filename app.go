@@ -33,14 +33,16 @@ type App struct {
 	mu        sync.Mutex
 	connector Connector
 	state     int // stateNew, stateStarted, stateStopped
-	sys       *actor.ActorSystem
-	ownSys    bool
-	pool      *actors.Pool
-	env       *actors.Env
-	root      *actor.PID
-	children  connection.Children
-	subs      []*Subscription
-	names     map[string]int
+	// live is set, under mu, while the App is started and connected.
+	live     atomic.Pointer[liveApp]
+	sys      *actor.ActorSystem
+	ownSys   bool
+	pool     *actors.Pool
+	env      *actors.Env
+	root     *actor.PID
+	children connection.Children
+	subs     []*Subscription
+	names    map[string]int
 
 	seq       atomic.Uint64
 	addrCache sync.Map // Address -> error, for addresses already checked
@@ -376,6 +378,9 @@ func (a *App) Start(ctx context.Context) error {
 	}
 	a.mu.Lock()
 	a.children = res.Children
+	if a.state == stateStarted {
+		a.live.Store(&liveApp{env: a.env, children: res.Children})
+	}
 	a.mu.Unlock()
 	for _, s := range subs {
 		if err := a.attach(ctx, root, s); err != nil {
@@ -404,6 +409,7 @@ func (a *App) Stop(ctx context.Context) error {
 func (a *App) teardown(ctx context.Context) error {
 	a.mu.Lock()
 	a.state = stateStopped
+	a.live.Store(nil)
 	root, env, sys, own := a.root, a.env, a.sys, a.ownSys
 	a.root = nil
 	a.mu.Unlock()
@@ -449,6 +455,11 @@ func (a *App) Run(ctx context.Context) error {
 }
 
 func (a *App) running() (*actors.Env, connection.Children, error) {
+	// Every publish asks: a started App answers without the lock that 64
+	// publishers would queue on.
+	if l := a.live.Load(); l != nil {
+		return l.env, l.children, nil
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	switch a.state {
@@ -458,6 +469,12 @@ func (a *App) running() (*actors.Env, connection.Children, error) {
 		return nil, connection.Children{}, ErrStopped
 	}
 	return a.env, a.children, nil
+}
+
+// liveApp is what running returns for a started App.
+type liveApp struct {
+	env      *actors.Env
+	children connection.Children
 }
 
 // senderFor returns the sender actor of addr, asking the publisher once.
@@ -479,25 +496,15 @@ func (a *App) senderFor(ctx context.Context, env *actors.Env, publisher *actor.P
 	}
 }
 
-// publish is Publish without its tracing (telemetry.go).
-func (a *App) publish(ctx context.Context, addr Address, m *Message, opts ...PublishOption) error {
-	var c pubConfig
-	for _, o := range opts {
-		o(&c)
-	}
-	// An address with a sender actor has been checked already.
-	if _, ok := a.senders.Load(addr); !ok {
-		if err := a.checkAddress(addr, address.Send); err != nil {
-			return err
-		}
-	}
+// publish is Publish without its tracing and checks (telemetry.go).
+func (a *App) publish(ctx context.Context, addr Address, m *Message, settled bool) error {
 	call := callPool.Get().(*publishCall)
 	raw, err := call.out.Map(m)
 	if err != nil {
 		call.release()
 		return fmt.Errorf("amqpactor: publish to %s: %w", addr, err)
 	}
-	return a.send(ctx, call, addr, raw, c.settled)
+	return a.send(ctx, call, addr, raw, settled)
 }
 
 // publishRaw publishes a message mapped already (a reply, a request).

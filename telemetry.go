@@ -413,23 +413,26 @@ func (a *App) Publish(ctx context.Context, addr Address, m *Message, opts ...Pub
 	if c.settled {
 		use = useSettled
 	}
-	return a.tracedPublish(ctx, a.tel.target(addr, use), addr, m, c.settled, opts)
+	return a.tracedPublish(ctx, a.tel.target(addr, use), addr, m, c.settled)
 }
 
 // publishReply publishes a Responder's reply: traced and counted under the
 // destination "(reply)", and not kept for AsyncAPI.
 func (a *App) publishReply(ctx context.Context, addr Address, m *Message) error {
-	return a.tracedPublish(ctx, a.tel.replyState, addr, m, false, nil)
+	if err := a.checkAddress(addr, address.Send); err != nil {
+		return err
+	}
+	return a.tracedPublish(ctx, a.tel.replyState, addr, m, false)
 }
 
-func (a *App) tracedPublish(ctx context.Context, tg *target, addr Address, m *Message, settled bool, opts []PublishOption) error {
+func (a *App) tracedPublish(ctx context.Context, tg *target, addr Address, m *Message, settled bool) error {
 	t := a.tel
 	start := time.Now()
 	ctx, span, m := t.startSend(ctx, tg.publishName, tg, m)
 	if tg == t.replyState && span.IsRecording() {
 		span.SetAttributes(attribute.String("messaging.destination.name", addr.Name()))
 	}
-	err := a.publish(ctx, addr, m, opts...)
+	err := a.publish(ctx, addr, m, settled)
 	r := publishResult(err, settled)
 	t.published.Add(ctx, 1, tg.published[r]...)
 	t.publishDur.Record(ctx, time.Since(start).Seconds(), tg.pubDur[r]...)
