@@ -27,32 +27,27 @@ type ConnDown struct{ Err error }
 // again: a child's escalation when new sessions fail like the old ones.
 type Reconnect struct{ Err error }
 
-// Delivery is one transfer, handed from the receiver to the dispatcher and a
-// partition worker.
+// Delivery is one transfer, handed from the receiver's pump to a partition
+// worker, which settles it through To.
 type Delivery struct {
 	// ID numbers the delivery within its receiver; Link numbers the link it
-	// came on. A Disposition for an older Link is dropped: the broker has
-	// already taken the delivery back.
+	// came on.
 	ID, Link uint64
 	Message  *Message
 	// Ctx ends when the link ends, so handlers stop work nobody can settle.
 	Ctx context.Context
-	// From is the receiver that wants the Disposition.
-	From *actor.PID
-	// Raw is the transfer as the transport gave it, kept by the receiver to
-	// settle it. Workers never touch it.
+	// Raw is the transfer as the transport gave it, for To to settle.
+	// Workers never touch it.
 	Raw *amqp.Message
-	// Verdict is where the worker writes its Disposition, so answering
-	// costs no allocation: it sends &Verdict back to From.
-	Verdict Disposition
+	// To takes the handler's verdict: the link the delivery came on.
+	To Settler
 }
 
-// Disposition is a handler's verdict, sent back to the receiver.
-type Disposition struct {
-	ID, Link uint64
-	Outcome  Outcome
-	// of is the Delivery this is the Verdict of, when it came from Settle.
-	of *Delivery
+// A Settler takes the outcome of a delivery it handed out. Settle is called
+// once per delivery, from any goroutine, and never blocks; a delivery of a
+// link that has ended since is dropped (the broker has taken it back).
+type Settler interface {
+	Settle(d *Delivery, o Outcome)
 }
 
 // deliveries recycles Deliveries: one per message was a tenth of what the
@@ -62,20 +57,14 @@ var deliveries = sync.Pool{New: func() any { return new(Delivery) }}
 // NewDelivery returns a zero Delivery, possibly one released before.
 func NewDelivery() *Delivery { return deliveries.Get().(*Delivery) }
 
-// Settle fills d's Verdict with o and returns it, to be sent to d.From. The
-// worker must not touch d afterwards: the receiver may Release it.
-func (d *Delivery) Settle(o Outcome) *Disposition {
-	d.Verdict = Disposition{ID: d.ID, Link: d.Link, Outcome: o, of: d}
-	return &d.Verdict
-}
+// Settle hands o to d.To. The worker must not touch d afterwards: the
+// Settler may Release it.
+func (d *Delivery) Settle(o Outcome) { d.To.Settle(d, o) }
 
-// Release recycles the Delivery v is the Verdict of, once the receiver is
-// done with v; it does nothing for a Disposition not made by Settle.
-func (v *Disposition) Release() {
-	if d := v.of; d != nil {
-		*d = Delivery{}
-		deliveries.Put(d)
-	}
+// Release recycles d. Only its Settler calls it, once done with d.
+func (d *Delivery) Release() {
+	*d = Delivery{}
+	deliveries.Put(d)
 }
 
 // Publish asks the publisher to send Message to Address. Done receives nil

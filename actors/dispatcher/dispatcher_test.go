@@ -23,18 +23,22 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // rig runs a dispatcher with its partitions on the App's pool, delivers
-// through its Router as the receiver does, and has a sink actor standing in
-// for the receiver: it calls onVerdict for each Disposition coming back.
+// through its Router as the receiver's pump does, and settles like the
+// receiver's flow: it recycles the Delivery and calls onVerdict.
 type rig struct {
 	sys  *actor.ActorSystem
 	pool *actors.Pool
 	env  *actors.Env
 	disp *actor.PID
 	rt   *dispatcher.Router
-	sink *actor.PID
+	to   messages.Settler
 }
 
-func newRig(tb testing.TB, partitions int, handler messages.Handler, onVerdict func(*messages.Disposition)) *rig {
+type settleFunc func(*messages.Delivery, messages.Outcome)
+
+func (f settleFunc) Settle(d *messages.Delivery, o messages.Outcome) { f(d, o) }
+
+func newRig(tb testing.TB, partitions int, handler messages.Handler, onVerdict func(messages.Outcome)) *rig {
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(slog.DiscardHandler)
 	}))
@@ -50,20 +54,16 @@ func newRig(tb testing.TB, partitions int, handler messages.Handler, onVerdict f
 	var err error
 	r.disp, err = sys.Root.SpawnNamed(dispatcher.New(env, spec, r.rt), "dispatcher")
 	require.NoError(tb, err)
-	r.sink = sys.Root.Spawn(env.Props(func() actor.Actor {
-		return actor.ReceiveFunc(func(c actor.Context) {
-			if d, ok := c.Message().(*messages.Disposition); ok {
-				onVerdict(d)
-			}
-		})
-	}))
+	r.to = settleFunc(func(d *messages.Delivery, o messages.Outcome) {
+		d.Release()
+		onVerdict(o)
+	})
 	tb.Cleanup(r.stop)
 	return r
 }
 
 func (r *rig) stop() {
 	_ = r.sys.Root.StopFuture(r.disp).Wait()
-	_ = r.sys.Root.StopFuture(r.sink).Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_ = r.env.Wait(ctx)
@@ -72,7 +72,9 @@ func (r *rig) stop() {
 }
 
 func (r *rig) deliver(id uint64, m *messages.Message) {
-	r.rt.Route(&messages.Delivery{ID: id, Message: m, Ctx: context.Background(), From: r.sink})
+	d := messages.NewDelivery()
+	d.ID, d.Message, d.Ctx, d.To = id, m, context.Background(), r.to
+	r.rt.Route(d)
 }
 
 // Deliveries of one group-id run in order, one at a time, whatever the
@@ -98,7 +100,7 @@ func TestGroupsRunInOrder(t *testing.T) {
 		return nil
 	}
 	var verdicts atomic.Int64
-	r := newRig(t, 4, handler, func(*messages.Disposition) { verdicts.Add(1) })
+	r := newRig(t, 4, handler, func(messages.Outcome) { verdicts.Add(1) })
 	id := uint64(0)
 	for i := range perGroup {
 		for g := range groups {
@@ -119,8 +121,8 @@ func TestGroupsRunInOrder(t *testing.T) {
 }
 
 // BenchmarkDispatch: a delivery in, routed to a partition, the handler run,
-// the Disposition back to the receiver. One op is one delivery; allocs/op
-// counts the Delivery itself (the receiver allocates one per transfer).
+// the outcome settled with the link. One op is one delivery; Deliveries are
+// recycled as the receiver recycles them.
 func BenchmarkDispatch(b *testing.B) {
 	for _, partitions := range []int{1, 8} {
 		for _, group := range []string{"", "g"} {
@@ -130,7 +132,7 @@ func BenchmarkDispatch(b *testing.B) {
 				done := make(chan struct{})
 				total := int64(b.N)
 				r := newRig(b, partitions, func(context.Context, *messages.Message) error { return nil },
-					func(*messages.Disposition) {
+					func(messages.Outcome) {
 						if settled.Add(1) == total {
 							close(done)
 						}

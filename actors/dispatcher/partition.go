@@ -17,7 +17,7 @@ import (
 
 // A partition actor owns one worker goroutine that runs the handler for the
 // deliveries the dispatcher puts on its queue, one at a time, in arrival
-// order; the worker replies with a Disposition straight to the receiver.
+// order; the worker settles each delivery straight with its link (Delivery.To).
 type partition struct {
 	env     *actors.Env
 	spec    *messages.Subscription
@@ -74,7 +74,7 @@ func (p *partition) worker(q *workq.Q[*messages.Delivery]) {
 				continue // its link is gone; the broker redelivers it
 			}
 			err := p.run(d.Ctx, func(ctx context.Context) error { return p.spec.Handler(ctx, d.Message) })
-			p.settle(d, p.spec.Outcome(d.Ctx, err, d.Message))
+			d.Settle(p.spec.Outcome(d.Ctx, err, d.Message))
 		}
 		if closed {
 			return
@@ -152,7 +152,7 @@ func (p *partition) runBatch(batch []*messages.Delivery) {
 	ctx := live[0].Ctx
 	err := p.run(ctx, func(ctx context.Context) error { return p.spec.BatchHandler(ctx, msgs) })
 	for _, d := range live {
-		p.settle(d, p.spec.Outcome(d.Ctx, err, d.Message))
+		d.Settle(p.spec.Outcome(d.Ctx, err, d.Message))
 	}
 }
 
@@ -172,8 +172,4 @@ func (p *partition) run(ctx context.Context, f func(context.Context) error) (err
 		p.handled.Add(1)
 	}()
 	return f(ctx)
-}
-
-func (p *partition) settle(d *messages.Delivery, o messages.Outcome) {
-	p.env.Root.Send(d.From, d.Settle(o))
 }

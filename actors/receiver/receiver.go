@@ -6,7 +6,11 @@
 // Three goroutines serve the actor and report to it by message: the attach
 // call, the pump (blocked in the link's Receive) and the settler (which sends
 // dispositions and owns the credit count, so credit is granted only for
-// deliveries whose disposition is on the wire).
+// deliveries whose disposition is on the wire). Deliveries do not pass
+// through the actor: the pump routes each to its partition and the worker
+// settles it with the link's flow, which queues it for the settler; the
+// actor owns the link's life (attach, end, drain, pause) and opens a new
+// flow per link, so a late settle for an ended link is dropped.
 package receiver
 
 import (
@@ -66,7 +70,10 @@ type (
 		link uint64
 		err  error
 	}
-	reattach   struct{ attempt int }
+	reattach struct{ attempt int }
+	// flowIdle: the link's pump has stopped and its last delivery is
+	// settled (what a drain waits for).
+	flowIdle   struct{ link uint64 }
 	settleItem struct {
 		raw     *amqp.Message
 		outcome messages.Outcome
@@ -92,9 +99,7 @@ type receiver struct {
 	pumpCtx    context.Context // the pump's: ends first when draining
 	stopPump   context.CancelFunc
 	settleQ    *workq.Q[settleItem]
-
-	nextID    uint64
-	unsettled map[uint64]*amqp.Message
+	flow       *flow
 
 	state       string
 	lastErr     error
@@ -114,14 +119,13 @@ type receiver struct {
 func (r *receiver) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		r.unsettled = make(map[uint64]*amqp.Message)
 		r.attach(ctx, 1)
 	case *attachResult:
 		r.onAttach(ctx, m)
-	case *messages.Delivery:
-		r.onDelivery(ctx, m)
-	case *messages.Disposition:
-		r.onDisposition(m)
+	case *flowIdle:
+		if m.link == r.gen && r.link != nil && r.drain != nil {
+			r.finishDrainedLink()
+		}
 	case *linkEnded:
 		r.onLinkEnded(ctx, m)
 	case *reattach:
@@ -227,7 +231,10 @@ func (r *receiver) onAttach(ctx actor.Context, m *attachResult) {
 	r.settleQ = workq.New[settleItem]()
 	self := ctx.Self()
 	link, gen, pumpCtx, q := r.link, r.gen, r.pumpCtx, r.settleQ
-	r.env.Go(func() { r.pump(self, link, gen, pumpCtx) })
+	f := &flow{r: r, self: self, gen: gen, ctx: r.linkCtx, q: q}
+	f.open.Store(1) // the pump's
+	r.flow = f
+	r.env.Go(func() { r.pump(f, link, pumpCtx) })
 	// A paused receiver owes the new link its window: the settler grants
 	// it on Resume.
 	var owed uint32
@@ -243,51 +250,68 @@ func (r *receiver) onAttach(ctx actor.Context, m *attachResult) {
 	ctx.Send(ctx.Parent(), &Attached{})
 }
 
-// pump blocks in Receive so the actor never does.
-func (r *receiver) pump(self *actor.PID, link transport.Receiver, gen uint64, ctx context.Context) {
+// flow is one link's path for deliveries, used by its pump, the partition
+// workers and the settler without the actor: a delivery and its disposition
+// through the actor's mailbox were two hand-overs per message, for state
+// (what is unsettled) that the link's own settle queue keeps as well. The
+// queue is closed when the link ends, which is what drops a late settle: it
+// would settle someone else's delivery on a new link.
+type flow struct {
+	r    *receiver
+	self *actor.PID
+	gen  uint64
+	ctx  context.Context // the handlers': ends with the link
+	q    *workq.Q[settleItem]
+	// open counts the deliveries not settled yet, plus one while the pump
+	// runs: it reaches zero once, when a stopped pump's last delivery is
+	// settled, and then tells the actor. unsettled is the same without
+	// the pump, for Describe.
+	open, unsettled atomic.Int64
+}
+
+// Settle queues d's outcome for the settler; see messages.Settler.
+func (f *flow) Settle(d *messages.Delivery, o messages.Outcome) {
+	raw := d.Raw
+	d.Release()
+	f.unsettled.Add(-1)
+	if f.q.Push(settleItem{raw: raw, outcome: o}) {
+		if int(o.Kind) < len(f.r.byOutcome) {
+			f.r.byOutcome[o.Kind].Add(1)
+		}
+	} else {
+		// The link ended: the broker has taken the delivery back.
+		f.r.dropped.Add(1)
+	}
+	f.release()
+}
+
+func (f *flow) release() {
+	if f.open.Add(-1) == 0 {
+		f.r.env.Root.Send(f.self, &flowIdle{link: f.gen})
+	}
+}
+
+// pump blocks in Receive so the actor never does, and routes each delivery
+// to its partition.
+func (r *receiver) pump(f *flow, link transport.Receiver, ctx context.Context) {
+	defer f.release()
+	var id uint64
 	for {
 		raw, err := link.Receive(ctx)
 		if err != nil {
 			if ctx.Err() == nil {
-				r.env.Root.Send(self, &linkEnded{link: gen, err: err})
+				r.env.Root.Send(f.self, &linkEnded{link: f.gen, err: err})
 			}
 			return
 		}
+		id++
 		d := messages.NewDelivery()
-		d.Link, d.Raw, d.Message, d.From = gen, raw, messages.FromAMQP(raw), self
-		r.env.Root.Send(self, d)
+		d.ID, d.Link, d.Raw, d.Message, d.Ctx, d.To = id, f.gen, raw, messages.FromAMQP(raw), f.ctx, f
+		f.open.Add(1)
+		f.unsettled.Add(1)
+		r.delivered.Add(1)
+		r.route(d)
 	}
-}
-
-// onDelivery numbers a transfer from the pump, keeps it for settling and
-// hands it on; the pump already built the Delivery, so nothing is allocated.
-func (r *receiver) onDelivery(ctx actor.Context, d *messages.Delivery) {
-	if d.Link != r.gen || r.link == nil {
-		return // the broker took it back when that link ended
-	}
-	r.nextID++
-	r.unsettled[r.nextID] = d.Raw
-	r.delivered.Add(1)
-	d.ID, d.Ctx, d.Raw = r.nextID, r.linkCtx, nil
-	r.route(d)
-}
-
-func (r *receiver) onDisposition(d *messages.Disposition) {
-	defer d.Release()
-	raw, ok := r.unsettled[d.ID]
-	if d.Link != r.gen || r.link == nil || !ok {
-		// A late disposition for a delivery of a dead link: the broker has
-		// already taken it back; sending it on the new link would settle
-		// someone else's delivery.
-		r.dropped.Add(1)
-		return
-	}
-	delete(r.unsettled, d.ID)
-	if int(d.Outcome.Kind) < len(r.byOutcome) {
-		r.byOutcome[d.Outcome.Kind].Add(1)
-	}
-	r.settleQ.Push(settleItem{raw: raw, outcome: d.Outcome})
-	r.maybeFinishDrain()
 }
 
 // settler sends dispositions in order and grants credit: each time half the
@@ -383,9 +407,8 @@ func (r *receiver) endLink(ctx context.Context) {
 	link := r.link
 	r.link = nil
 	r.cancelLink()
-	clear(r.unsettled)
 	q := r.settleQ
-	r.settleQ = nil
+	r.settleQ, r.flow = nil, nil
 	q.Close()
 	r.closeLink(link, ctx, nil)
 	r.state = messages.StateDetached
@@ -414,6 +437,8 @@ func (r *receiver) onDrain(ctx actor.Context, m *messages.Drain) {
 		r.finishDrain(nil)
 		return
 	}
+	// The flow reports idle once the pump has stopped and the handlers
+	// settled what it had handed out.
 	r.stopPump()
 	self, gen, linkCtx := ctx.Self(), r.gen, r.linkCtx
 	r.env.Go(func() {
@@ -423,20 +448,16 @@ func (r *receiver) onDrain(ctx actor.Context, m *messages.Drain) {
 		case <-linkCtx.Done():
 		}
 	})
-	r.maybeFinishDrain()
 }
 
-func (r *receiver) maybeFinishDrain() {
-	if r.drain == nil || len(r.unsettled) > 0 || r.link == nil {
-		return
-	}
+// finishDrainedLink closes a draining link after its last settle.
+func (r *receiver) finishDrainedLink() {
 	q, drain, cancelLink := r.settleQ, r.drain, r.cancelLink
-	r.link, r.settleQ, r.drain = nil, nil, nil
-	q.Push(settleItem{close: true, ctx: drain.Ctx, done: func(err error) {
+	r.link, r.settleQ, r.flow, r.drain = nil, nil, nil, nil
+	q.PushClose(settleItem{close: true, ctx: drain.Ctx, done: func(err error) {
 		cancelLink()
 		drain.Done <- err
 	}})
-	q.Close()
 	r.state = messages.StateDetached
 }
 
@@ -445,6 +466,13 @@ func (r *receiver) finishDrain(err error) {
 		r.drain.Done <- err
 		r.drain = nil
 	}
+}
+
+func (r *receiver) unsettledNow() uint64 {
+	if r.flow == nil {
+		return 0
+	}
+	return uint64(max(r.flow.unsettled.Load(), 0))
 }
 
 func (r *receiver) describe(ctx actor.Context) *messages.Described {
@@ -457,7 +485,7 @@ func (r *receiver) describe(ctx actor.Context) *messages.Described {
 		Restarts: r.restarts,
 		Counters: map[string]uint64{
 			"credit":    uint64(r.spec.Credit),
-			"unsettled": uint64(len(r.unsettled)),
+			"unsettled": r.unsettledNow(),
 			"delivered": r.delivered.Load(),
 			"accepted":  r.byOutcome[messages.Accepted].Load(),
 			"rejected":  r.byOutcome[messages.Rejected].Load(),
