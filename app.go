@@ -575,9 +575,33 @@ func (a *App) request(ctx context.Context, addr Address, m *Message) (*Message, 
 		key = req.MessageID
 	}
 	reply := make(chan messages.Reply, 2) // Send, then the reply or an error
-	r := &messages.Request{Key: messages.CorrelationKey(key), Ctx: ctx, Address: addr, Message: &req, Reply: reply}
-	env.Root.Send(ch.Requests, r)
+	k := messages.CorrelationKey(key)
 	var sent chan error // the request's outcome; nil once it was accepted
+	send := func(raw *amqp.Message) error {
+		ref, err := a.senderFor(ctx, env, ch.Publisher, addr)
+		if err != nil {
+			return err
+		}
+		sent = make(chan error, 1)
+		ref.Hand(env.Root, &messages.Publish{Ctx: ctx, Address: addr, Message: raw, Done: sent})
+		return nil
+	}
+	if replyTo, ok := ch.Replies.Register(k, reply); ok {
+		// The reply link is up: no need to ask the requests actor.
+		req.ReplyTo = replyTo
+		raw, err := messages.ToAMQP(&req)
+		if err != nil {
+			ch.Replies.Cancel(k)
+			return nil, fmt.Errorf("amqpactor: request to %s: %w", addr, err)
+		}
+		if err := send(raw); err != nil {
+			ch.Replies.Cancel(k)
+			return nil, err
+		}
+	} else {
+		// The actor attaches the reply link first, then answers Send.
+		env.Root.Send(ch.Requests, &messages.Request{Key: k, Ctx: ctx, Address: addr, Message: &req, Reply: reply})
+	}
 	for {
 		select {
 		case rep := <-reply:
@@ -585,13 +609,10 @@ func (a *App) request(ctx context.Context, addr Address, m *Message) (*Message, 
 			case rep.Err != nil:
 				return nil, fmt.Errorf("amqpactor: request to %s: %w", addr, rep.Err)
 			case rep.Send != nil:
-				ref, err := a.senderFor(ctx, env, ch.Publisher, addr)
-				if err != nil {
-					env.Root.Send(ch.Requests, &messages.CancelRequest{Key: r.Key})
+				if err := send(rep.Send); err != nil {
+					ch.Replies.Cancel(k)
 					return nil, err
 				}
-				sent = make(chan error, 1)
-				ref.Hand(env.Root, &messages.Publish{Ctx: ctx, Address: addr, Message: rep.Send, Done: sent})
 			default:
 				// The reply may overtake the request's outcome; it answers
 				// the request either way.
@@ -599,12 +620,12 @@ func (a *App) request(ctx context.Context, addr Address, m *Message) (*Message, 
 			}
 		case err := <-sent:
 			if err != nil {
-				env.Root.Send(ch.Requests, &messages.CancelRequest{Key: r.Key})
+				ch.Replies.Cancel(k)
 				return nil, fmt.Errorf("amqpactor: request to %s: %w", addr, err)
 			}
 			sent = nil
 		case <-ctx.Done():
-			env.Root.Send(ch.Requests, &messages.CancelRequest{Key: r.Key})
+			ch.Replies.Cancel(k)
 			return nil, fmt.Errorf("amqpactor: request to %s: no reply: %w", addr, ctx.Err())
 		}
 	}

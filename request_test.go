@@ -78,3 +78,66 @@ func TestRequestsInParallel(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// A request waiting for its reply when the connection drops fails at once
+// with the reason, not at the caller's deadline; once the reply link is
+// back, requests go through again.
+func TestRequestFailsWhenTheReplyLinkGoes(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"))
+	conn := inproc.New()
+	app := amqpactor.New(conn, amqpactor.WithBackoff(10*time.Millisecond, 100*time.Millisecond))
+	held, release := make(chan struct{}, 1), make(chan struct{})
+	_, err := app.Subscribe(amqpactor.Queue("rpc"), amqpactor.Responder(func(ctx context.Context, req *amqpactor.Message) (*amqpactor.Message, error) {
+		if string(req.Body) == "hold" {
+			select {
+			case held <- struct{}{}:
+			default: // redelivered after the reconnect
+			}
+			select {
+			case <-ctx.Done(): // the link went: nobody could take the reply
+				return nil, ctx.Err()
+			case <-release:
+			}
+		}
+		return &amqpactor.Message{Body: append([]byte("re:"), req.Body...)}, nil
+	}))
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	require.NoError(t, app.Start(ctx))
+	defer func() { require.NoError(t, app.Stop(context.Background())) }()
+
+	// The first request attaches the reply link; the second one finds it up.
+	rep, err := app.Request(ctx, amqpactor.Queue("rpc"), &amqpactor.Message{Body: []byte("one")})
+	require.NoError(t, err)
+	require.Equal(t, "re:one", string(rep.Body))
+
+	failed := make(chan error, 1)
+	go func() {
+		_, err := app.Request(ctx, amqpactor.Queue("rpc"), &amqpactor.Message{Body: []byte("hold")})
+		failed <- err
+	}()
+	select {
+	case <-held:
+	case <-ctx.Done():
+		t.Fatal("the responder never got the request")
+	}
+	require.Equal(t, 1, conn.DropConnections(errors.New("fault injection: cut")))
+	select {
+	case err := <-failed:
+		require.Error(t, err)
+		require.Contains(t, err.Error(), "fault injection: cut")
+		require.Contains(t, err.Error(), "rpc")
+	case <-ctx.Done():
+		t.Fatal("the request waited past the lost reply link")
+	}
+	require.NoError(t, ctx.Err())
+	close(release) // the redelivered request's reply finds no caller
+
+	require.Eventually(t, func() bool {
+		rctx, rcancel := context.WithTimeout(ctx, time.Second)
+		defer rcancel()
+		rep, err := app.Request(rctx, amqpactor.Queue("rpc"), &amqpactor.Message{Body: []byte("two")})
+		return err == nil && string(rep.Body) == "re:two"
+	}, 15*time.Second, 10*time.Millisecond, "requests go through after the reconnect")
+}

@@ -177,9 +177,6 @@ type Reply struct {
 	Err     error
 }
 
-// CancelRequest forgets a request whose caller gave up.
-type CancelRequest struct{ Key string }
-
 // Begin asks the txn actor for a transaction.
 type Begin struct {
 	Ctx   context.Context

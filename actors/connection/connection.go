@@ -22,6 +22,8 @@ import (
 // the App can send to them directly.
 type Children struct {
 	Publisher, Requests, Txn *actor.PID
+	// Replies is the requests actor's book, for callers to register in.
+	Replies *session.Replies
 }
 
 // Started answers the first dial: the children once it succeeded.
@@ -81,7 +83,8 @@ func (c *connection) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		c.children.Publisher = spawn(ctx, session.NewPublisher(c.env), "publisher")
-		c.children.Requests = spawn(ctx, session.NewRequests(c.env), "requests")
+		c.children.Replies = session.NewReplies()
+		c.children.Requests = spawn(ctx, session.NewRequests(c.env, c.children.Replies), "requests")
 		c.children.Txn = spawn(ctx, txn.New(c.env, c.connector.String()), "txn")
 		c.dial(ctx, 1)
 	case *dialed:

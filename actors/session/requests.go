@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -18,11 +19,93 @@ const replyCredit = 256
 // NewRequests returns the props of the requests actor: one reply receiver
 // per app (a dynamic node where the broker has them, else a private reply
 // queue the transport declares), attached on first Request and shared by
-// every request, which it correlates by correlation-id.
-func NewRequests(env *actors.Env) *actor.Props {
+// every request, which it correlates by correlation-id in book.
+func NewRequests(env *actors.Env, book *Replies) *actor.Props {
 	return env.Props(func() actor.Actor {
-		return &requests{env: env, waiting: map[string]chan<- messages.Reply{}}
+		return &requests{env: env, book: book}
 	})
+}
+
+// Replies is the book of requests waiting for their reply. The requests
+// actor opens it when its reply link is attached and closes it when the
+// link goes; while it is open a caller registers itself and publishes its
+// request without asking the actor, and the reply pump hands each reply
+// straight to its caller: going through the actor's mailbox both ways was
+// two hand-overs on every round trip.
+type Replies struct {
+	mu      sync.Mutex
+	to      string // the reply address while the reply link is attached
+	waiting map[string]chan<- messages.Reply
+
+	sent, answered, orphans uint64 // for Describe
+}
+
+// NewReplies returns a closed book.
+func NewReplies() *Replies { return &Replies{waiting: map[string]chan<- messages.Reply{}} }
+
+// Register makes ch the waiter for the reply correlated by key and returns
+// the address the request must name as its reply-to. It reports false while
+// no reply link is attached: then send a messages.Request to the actor,
+// which attaches one. If the link goes, ch receives the error.
+func (b *Replies) Register(key string, ch chan<- messages.Reply) (replyTo string, ok bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.to == "" {
+		return "", false
+	}
+	b.waiting[key] = ch
+	b.sent++
+	return b.to, true
+}
+
+// Cancel forgets the waiter of key, whose caller gave up.
+func (b *Replies) Cancel(key string) {
+	b.mu.Lock()
+	delete(b.waiting, key)
+	b.mu.Unlock()
+}
+
+// resolve hands m to the request it answers, if its caller still waits.
+func (b *Replies) resolve(m *messages.Message) {
+	key := messages.CorrelationKey(m.CorrelationID)
+	b.mu.Lock()
+	ch, ok := b.waiting[key]
+	if ok {
+		delete(b.waiting, key)
+		b.answered++
+	} else {
+		b.orphans++ // its caller gave up
+	}
+	b.mu.Unlock()
+	if ok {
+		ch <- messages.Reply{Message: m}
+	}
+}
+
+// open and close follow the reply link; to is its address.
+func (b *Replies) open(to string) {
+	b.mu.Lock()
+	b.to = to
+	b.mu.Unlock()
+}
+
+func (b *Replies) close() { b.open("") }
+
+// failAll answers every waiter with err.
+func (b *Replies) failAll(err error) {
+	b.mu.Lock()
+	waiting := b.waiting
+	b.waiting = map[string]chan<- messages.Reply{}
+	b.mu.Unlock()
+	for _, ch := range waiting {
+		ch <- messages.Reply{Err: err}
+	}
+}
+
+func (b *Replies) counters() map[string]uint64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return map[string]uint64{"sent": b.sent, "answered": b.answered, "waiting": uint64(len(b.waiting)), "orphans": b.orphans}
 }
 
 type (
@@ -32,7 +115,6 @@ type (
 		link transport.Receiver
 		err  error
 	}
-	replyIn  struct{ msg *messages.Message }
 	replyEnd struct{ err error }
 )
 
@@ -44,12 +126,9 @@ type requests struct {
 	cancel    context.CancelFunc
 	attaching bool
 	queued    []*messages.Request
-	waiting   map[string]chan<- messages.Reply
+	book      *Replies
 	state     string
 	lastErr   error
-	sent      uint64
-	answered  uint64
-	orphans   uint64
 	draining  bool
 }
 
@@ -81,23 +160,13 @@ func (r *requests) Receive(ctx actor.Context) {
 		r.send(ctx, m)
 	case *replyLink:
 		r.onLink(ctx, m)
-	case *replyIn:
-		key := messages.CorrelationKey(m.msg.CorrelationID)
-		if ch, ok := r.waiting[key]; ok {
-			delete(r.waiting, key)
-			r.answered++
-			ch <- messages.Reply{Message: m.msg}
-		} else {
-			r.orphans++ // its caller gave up
-		}
 	case *replyEnd:
 		r.lastErr = m.err
 		r.drop()
 		r.failAll(fmt.Errorf("amqpactor: request: reply link ended: %w", m.err))
-	case *messages.CancelRequest:
-		delete(r.waiting, m.Key)
 	case *messages.Drain:
 		r.draining = true
+		r.book.close()
 		r.failAll(messages.ErrStopped)
 		sess, link, cancel, env := r.sess, r.link, r.cancel, r.env
 		r.sess, r.link, r.cancel = nil, nil, nil
@@ -121,7 +190,7 @@ func (r *requests) Receive(ctx actor.Context) {
 		})
 	case *messages.Describe:
 		n := &messages.Node{Name: "requests", Kind: "requests", PID: ctx.Self().String(), State: r.state,
-			Counters: map[string]uint64{"sent": r.sent, "answered": r.answered, "waiting": uint64(len(r.waiting)), "orphans": r.orphans}}
+			Counters: r.book.counters()}
 		if r.link != nil {
 			n.Address = r.link.Address()
 		}
@@ -177,6 +246,7 @@ func (r *requests) onLink(ctx actor.Context, m *replyLink) {
 	var lctx context.Context
 	lctx, r.cancel = context.WithCancel(context.Background())
 	self, link := ctx.Self(), m.link
+	r.book.open(link.Address())
 	r.env.Go(func() { r.pump(self, link, lctx) })
 	for _, q := range r.queued {
 		r.send(ctx, q)
@@ -198,7 +268,7 @@ func (r *requests) pump(self *actor.PID, link transport.Receiver, ctx context.Co
 			}
 			return
 		}
-		r.env.Root.Send(self, &replyIn{msg: messages.FromAMQP(raw)})
+		r.book.resolve(messages.FromAMQP(raw))
 		if read++; read >= replyCredit/2 {
 			if err := link.IssueCredit(read); err != nil {
 				r.env.Root.Send(self, &replyEnd{err: err})
@@ -221,14 +291,18 @@ func (r *requests) send(ctx actor.Context, q *messages.Request) {
 		q.Reply <- messages.Reply{Err: err}
 		return
 	}
-	r.waiting[q.Key] = q.Reply
-	r.sent++
+	if _, ok := r.book.Register(q.Key, q.Reply); !ok {
+		// Not reached: the book is open while the link is attached.
+		q.Reply <- messages.Reply{Err: fmt.Errorf("amqpactor: request to %s: no reply link", q.Address)}
+		return
+	}
 	// The caller publishes it and awaits its outcome: the actor never waits
 	// on a broker, and no goroutine is started per request.
 	q.Reply <- messages.Reply{Send: raw}
 }
 
 func (r *requests) drop() {
+	r.book.close()
 	if r.cancel != nil {
 		r.cancel()
 		r.cancel = nil
@@ -249,10 +323,7 @@ func (r *requests) drop() {
 }
 
 func (r *requests) failAll(err error) {
-	for k, ch := range r.waiting {
-		ch <- messages.Reply{Err: err}
-		delete(r.waiting, k)
-	}
+	r.book.failAll(err)
 	for _, q := range r.queued {
 		q.Reply <- messages.Reply{Err: err}
 	}
