@@ -18,20 +18,14 @@ import (
 // A request the broker refuses fails at once with the broker's word and the
 // address, not at the caller's deadline; the next one goes through.
 func TestRequestRefusedPublishFailsFast(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"))
+	noLeaks(t)
 	conn := inproc.New()
-	app := amqpactor.New(conn)
-	_, err := app.Subscribe(amqpactor.Queue("rpc"), amqpactor.Responder(func(ctx context.Context, req *amqpactor.Message) (*amqpactor.Message, error) {
+	app, ctx := startResponder(t, conn, func(ctx context.Context, req *amqpactor.Message) (*amqpactor.Message, error) {
 		return &amqpactor.Message{Body: append([]byte("re:"), req.Body...)}, nil
-	}))
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	require.NoError(t, app.Start(ctx))
-	defer func() { require.NoError(t, app.Stop(context.Background())) }()
+	})
 
 	conn.RejectPublish(amqpactor.Queue("rpc"), "amqp:resource-limit-exceeded", "queue full")
-	_, err = app.Request(ctx, amqpactor.Queue("rpc"), &amqpactor.Message{Body: []byte("ping")})
+	_, err := app.Request(ctx, amqpactor.Queue("rpc"), &amqpactor.Message{Body: []byte("ping")})
 	require.Error(t, err)
 	require.NoError(t, ctx.Err(), "the refusal ends the request, not the deadline")
 	var oe *amqpactor.OutcomeError
@@ -47,23 +41,17 @@ func TestRequestRefusedPublishFailsFast(t *testing.T) {
 
 // Concurrent requests each get their own reply.
 func TestRequestsInParallel(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"))
-	app := amqpactor.New(inproc.New())
-	_, err := app.Subscribe(amqpactor.Queue("echo"), amqpactor.Responder(func(ctx context.Context, req *amqpactor.Message) (*amqpactor.Message, error) {
+	noLeaks(t)
+	app, ctx := startResponder(t, inproc.New(), func(ctx context.Context, req *amqpactor.Message) (*amqpactor.Message, error) {
 		return &amqpactor.Message{Body: req.Body}, nil
-	}))
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	require.NoError(t, app.Start(ctx))
-	defer func() { require.NoError(t, app.Stop(context.Background())) }()
+	})
 
 	var wg sync.WaitGroup
 	errs := make(chan error, 200)
 	for i := range 200 {
 		wg.Go(func() {
 			body := fmt.Sprint(i)
-			rep, err := app.Request(ctx, amqpactor.Queue("echo"), &amqpactor.Message{Body: []byte(body)})
+			rep, err := app.Request(ctx, amqpactor.Queue("rpc"), &amqpactor.Message{Body: []byte(body)})
 			switch {
 			case err != nil:
 				errs <- err
@@ -83,11 +71,10 @@ func TestRequestsInParallel(t *testing.T) {
 // with the reason, not at the caller's deadline; once the reply link is
 // back, requests go through again.
 func TestRequestFailsWhenTheReplyLinkGoes(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"))
+	noLeaks(t)
 	conn := inproc.New()
-	app := amqpactor.New(conn, amqpactor.WithBackoff(10*time.Millisecond, 100*time.Millisecond))
 	held, release := make(chan struct{}, 1), make(chan struct{})
-	_, err := app.Subscribe(amqpactor.Queue("rpc"), amqpactor.Responder(func(ctx context.Context, req *amqpactor.Message) (*amqpactor.Message, error) {
+	app, ctx := startResponder(t, conn, func(ctx context.Context, req *amqpactor.Message) (*amqpactor.Message, error) {
 		if string(req.Body) == "hold" {
 			select {
 			case held <- struct{}{}:
@@ -100,12 +87,7 @@ func TestRequestFailsWhenTheReplyLinkGoes(t *testing.T) {
 			}
 		}
 		return &amqpactor.Message{Body: append([]byte("re:"), req.Body...)}, nil
-	}))
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	require.NoError(t, app.Start(ctx))
-	defer func() { require.NoError(t, app.Stop(context.Background())) }()
+	}, amqpactor.WithBackoff(10*time.Millisecond, 100*time.Millisecond))
 
 	// The first request attaches the reply link; the second one finds it up.
 	rep, err := app.Request(ctx, amqpactor.Queue("rpc"), &amqpactor.Message{Body: []byte("one")})
@@ -140,4 +122,26 @@ func TestRequestFailsWhenTheReplyLinkGoes(t *testing.T) {
 		rep, err := app.Request(rctx, amqpactor.Queue("rpc"), &amqpactor.Message{Body: []byte("two")})
 		return err == nil && string(rep.Body) == "re:two"
 	}, 15*time.Second, 10*time.Millisecond, "requests go through after the reconnect")
+}
+
+// startResponder starts an App on conn with respond subscribed to queue
+// "rpc" and stops it at the end of the test; ctx bounds the test.
+func startResponder(t *testing.T, conn amqpactor.Connector, respond func(context.Context, *amqpactor.Message) (*amqpactor.Message, error), opts ...amqpactor.Option) (*amqpactor.App, context.Context) {
+	t.Helper()
+	app := amqpactor.New(conn, opts...)
+	_, err := app.Subscribe(amqpactor.Queue("rpc"), amqpactor.Responder(respond))
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	require.NoError(t, app.Start(ctx))
+	t.Cleanup(func() { require.NoError(t, app.Stop(context.Background())) })
+	return app, ctx
+}
+
+// noLeaks checks, after the test's other cleanups (the App's Stop), that
+// no goroutine is left.
+func noLeaks(t *testing.T) {
+	t.Cleanup(func() {
+		goleak.VerifyNone(t, goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"))
+	})
 }

@@ -18,20 +18,7 @@ type Q[T any] struct {
 func New[T any]() *Q[T] { return &Q[T]{notify: make(chan struct{}, 1)} }
 
 // Push appends v. It reports false when the queue is closed.
-func (q *Q[T]) Push(v T) bool {
-	q.mu.Lock()
-	if q.closed {
-		q.mu.Unlock()
-		return false
-	}
-	q.items = append(q.items, v)
-	q.mu.Unlock()
-	select {
-	case q.notify <- struct{}{}:
-	default:
-	}
-	return true
-}
+func (q *Q[T]) Push(v T) bool { return q.push(v, false) }
 
 // Ready is signalled when items may be waiting.
 func (q *Q[T]) Ready() <-chan struct{} { return q.notify }
@@ -58,14 +45,16 @@ func (q *Q[T]) Len() int {
 // PushClose appends v and closes the queue in one step, so that nothing
 // pushed concurrently can come after v. It reports false when the queue was
 // closed already.
-func (q *Q[T]) PushClose(v T) bool {
+func (q *Q[T]) PushClose(v T) bool { return q.push(v, true) }
+
+func (q *Q[T]) push(v T, last bool) bool {
 	q.mu.Lock()
 	if q.closed {
 		q.mu.Unlock()
 		return false
 	}
 	q.items = append(q.items, v)
-	q.closed = true
+	q.closed = last
 	q.mu.Unlock()
 	select {
 	case q.notify <- struct{}{}:
