@@ -8,8 +8,8 @@ import (
 )
 
 // BenchmarkInprocEndToEnd: publish -> in-process broker -> receiver ->
-// dispatcher -> partition -> handler -> accept, with publishers in parallel
-// (pipelined through the sender actor). One op is one message handled. See
+// partition -> handler -> accept, with publishers in parallel
+// (pipelined on the sender's link). One op is one message handled. See
 // scenario.InprocThroughput.
 func BenchmarkInprocEndToEnd(b *testing.B) {
 	for _, tc := range []struct {

@@ -28,9 +28,9 @@ type InprocParams struct {
 }
 
 // InprocThroughput runs amqpactor end to end on the in-process broker:
-// publish -> broker -> receiver -> dispatcher -> partition -> handler ->
-// accept, with Publishers goroutines publishing in parallel (pipelined
-// through the sender actor). One message goes through before the clock
+// publish -> broker -> receiver -> partition -> handler -> accept, with
+// Publishers goroutines publishing in parallel (pipelined on the sender's
+// link). One message goes through before the clock
 // starts. One op is one message handled; the clock stops when all N have
 // been handled. Everything runs in this process, so it is CPU-bound. After
 // the clock the App is stopped and the queue must be empty, nothing left

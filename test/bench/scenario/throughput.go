@@ -18,7 +18,7 @@ import (
 // WithCredit(Credit)) with the default 8 partitions (plus WithClassicQueue
 // for a classic queue); the App declares the queue. Window goroutines call
 // app.Publish, each waiting for its outcome, so Window publishes are in
-// flight, pipelined by the sender actor. The handler counts and returns nil
+// flight, pipelined on the sender's link. The handler counts and returns nil
 // (accept). Publisher session and subscription session share the App's one
 // connection. One op is one message received and accepted; the clock stops
 // when all N have been handled and all N publishes have their outcome.
@@ -49,7 +49,7 @@ func ThroughputActor(ctx context.Context, p Params, m *amqpwire.Management) (res
 // counting handler on Queue(name) (with opts), the App started, one message
 // seen through (which attaches the sender link), then n messages timed,
 // published by publishers goroutines that each wait for their outcome (so
-// that many are in flight, pipelined by the sender actor). The clock stops
+// that many are in flight, pipelined on the sender's link). The clock stops
 // when all n have been handled. It returns the App's stop for the caller's
 // checks after the clock.
 func appThroughput(ctx context.Context, cl *cleanups, app *amqpactor.App, name string, opts []amqpactor.SubscribeOption,
