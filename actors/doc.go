@@ -1,4 +1,30 @@
 // Package actors holds what every actor of the tree shares: the environment
 // an App hands down (logger, goroutine accounting, backoff) and small helpers.
 // The actors themselves live in the sub-packages, one per kind of node.
+//
+// # Where a message goes
+//
+// The actors own the life of connections, sessions and links: attaching,
+// re-attaching with backoff, draining, supervision. A message itself does
+// not pass through their mailboxes once its link is up, because each
+// mailbox hand-over was a measurable share of a message's cost
+// (docs/BENCHMARKS.md, items 11, 13 and 14):
+//
+//   - publish: App.Publish puts the Publish on the sender's Lane, the queue
+//     of the attached link's writer goroutine; the writer sends, a confirmer
+//     goroutine awaits the outcome and answers the caller. With no link
+//     attached the lane is closed and the Publish goes to the sender actor,
+//     which keeps it until the next link.
+//   - receive: the receiver's pump goroutine takes each transfer, routes it
+//     to its partition (dispatcher.Router) and the partition's worker runs
+//     the handler and settles through the link's flow, whose settler
+//     goroutine sends the disposition and re-grants credit. A new link gets
+//     a new flow; a settle for an ended link is dropped.
+//   - request/reply: while the reply link is attached, App.Request registers
+//     in the requests actor's book (session.Replies) and the reply pump
+//     hands each reply straight to its caller.
+//
+// DESIGN.md section 3 draws these paths through the actors (a Delivery to
+// the dispatcher, a Disposition back to the receiver); the actors and their
+// responsibilities are the same, the per-message hops are gone.
 package actors
