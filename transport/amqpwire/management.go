@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/Azure/go-amqp"
 )
@@ -299,6 +300,9 @@ func bindingBody(b Binding) (map[string]any, error) {
 	return body, nil
 }
 
+// managementTries bounds the attempts of one request on fresh link pairs.
+const managementTries = 3
+
 // Request sends one request to the management node: method is the HTTP
 // method (GET, PUT, POST, DELETE), path the request target (e.g.
 // "/queues/orders", percent-encoded), body the amqp-value (a map, or nil
@@ -310,12 +314,23 @@ func (m *Management) Request(ctx context.Context, method, path string, body any)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	resp, err := m.roundTrip(ctx, method, path, body)
-	if err != nil && m.sess == nil && ctx.Err() == nil && !m.closed.Load() {
-		// The links failed and were dropped (RabbitMQ ends a pair whose
-		// receiver had not granted credit when the first request came).
-		// One fresh pair gets one more try.
+	for try := 1; err != nil && m.sess == nil && ctx.Err() == nil && !m.closed.Load() && try < managementTries; try++ {
+		// The links failed and were dropped: RabbitMQ ends a pair whose
+		// receiver had not granted credit when the first request came,
+		// and go-amqp sends that credit from the receiver's own goroutine,
+		// which a loaded machine can hold back past the first request. A
+		// fresh pair, a moment later, gets another try.
 		m.conn.log.Debug("amqpactor: management links failed; retrying on new ones",
-			"method", method, "path", path, "error", err)
+			"method", method, "path", path, "try", try, "error", err)
+		t := time.NewTimer(time.Duration(try) * 20 * time.Millisecond)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+		if ctx.Err() != nil {
+			break
+		}
 		resp, err = m.roundTrip(ctx, method, path, body)
 	}
 	if err != nil {
