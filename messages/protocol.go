@@ -78,8 +78,9 @@ type Publish struct {
 }
 
 // SenderFor asks the publisher for the sender actor of Address (spawned on
-// first ask). The App keeps the answer and sends its Publish messages
-// straight to that sender: one hop less on every publish.
+// first ask). The App keeps the answer and hands its Publish messages
+// straight to that sender (SenderRef.Hand): its lane while the link is up,
+// else its mailbox.
 type SenderFor struct {
 	Address address.Address
 	Reply   chan<- SenderRef
