@@ -30,11 +30,7 @@ func RequestActor(ctx context.Context, p Params, m *amqpwire.Management) (res Re
 	var cl cleanups
 	defer func() { err = errors.Join(err, cl.run()) }()
 	name := queueName(&cl, m, "bench.rpc.amqpactor")
-	opts := []amqpactor.SubscribeOption{amqpactor.WithCredit(uint32(p.Credit))}
-	if p.Queue == Classic {
-		opts = append(opts, amqpactor.WithClassicQueue())
-	}
-	app := amqpactor.New(amqpactor.Dial(p.URL, amqpactor.WithDialect(amqpactor.RabbitMQ4)))
+	app, opts := liveApp(p)
 	if _, err := app.Subscribe(amqpactor.Queue(name), amqpactor.Responder(func(ctx context.Context, req *amqpactor.Message) (*amqpactor.Message, error) {
 		return &amqpactor.Message{Body: req.Body}, nil
 	}), opts...); err != nil {
@@ -55,23 +51,20 @@ func RequestActor(ctx context.Context, p Params, m *amqpwire.Management) (res Re
 		}
 		return nil
 	}
-	// Warm up: attach the request sender, the reply queue and receiver, and
-	// the responder's reply sender.
-	if err := roundTrip(); err != nil {
-		return Result{}, fmt.Errorf("warm-up: %w", err)
-	}
-	res, err = timeRoundTrips(p, roundTrip)
-	if err != nil {
-		return Result{}, err
-	}
-	if err := stop(); err != nil {
+	// The warm-up attaches the request sender, the reply queue and
+	// receiver, and the responder's reply sender.
+	if res, err = timeRoundTrips(p, roundTrip, stop); err != nil {
 		return Result{}, err
 	}
 	return res, checkQueue(m, name, p.Queue, 0)
 }
 
-// timeRoundTrips runs p.N round trips under the clock.
-func timeRoundTrips(p Params, roundTrip func() error) (Result, error) {
+// timeRoundTrips runs one round trip to warm up, then p.N under the clock,
+// then stop (the responder's).
+func timeRoundTrips(p Params, roundTrip, stop func() error) (Result, error) {
+	if err := roundTrip(); err != nil {
+		return Result{}, fmt.Errorf("warm-up: %w", err)
+	}
 	lat := make([]time.Duration, p.N)
 	mt := startMeter(p.OnStart, p.OnStop)
 	var err error
@@ -90,6 +83,9 @@ func timeRoundTrips(p Params, roundTrip func() error) (Result, error) {
 	}
 	slices.Sort(lat)
 	res.Latencies = lat
+	if err := stop(); err != nil {
+		return Result{}, err
+	}
 	return res, nil
 }
 
@@ -204,14 +200,8 @@ func RequestRaw(ctx context.Context, p Params, m *amqpwire.Management) (res Resu
 		}
 		return accepted(st)
 	}
-	if err := roundTrip(); err != nil { // warm up: attach the reply sender
-		return Result{}, fmt.Errorf("warm-up: %w", err)
-	}
-	res, err = timeRoundTrips(p, roundTrip)
-	if err != nil {
-		return Result{}, err
-	}
-	if err := stop(); err != nil {
+	// The warm-up attaches the reply sender.
+	if res, err = timeRoundTrips(p, roundTrip, stop); err != nil {
 		return Result{}, err
 	}
 	closeLinks(reqSnd, replies, requests)

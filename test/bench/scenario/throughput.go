@@ -29,12 +29,7 @@ func ThroughputActor(ctx context.Context, p Params, m *amqpwire.Management) (res
 	var cl cleanups
 	defer func() { err = errors.Join(err, cl.run()) }()
 	name := queueName(&cl, m, "bench.tput.amqpactor")
-	opts := []amqpactor.SubscribeOption{amqpactor.WithCredit(uint32(p.Credit))}
-	if p.Queue == Classic {
-		opts = append(opts, amqpactor.WithClassicQueue())
-	}
-
-	app := amqpactor.New(amqpactor.Dial(p.URL, amqpactor.WithDialect(amqpactor.RabbitMQ4)))
+	app, opts := liveApp(p)
 	res, stop, err := appThroughput(ctx, &cl, app, name, opts, p.Window, p.Body, p.N, p.OnStart, p.OnStop)
 	if err != nil {
 		return Result{}, err
@@ -43,6 +38,17 @@ func ThroughputActor(ctx context.Context, p Params, m *amqpwire.Management) (res
 		return Result{}, err
 	}
 	return res, checkQueue(m, name, p.Queue, 0)
+}
+
+// liveApp is the App of a live run, on p's broker with the RabbitMQ4
+// dialect, and the options of its subscription: p's credit, and a classic
+// queue when p asks for one.
+func liveApp(p Params) (*amqpactor.App, []amqpactor.SubscribeOption) {
+	opts := []amqpactor.SubscribeOption{amqpactor.WithCredit(uint32(p.Credit))}
+	if p.Queue == Classic {
+		opts = append(opts, amqpactor.WithClassicQueue())
+	}
+	return amqpactor.New(amqpactor.Dial(p.URL, amqpactor.WithDialect(amqpactor.RabbitMQ4))), opts
 }
 
 // appThroughput is the App side of a throughput run, live or in-process: a

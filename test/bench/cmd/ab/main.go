@@ -286,17 +286,11 @@ func (r *runner) all(ctx context.Context) {
 func (r *runner) liveRuns(ctx context.Context) {
 	c := r.cfg
 	c.brokerVersion, c.brokerVersionErr = scenario.BrokerVersion(ctx, c.url)
-	adminConn, err := scenario.Admin(ctx, c.url)
-	if err != nil {
-		r.fail("live runs", err)
+	m, closeAdmin, ok := r.admin(ctx, "live runs")
+	if !ok {
 		return
 	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = adminConn.Close(cctx)
-	}()
-	m := adminConn.Management()
+	defer closeAdmin()
 	kinds := []struct {
 		name  string
 		n     int
@@ -378,21 +372,31 @@ func (r *runner) inprocRuns(ctx context.Context) {
 	}
 }
 
+// admin opens the connection the runs declare, check and delete their
+// queues through; a failure is reported as what's.
+func (r *runner) admin(ctx context.Context, what string) (m *amqpwire.Management, done func(), ok bool) {
+	conn, err := scenario.Admin(ctx, r.cfg.url)
+	if err != nil {
+		r.fail(what, err)
+		return nil, nil, false
+	}
+	return conn.Management(), func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = conn.Close(cctx)
+	}, true
+}
+
 func (r *runner) backlogRuns(ctx context.Context) {
 	c := r.cfg
 	if len(c.backlog) == 0 {
 		return
 	}
-	adminConn, err := scenario.Admin(ctx, c.url)
-	if err != nil {
-		r.fail("backlog runs", err)
+	m, closeAdmin, ok := r.admin(ctx, "backlog runs")
+	if !ok {
 		return
 	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = adminConn.Close(cctx)
-	}()
+	defer closeAdmin()
 	for _, credit := range c.backlog {
 		if ctx.Err() != nil {
 			return
@@ -401,7 +405,7 @@ func (r *runner) backlogRuns(ctx context.Context) {
 		r.progress("%s: filling the queue", what)
 		runtime.GC()
 		rctx, cancel := context.WithTimeout(ctx, runTimeout)
-		res, err := scenario.Backlog(rctx, scenario.BacklogParams{URL: c.url, Credit: credit}, adminConn.Management())
+		res, err := scenario.Backlog(rctx, scenario.BacklogParams{URL: c.url, Credit: credit}, m)
 		cancel()
 		if err != nil {
 			r.fail(what, err)
