@@ -55,7 +55,8 @@ func WithIdleTimeout(d time.Duration) DialOption {
 }
 
 // WithMaxMessageSize bounds the size of a message a receiver accepts. Zero
-// means 16 MiB.
+// means 16 MiB. A larger message is rejected alone, with amqp:decode-error
+// and a description that says so; it never ends the link.
 func WithMaxMessageSize(n uint64) DialOption {
 	return func(c *amqpwire.Config) { c.MaxMessageSize = n }
 }

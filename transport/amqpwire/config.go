@@ -79,8 +79,10 @@ type Config struct {
 	// connection is declared dead. Zero means go-amqp's default (one
 	// minute); negative disables it.
 	IdleTimeout time.Duration
-	// MaxMessageSize is the largest message a receiver accepts; a larger one
-	// ends the link with amqp:link:message-size-exceeded. Zero means 16 MiB.
+	// MaxMessageSize is the largest message a receiver accepts. A larger
+	// one arrives as a poison message (transport.Poison), which the runtime
+	// rejects alone with amqp:decode-error; the link goes on. At most this
+	// much of one delivery is held in memory. Zero means 16 MiB.
 	// Senders are bound by the broker's own maximum instead (go-amqp v1.7
 	// cannot set one on a sender).
 	MaxMessageSize uint64

@@ -170,11 +170,15 @@ func (c *connector) connect(ctx context.Context) (*Conn, error) {
 		hostname = "vhost:" + ep.vhost
 	}
 	wire := coalesce(netConn)
-	ac, err := amqp.NewConn(ctx, wire, &amqp.ConnOptions{
-		ContainerID: c.cfg.ContainerID,
-		HostName:    hostname,
-		IdleTimeout: c.cfg.IdleTimeout,
-		SASLType:    sasl,
+	// go-amqp reads through the guard, which checks every delivery before
+	// go-amqp decodes it (guard.go); it writes through the coalescer.
+	g := newGuard(wire, c.cfg.MaxMessageSize, nil)
+	ac, err := amqp.NewConn(ctx, g, &amqp.ConnOptions{
+		ContainerID:  c.cfg.ContainerID,
+		HostName:     hostname,
+		IdleTimeout:  c.cfg.IdleTimeout,
+		SASLType:     sasl,
+		MaxFrameSize: guardMaxFrameSize,
 	})
 	if err != nil {
 		_ = wire.Close()
@@ -200,6 +204,7 @@ func (c *connector) connect(ctx context.Context) (*Conn, error) {
 		conn:    c,
 		amqp:    ac,
 		net:     netConn,
+		guard:   g,
 		dialect: c.cfg.Dialect,
 		log:     c.log,
 	}
@@ -213,6 +218,7 @@ type Conn struct {
 	conn    *connector
 	amqp    *amqp.Conn
 	net     net.Conn
+	guard   *guard
 	dialect address.Dialect
 	log     *slog.Logger
 
@@ -248,6 +254,10 @@ func (c *Conn) Err() error {
 func (c *Conn) Features() transport.Features {
 	return transport.Features{DynamicSource: c.dialect == address.Artemis}
 }
+
+// PeerOffers reports whether the broker's open frame offered capability
+// (for example "ANONYMOUS-RELAY").
+func (c *Conn) PeerOffers(capability string) bool { return c.guard.PeerOffers(capability) }
 
 // Management returns the client of the broker's AMQP management node on this
 // connection (RabbitMQ 4). Its links are opened on first use.

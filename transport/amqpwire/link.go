@@ -186,11 +186,11 @@ func outcomeOf(state amqp.DeliveryState) (transport.Outcome, error) {
 func (s *Session) NewReceiver(ctx context.Context, o transport.ReceiverOptions) (transport.Receiver, error) {
 	d := s.conn.dialect
 	opts := &amqp.ReceiverOptions{
-		Credit:         -1,
-		MaxMessageSize: s.conn.conn.cfg.MaxMessageSize,
-	}
-	if opts.MaxMessageSize == 0 {
-		opts.MaxMessageSize = DefaultMaxMessageSize
+		// No max-message-size on the link: go-amqp would end the link
+		// for a larger message, handing every message in flight back to
+		// the broker. The connection's guard enforces
+		// Config.MaxMessageSize instead, one delivery at a time.
+		Credit: -1,
 	}
 	if o.Settled {
 		ssm := amqp.SenderSettleModeSettled

@@ -1,0 +1,342 @@
+package amqpwire
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// The guard decodes as little as it needs of a performative, and of a
+// transfer exactly what go-amqp does: go-amqp takes a transfer's payload to
+// be whatever follows the last field it decoded, so the guard walks the same
+// fields, accepting only the encodings each field may have, and requires the
+// list's declared size to end where the fields do. A transfer it cannot walk
+// so ends the connection, where go-amqp would most often end it too.
+
+// transferFields is what the guard needs of a transfer performative.
+type transferFields struct {
+	handle  uint32
+	more    bool
+	aborted bool
+	end     int // where the payload starts, from the list's constructor
+}
+
+var errNoHandle = errors.New("no handle")
+
+// parseTransfer walks the field list of a transfer; b starts at the list's
+// constructor (after 0x00 0x53 0x14).
+func parseTransfer(b []byte) (transferFields, error) {
+	var t transferFields
+	if len(b) < 1 {
+		return t, errors.New("no field list")
+	}
+	var pos, end int
+	var count uint32
+	switch b[0] {
+	case 0x45: // list0
+		return t, errNoHandle
+	case 0xc0:
+		if len(b) < 3 {
+			return t, errors.New("truncated list8 header")
+		}
+		end = 2 + int(b[1])
+		count = uint32(b[2])
+		pos = 3
+	case 0xd0:
+		if len(b) < 9 {
+			return t, errors.New("truncated list32 header")
+		}
+		size := binary.BigEndian.Uint32(b[1:])
+		if uint64(size) > uint64(len(b)) {
+			return t, fmt.Errorf("list size %d beyond the frame", size)
+		}
+		end = 5 + int(size)
+		count = binary.BigEndian.Uint32(b[5:])
+		pos = 9
+	default:
+		return t, fmt.Errorf("field list with constructor 0x%02x", b[0])
+	}
+	if end > len(b) || end < pos {
+		return t, fmt.Errorf("list size does not fit the frame")
+	}
+	if count > 11 {
+		return t, fmt.Errorf("%d fields (a transfer has 11)", count)
+	}
+	if count == 0 {
+		return t, errNoHandle
+	}
+	for i := 0; i < int(count); i++ {
+		if pos >= end {
+			return t, fmt.Errorf("field %d beyond the list", i)
+		}
+		code := b[pos]
+		pos++
+		if code == 0x40 { // null
+			if i == 0 {
+				return t, errNoHandle
+			}
+			continue
+		}
+		var width int
+		switch i {
+		case 0, 1, 3: // handle, delivery-id, message-format: uint
+			switch code {
+			case 0x43:
+				width = 0
+			case 0x50, 0x52:
+				width = 1
+			case 0x60:
+				width = 2
+			case 0x70:
+				width = 4
+			default:
+				return t, fmt.Errorf("field %d with constructor 0x%02x (want a uint)", i, code)
+			}
+			if i == 0 {
+				if pos+width > end {
+					return t, fmt.Errorf("field %d beyond the list", i)
+				}
+				switch width {
+				case 1:
+					t.handle = uint32(b[pos])
+				case 2:
+					t.handle = uint32(binary.BigEndian.Uint16(b[pos:]))
+				case 4:
+					t.handle = binary.BigEndian.Uint32(b[pos:])
+				}
+			}
+		case 2: // delivery-tag: binary
+			switch code {
+			case 0xa0:
+				if pos >= end {
+					return t, fmt.Errorf("field %d beyond the list", i)
+				}
+				width = 1 + int(b[pos])
+			case 0xb0:
+				if pos+4 > end {
+					return t, fmt.Errorf("field %d beyond the list", i)
+				}
+				n := binary.BigEndian.Uint32(b[pos:])
+				if uint64(n) > uint64(end-pos-4) {
+					return t, fmt.Errorf("field %d beyond the list", i)
+				}
+				width = 4 + int(n)
+			default:
+				return t, fmt.Errorf("field %d with constructor 0x%02x (want a binary)", i, code)
+			}
+		case 6: // rcv-settle-mode: ubyte
+			if code != 0x50 {
+				return t, fmt.Errorf("field %d with constructor 0x%02x (want a ubyte)", i, code)
+			}
+			width = 1
+		case 7: // state
+			// go-amqp ignores a received transfer's state (it has no
+			// resume); a state would be a nested value whose extent only
+			// a full decode agrees on.
+			return t, errors.New("a transfer with a delivery state (resuming deliveries is not supported)")
+		default: // settled, more, resume, aborted, batchable: boolean
+			var v bool
+			switch code {
+			case 0x41:
+				v = true
+			case 0x42:
+			case 0x56:
+				if pos >= end {
+					return t, fmt.Errorf("field %d beyond the list", i)
+				}
+				v = b[pos] != 0
+				width = 1
+			default:
+				return t, fmt.Errorf("field %d with constructor 0x%02x (want a boolean)", i, code)
+			}
+			switch i {
+			case 5:
+				t.more = v
+			case 9:
+				t.aborted = v
+			}
+		}
+		pos += width
+		if pos > end {
+			return t, fmt.Errorf("field %d beyond the list", i)
+		}
+	}
+	if pos != end {
+		return t, fmt.Errorf("the list declares %d bytes its fields do not take", end-pos)
+	}
+	t.end = end
+	return t, nil
+}
+
+// firstUint decodes the first field of a performative's list as a uint (the
+// handle of a detach); b starts at the list's constructor.
+func firstUint(b []byte) (uint32, bool) {
+	var pos int
+	switch {
+	case len(b) >= 3 && b[0] == 0xc0 && b[2] > 0:
+		pos = 3
+	case len(b) >= 9 && b[0] == 0xd0 && binary.BigEndian.Uint32(b[5:]) > 0:
+		pos = 9
+	default:
+		return 0, false
+	}
+	if pos >= len(b) {
+		return 0, false
+	}
+	code, v := b[pos], b[pos+1:]
+	switch {
+	case code == 0x43:
+		return 0, true
+	case (code == 0x52 || code == 0x50) && len(v) >= 1:
+		return uint32(v[0]), true
+	case code == 0x60 && len(v) >= 2:
+		return uint32(binary.BigEndian.Uint16(v)), true
+	case code == 0x70 && len(v) >= 4:
+		return binary.BigEndian.Uint32(v), true
+	}
+	return 0, false
+}
+
+// skip returns where the value at b[pos:] ends, or -1 when it does not fit.
+// Described values are followed without recursion.
+func skip(b []byte, pos int) int {
+	for pending := 1; pending > 0; pending-- {
+		if pos >= len(b) {
+			return -1
+		}
+		code := b[pos]
+		pos++
+		var n int
+		switch {
+		case code == 0x00:
+			pending += 2 // the descriptor and the value
+			continue
+		case code >= 0x40 && code <= 0x45:
+			n = 0
+		case code >= 0x50 && code <= 0x56:
+			n = 1
+		case code == 0x60 || code == 0x61:
+			n = 2
+		case code >= 0x70 && code <= 0x74:
+			n = 4
+		case code >= 0x80 && code <= 0x84:
+			n = 8
+		case code == 0x94 || code == 0x98:
+			n = 16
+		case code == 0xa0 || code == 0xa1 || code == 0xa3 || code == 0xc0 || code == 0xc1 || code == 0xe0:
+			if pos >= len(b) {
+				return -1
+			}
+			n = 1 + int(b[pos])
+		case code == 0xb0 || code == 0xb1 || code == 0xb3 || code == 0xd0 || code == 0xd1 || code == 0xf0:
+			if pos+4 > len(b) {
+				return -1
+			}
+			size := binary.BigEndian.Uint32(b[pos:])
+			if uint64(size) > uint64(len(b)-pos-4) {
+				return -1
+			}
+			n = 4 + int(size)
+		default:
+			return -1
+		}
+		if n > len(b)-pos {
+			return -1
+		}
+		pos += n
+	}
+	return pos
+}
+
+// offeredCapabilities decodes field 7 of an open performative (a symbol or
+// an array of symbols); b starts at the list's constructor.
+func offeredCapabilities(b []byte) []string {
+	var pos, end int
+	var count uint32
+	switch {
+	case len(b) >= 3 && b[0] == 0xc0:
+		end, count, pos = 2+int(b[1]), uint32(b[2]), 3
+	case len(b) >= 9 && b[0] == 0xd0:
+		end, count, pos = 5+int(binary.BigEndian.Uint32(b[1:])), binary.BigEndian.Uint32(b[5:]), 9
+	default:
+		return nil
+	}
+	if end > len(b) || count < 8 {
+		return nil
+	}
+	b = b[:end]
+	for i := 0; i < 7; i++ {
+		if pos = skip(b, pos); pos < 0 {
+			return nil
+		}
+	}
+	if pos >= len(b) {
+		return nil
+	}
+	code := b[pos]
+	pos++
+	switch code {
+	case 0xa3, 0xb3:
+		s, _, ok := symbolAt(b, pos, code)
+		if !ok {
+			return nil
+		}
+		return []string{s}
+	case 0xe0, 0xf0:
+		var n uint32
+		if code == 0xe0 {
+			if pos+2 > len(b) {
+				return nil
+			}
+			n, pos = uint32(b[pos+1]), pos+2
+		} else {
+			if pos+8 > len(b) {
+				return nil
+			}
+			n, pos = binary.BigEndian.Uint32(b[pos+4:]), pos+8
+		}
+		if pos >= len(b) {
+			return nil
+		}
+		elem := b[pos]
+		pos++
+		if elem != 0xa3 && elem != 0xb3 {
+			return nil
+		}
+		var caps []string
+		for j := uint32(0); j < n; j++ {
+			s, next, ok := symbolAt(b, pos, elem)
+			if !ok {
+				return nil
+			}
+			caps = append(caps, s)
+			pos = next
+		}
+		return caps
+	}
+	return nil
+}
+
+// symbolAt decodes the symbol body at b[pos:] for constructor code.
+func symbolAt(b []byte, pos int, code byte) (string, int, bool) {
+	var n int
+	if code == 0xa3 {
+		if pos >= len(b) {
+			return "", 0, false
+		}
+		n, pos = int(b[pos]), pos+1
+	} else {
+		if pos+4 > len(b) {
+			return "", 0, false
+		}
+		size := binary.BigEndian.Uint32(b[pos:])
+		if uint64(size) > uint64(len(b)-pos-4) {
+			return "", 0, false
+		}
+		n, pos = int(size), pos+4
+	}
+	if n > len(b)-pos {
+		return "", 0, false
+	}
+	return string(b[pos : pos+n]), pos + n, true
+}
