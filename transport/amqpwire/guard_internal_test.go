@@ -333,7 +333,7 @@ func TestGuardOverSize(t *testing.T) {
 		transferFrame(0, xfer{handle: 0, id: 1, more: true}, big[:600]),
 		transferFrame(0, xfer{handle: 0, continuation: true, more: true}, big[600:1200]),
 		transferFrame(0, xfer{handle: 0, continuation: true}, big[1200:]),
-		transferFrame(0, xfer{handle: 0, id: 2}, big),                     // single frame, over
+		transferFrame(0, xfer{handle: 0, id: 2}, big),                    // single frame, over
 		transferFrame(0, xfer{handle: 0, id: 3}, message("just fits")),   // passes
 		transferFrame(0, xfer{handle: 0, id: 4}, make([]byte, max)),      // exactly the max: checked, passes
 		transferFrame(0, xfer{handle: 0, id: 5, more: true}, big[:600]),  // multi-frame within the max
