@@ -11,6 +11,11 @@
 // settles it with the link's flow, which queues it for the settler; the
 // actor owns the link's life (attach, end, drain, pause) and opens a new
 // flow per link, so a late settle for an ended link is dropped.
+//
+// A poison delivery (transport.Poison: the transport found it unsafe to
+// decode, or over the max message size) never reaches a partition: the pump
+// queues it for the settler as rejected with amqp:decode-error and the
+// reason, counts it (counter "poison") and logs it at warn; the link goes on.
 package receiver
 
 import (
@@ -112,8 +117,8 @@ type receiver struct {
 	paused      atomic.Bool
 	timer       *time.Timer
 
-	delivered, dropped atomic.Uint64
-	byOutcome          [5]atomic.Uint64
+	delivered, dropped, poison atomic.Uint64
+	byOutcome                  [5]atomic.Uint64
 }
 
 func (r *receiver) Receive(ctx actor.Context) {
@@ -304,13 +309,42 @@ func (r *receiver) pump(f *flow, link transport.Receiver, ctx context.Context) {
 			}
 			return
 		}
+		r.delivered.Add(1)
+		if reason, ok := transport.Poison(raw); ok {
+			r.rejectPoison(f, raw, reason)
+			continue
+		}
 		id++
 		d := messages.NewDelivery()
 		d.ID, d.Link, d.Raw, d.Message, d.Ctx, d.To = id, f.gen, raw, messages.FromAMQP(raw), f.ctx, f
 		f.open.Add(1)
 		f.unsettled.Add(1)
-		r.delivered.Add(1)
 		r.route(d)
+	}
+}
+
+// PoisonCondition is the error condition a poison message is rejected with.
+const PoisonCondition = "amqp:decode-error"
+
+// rejectPoison settles a poison message (transport.Poison: its payload was
+// not safe to decode, or was over the max message size) without a handler:
+// rejected with amqp:decode-error and the reason, so the broker drops or
+// dead-letters it alone and the link goes on. A pre-settled one is only
+// counted and logged. The payload is never logged.
+func (r *receiver) rejectPoison(f *flow, raw *amqp.Message, reason string) {
+	r.poison.Add(1)
+	if r.spec.Settled {
+		r.env.Log.Warn("amqpactor: poison message dropped (pre-settled)", "address", r.spec.Address.String(), "reason", reason)
+	} else {
+		r.env.Log.Warn("amqpactor: poison message rejected", "address", r.spec.Address.String(), "reason", reason)
+	}
+	o := messages.Outcome{Kind: messages.Rejected, Condition: PoisonCondition,
+		Description: "amqpactor: the message cannot be decoded safely: " + reason}
+	// The settler sends the disposition in order and counts the credit.
+	if f.q.Push(settleItem{raw: raw, outcome: o}) {
+		r.byOutcome[messages.Rejected].Add(1)
+	} else {
+		r.dropped.Add(1)
 	}
 }
 
@@ -492,6 +526,7 @@ func (r *receiver) describe(ctx actor.Context) *messages.Described {
 			"released":  r.byOutcome[messages.Released].Load(),
 			"modified":  r.byOutcome[messages.Modified].Load(),
 			"late":      r.dropped.Load(),
+			"poison":    r.poison.Load(),
 		},
 	}
 	if r.link != nil {
