@@ -17,6 +17,11 @@ MODE is one of
   request  send every message of PEER_MESSAGES to PEER_ADDRESS with reply-to
            PEER_REPLY_TO, then receive as many replies from PEER_REPLY_TO;
            prints {"replies": [...]}
+  send-raw send every payload of the file PEER_PAYLOADS (each a 4-byte
+           big-endian length, then that many bytes: an encoded message,
+           sent as it is, however malformed) to PEER_ADDRESS, as many at a
+           time as the broker's credit allows, and wait for each to be
+           accepted; prints {"sent": N}
 
 PEER_URL names the broker (amqp://user:pass@host:port/). PEER_TIMEOUT bounds
 every wait, in seconds (default 30). The one line of JSON on stdout is the
@@ -314,11 +319,86 @@ def body_bytes(m):
     return repr(b).encode()
 
 
+def read_payloads(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    out, i = [], 0
+    while i < len(data):
+        n = int.from_bytes(data[i:i + 4], "big")
+        out.append(data[i + 4:i + 4 + n])
+        i += 4 + n
+    return out
+
+
+def send_raw(timeout):
+    # The reactor rather than BlockingConnection: a payload goes on the wire
+    # as the bytes it is (Sender.stream), and the sends are pipelined.
+    from proton.handlers import MessagingHandler
+    from proton.reactor import Container
+
+    payloads = read_payloads(env("PEER_PAYLOADS"))
+    url, address = env("PEER_URL"), env("PEER_ADDRESS")
+
+    class Raw(MessagingHandler):
+        def __init__(self):
+            super(Raw, self).__init__(auto_settle=True)
+            self.next = 0
+            self.accepted = 0
+            self.error = None
+
+        def on_start(self, event):
+            self.conn = event.container.connect(url, container_id="interop-proton-raw")
+            event.container.create_sender(self.conn, address)
+            self.timer = event.container.schedule(timeout, self)
+
+        def on_timer_task(self, event):
+            self.error = "timed out after %ss: %d of %d accepted" % (timeout, self.accepted, len(payloads))
+            self.conn.close()
+
+        def on_sendable(self, event):
+            snd = event.sender
+            while snd.credit > 0 and self.next < len(payloads):
+                snd.delivery("raw-%d" % self.next)
+                snd.stream(payloads[self.next])
+                snd.advance()
+                self.next += 1
+
+        def on_accepted(self, event):
+            self.accepted += 1
+            if self.accepted == len(payloads):
+                self.timer.cancel()
+                self.conn.close()
+
+        def on_rejected(self, event):
+            self.error = "payload %s rejected by the broker: %s" % (
+                event.delivery.tag, event.delivery.remote.condition)
+            self.timer.cancel()
+            self.conn.close()
+
+        def on_released(self, event):
+            self.error = "payload %s released by the broker" % event.delivery.tag
+            self.timer.cancel()
+            self.conn.close()
+
+        def on_transport_error(self, event):
+            self.error = "transport error: %s" % event.transport.condition
+            self.timer.cancel()
+
+    h = Raw()
+    Container(h).run()
+    if h.error:
+        fail(h.error)
+    return {"peer": PEER, "sent": h.accepted}
+
+
 def main():
     if len(sys.argv) != 2:
-        fail("usage: proton_peer.py send|receive|respond|request")
+        fail("usage: proton_peer.py send|receive|respond|request|send-raw")
     mode = sys.argv[1]
     timeout = float(env("PEER_TIMEOUT", "30"))
+    if mode == "send-raw":
+        sys.stdout.write(json.dumps(send_raw(timeout)) + "\n")
+        return
     conn = connect(timeout)
     try:
         out = run(mode, conn, timeout)
