@@ -1,0 +1,158 @@
+package amqpwire
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/Azure/go-amqp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/amqpactor/amqpactor/transport"
+)
+
+// fakePeer plays a broker on the far end of a pipe, far enough for go-amqp
+// to open a connection, begin a session and attach one receiver, then sends
+// the transfers it is given and answers the close.
+type fakePeer struct {
+	conn net.Conn
+}
+
+// errPeer ends the peer's script; the test sees the failure on its side.
+type errPeer struct{ err error }
+
+func (p *fakePeer) must(err error) {
+	if err != nil {
+		panic(errPeer{err})
+	}
+}
+
+func (p *fakePeer) readFrame() (byte, []byte) {
+	var h [8]byte
+	_, err := io.ReadFull(p.conn, h[:])
+	p.must(err)
+	body := make([]byte, binary.BigEndian.Uint32(h[:])-8)
+	_, err = io.ReadFull(p.conn, body)
+	p.must(err)
+	if len(body) < 3 {
+		return 0, body // a heartbeat
+	}
+	return body[2], body
+}
+
+// expect reads frames until one with the performative code arrives.
+func (p *fakePeer) expect(code byte) []byte {
+	for {
+		c, body := p.readFrame()
+		if c == code {
+			return body
+		}
+	}
+}
+
+func (p *fakePeer) write(frames ...[]byte) {
+	for _, f := range frames {
+		_, err := p.conn.Write(f)
+		p.must(err)
+	}
+}
+
+// linkName is the first field (a string) of an attach body.
+func linkName(body []byte) string {
+	b := body[3:]
+	switch b[0] {
+	case 0xc0:
+		b = b[3:]
+	case 0xd0:
+		b = b[9:]
+	}
+	switch b[0] {
+	case 0xa1:
+		return string(b[2 : 2+int(b[1])])
+	case 0xb1:
+		n := binary.BigEndian.Uint32(b[1:])
+		return string(b[5 : 5+n])
+	}
+	panic(errPeer{errors.New("attach without a name")})
+}
+
+func (p *fakePeer) serve(transfers [][]byte, done chan<- error) {
+	defer func() {
+		if e, ok := recover().(errPeer); ok {
+			done <- e.err
+		}
+		close(done)
+	}()
+	var h [8]byte
+	_, err := io.ReadFull(p.conn, h[:])
+	p.must(err)
+	p.write(amqpHeader)
+	p.expect(0x10)
+	p.write(openFrame("ANONYMOUS-RELAY"))
+	p.expect(0x11)
+	p.write(frame(0, 0, performative(0x11, []byte{0x60, 0, 0}, encUint(1), encUint(5000), encUint(5000))))
+	name := linkName(p.expect(0x12))
+	source := performative(0x28, encStr("/queues/q"))
+	target := []byte{0x00, 0x53, 0x29, 0x45}
+	p.write(frame(0, 0, performative(0x12, encStr(name), encUint(0), encBool(false), []byte{0x50, 0}, []byte{0x50, 0},
+		source, target, null, encBool(false), encUint(0))))
+	p.expect(0x13) // the receiver's credit
+	p.write(transfers...)
+	p.expect(0x18)
+	p.write(frame(0, 0, performative(0x18)))
+}
+
+// TestGuardUnderGoAMQP: go-amqp reads a scripted peer through the guard. A
+// poison delivery (split over frames, and one over the max message size)
+// arrives as a message transport.Poison recognises, on a link that goes on
+// to receive the ordinary messages after it.
+func TestGuardUnderGoAMQP(t *testing.T) {
+	client, server := net.Pipe()
+	defer client.Close()
+	defer server.Close()
+	const max = 4096
+	bad := message("payload with BAD inside " + strings.Repeat(".", 500))
+	big := message(strings.Repeat("o", max+100))
+	transfers := [][]byte{
+		transferFrame(0, xfer{id: 0, more: true}, bad[:100]),
+		transferFrame(0, xfer{continuation: true, more: true}, bad[100:300]),
+		transferFrame(0, xfer{continuation: true}, bad[300:]),
+		transferFrame(0, xfer{id: 1}, message("first ordinary")),
+		transferFrame(0, xfer{id: 2, more: true}, big[:3000]),
+		transferFrame(0, xfer{continuation: true}, big[3000:]),
+		transferFrame(0, xfer{id: 3, more: true}, message("second ordinary")[:10]),
+		transferFrame(0, xfer{continuation: true}, message("second ordinary")[10:]),
+	}
+	done := make(chan error, 1)
+	go (&fakePeer{conn: server}).serve(transfers, done)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	g := newGuard(client, max, rejectBad)
+	conn, err := amqp.NewConn(ctx, g, &amqp.ConnOptions{MaxFrameSize: guardMaxFrameSize, IdleTimeout: -1})
+	require.NoError(t, err)
+	require.True(t, g.PeerOffers("ANONYMOUS-RELAY"))
+	sess, err := conn.NewSession(ctx, nil)
+	require.NoError(t, err)
+	rcv, err := sess.NewReceiver(ctx, "/queues/q", &amqp.ReceiverOptions{Credit: 10})
+	require.NoError(t, err)
+
+	want := []string{"BAD in the payload", "first ordinary", "exceeds the max message size of 4096 bytes", "second ordinary"}
+	for _, w := range want {
+		m, err := rcv.Receive(ctx, nil)
+		require.NoError(t, err)
+		if reason, ok := transport.Poison(m); ok {
+			require.Contains(t, reason, w)
+		} else {
+			require.Equal(t, w, string(m.GetData()))
+		}
+		require.NoError(t, rcv.AcceptMessage(ctx, m))
+	}
+	require.NoError(t, conn.Close())
+	require.NoError(t, <-done, "the peer's script")
+}
