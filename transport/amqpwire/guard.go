@@ -4,10 +4,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
+	"math"
 	"net"
 	"strconv"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/amqpactor/amqpactor/internal/amqpscan"
 	"github.com/amqpactor/amqpactor/transport"
@@ -67,6 +68,12 @@ const keepBuffer = 1 << 20
 // maxReason bounds the reason carried by a poison message.
 const maxReason = 240
 
+// maxGuardMessage is the largest max message size the guard enforces.
+const maxGuardMessage = math.MaxInt32 - guardMaxFrameSize
+
+// minRead is the least free space a read from the socket is given.
+const minRead = 512
+
 // GuardError is the error go-amqp gets from the connection (and the
 // connection ends with) when the peer sends frames the guard cannot follow.
 type GuardError struct {
@@ -109,25 +116,27 @@ type guard struct {
 	out  [3][]byte
 	nout int
 
-	expectHeader bool // a protocol header comes next
-	sasl         bool // in the SASL layer
-	err          error
+	expectHeader bool  // a protocol header comes next
+	sasl         bool  // in the SASL layer
+	readErr      error // from the socket, returned once buf has no whole unit
+	err          error // sticky: what Read returns
 
 	deliveries map[deliveryKey]*delivery
 	spare      []*delivery // finished deliveries, for reuse
 	last       *delivery   // the delivery whose payload out may hold
 	poison     []byte
 
-	mu         sync.Mutex
-	peerCaps   []string
-	sawOpen    bool
-	poisonSeen uint64
+	mu       sync.Mutex
+	peerCaps []string
 }
 
 func newGuard(c net.Conn, maxMessage uint64, check func([]byte) error) *guard {
 	if maxMessage == 0 {
 		maxMessage = DefaultMaxMessageSize
 	}
+	// The last frame of a delivery carries its whole payload, and go-amqp
+	// refuses a frame over math.MaxInt32 bytes.
+	maxMessage = min(maxMessage, maxGuardMessage)
 	if check == nil {
 		lim := amqpscan.Limits{MaxSize: maxMessage}
 		check = func(p []byte) error { return amqpscan.Check(p, lim) }
@@ -169,9 +178,13 @@ func (g *guard) Read(p []byte) (int, error) {
 		if n > 0 || len(p) == 0 {
 			return n, nil
 		}
-		if err := g.fill(); err != nil {
-			g.err = err
+		if g.readErr != nil {
+			// Whole frames read before the error went on; a part of one
+			// never does.
+			g.err = g.readErr
+			continue
 		}
+		g.readErr = g.fill()
 	}
 }
 
@@ -211,32 +224,30 @@ func (g *guard) fill() error {
 	if g.r == g.w {
 		g.consumed += int64(g.r)
 		g.r, g.w = 0, 0
-	} else if g.r > 0 && cap(g.buf)-g.w < 512 {
+		g.buf = g.buf[:0]
+	}
+	need := g.needed()
+	if g.r > 0 && (cap(g.buf)-g.r < need || cap(g.buf)-g.w < minRead) {
 		g.consumed += int64(g.r)
 		g.w = copy(g.buf[:cap(g.buf)], g.buf[g.r:g.w])
 		g.r = 0
+		g.buf = g.buf[:g.w]
 	}
-	if need := g.needed(); need > cap(g.buf)-g.r {
-		nb := make([]byte, 0, need+g.w-g.r)
-		g.consumed += int64(g.r)
-		g.w = copy(nb[:cap(nb)], g.buf[g.r:g.w])
-		g.r = 0
+	if need > cap(g.buf) {
+		// need is at most the max frame size (needed says 8 for a size
+		// next refuses), so the buffer never grows past it.
+		nb := make([]byte, g.w, max(need, min(2*cap(g.buf), int(g.maxFrame))))
+		copy(nb, g.buf[:g.w])
 		g.buf = nb
 	}
-	if cap(g.buf) == g.w {
-		// Only when needed says the unit is smaller than what is buffered,
-		// which next would have followed: cannot happen.
+	if g.w == cap(g.buf) {
+		// A whole unit is buffered whenever the buffer is full, and next
+		// follows it before any fill: never here.
 		return &GuardError{Offset: g.consumed + int64(g.w), Reason: "read buffer full"}
 	}
 	n, err := g.Conn.Read(g.buf[g.w:cap(g.buf)])
 	g.w += n
 	g.buf = g.buf[:g.w]
-	if n > 0 && err != nil {
-		// Follow what came first; the error is seen on the next fill.
-		if errors.Is(err, io.EOF) {
-			err = nil
-		}
-	}
 	return err
 }
 
@@ -420,9 +431,6 @@ func (g *guard) poisoned(perf []byte, reason string) {
 	g.poison = appendPoison(g.poison[:0], reason)
 	binary.BigEndian.PutUint32(perf, uint32(len(perf)+len(g.poison)))
 	g.emit(perf, g.poison)
-	g.mu.Lock()
-	g.poisonSeen++
-	g.mu.Unlock()
 }
 
 func reasonOf(err error) string {
@@ -486,7 +494,7 @@ func (g *guard) PeerOffers(capability string) bool {
 func (g *guard) open(b []byte) {
 	caps := offeredCapabilities(b)
 	g.mu.Lock()
-	g.peerCaps, g.sawOpen = caps, true
+	g.peerCaps = caps
 	g.mu.Unlock()
 }
 
@@ -495,6 +503,9 @@ func (g *guard) open(b []byte) {
 func appendPoison(b []byte, reason string) []byte {
 	if len(reason) > maxReason {
 		reason = reason[:maxReason]
+		for !utf8.ValidString(reason) {
+			reason = reason[:len(reason)-1]
+		}
 	}
 	key := transport.PoisonAnnotation
 	// map32: size counts the count field and the pairs.
