@@ -43,6 +43,11 @@ import (
 //     delivery is kept.
 //   - An aborted delivery: the kept payload is dropped and the aborting frame
 //     goes on as it came; go-amqp discards the delivery.
+//   - Every other performative is walked whole (it is at most a frame) and
+//     refused when a map in it has a key go-amqp would panic on (a list,
+//     map, array, binary or described key where go-amqp builds a Go map of
+//     interface keys: a modified state's annotations, a map among
+//     properties or error info).
 //
 // Frames are bounded by the max frame size go-amqp announces
 // (guardMaxFrameSize): a larger size is a protocol violation and ends the
@@ -329,9 +334,13 @@ func (g *guard) next() (bool, error) {
 	channel := binary.BigEndian.Uint16(frame[6:8])
 	body := frame[8:]
 	if len(body) >= 3 && body[0] == 0 && body[1] == 0x53 {
-		switch body[2] {
-		case 0x14:
+		if body[2] == 0x14 {
 			return true, g.transfer(start, frame, channel)
+		}
+		if err := checkPerformative(body); err != nil {
+			return false, g.fail(start, "performative 0x%02x on channel %d: %v", body[2], channel, err)
+		}
+		switch body[2] {
 		case 0x10:
 			g.open(body[3:])
 		case 0x16: // detach: a delivery in progress on the link is gone

@@ -514,3 +514,67 @@ func FuzzGuard(f *testing.F) {
 		_ = g.PeerOffers("x")
 	})
 }
+
+// TestGuardPerformativeKeys: a map key go-amqp would panic on, anywhere in a
+// performative other than a transfer, ends the connection instead; ordinary
+// performatives pass.
+func TestGuardPerformativeKeys(t *testing.T) {
+	listKey := []byte{0xc1, 5, 2, 0xc0, 1, 0, 0x40} // map8 {list0-as-list8: null}
+	modified := func(annotations []byte) []byte {
+		// disposition: role receiver, first 0, last null, settled true, state modified{failed, undeliverable, annotations}
+		state := append([]byte{0x00, 0x53, 0x27}, compound8(0xc0, encBool(true), encBool(false), annotations)...)
+		return frame(0, 0, performative(0x15, encBool(true), encUint(0), null, encBool(true), state))
+	}
+	ok := [][]byte{
+		openFrame("A"),
+		flowFrame(0),
+		detachFrame(0, 3),
+		modified(compound8(0xc1, encSym("x-opt-k"), encStr("v"))),
+		// attach with an unsettled map keyed by delivery-tags (binary)
+		frame(0, 0, performative(0x12, encStr("link"), encUint(0), encBool(false), null, null, null, null,
+			compound8(0xc1, encBin([]byte{1, 2}), null))),
+		// an array of maps with boolean keys in properties
+		frame(0, 0, performative(0x11, null, encUint(0), encUint(10), encUint(10), null, null, null,
+			compound8(0xc1, encSym("p"), []byte{0xe0, 8, 2, 0xc1, 3, 2, 0x41, 0x42, 1, 0}))),
+	}
+	for i, f := range ok {
+		in := concat(amqpHeader, f)
+		out, err := readAll(newTestGuard(in, 3, 0), 512)
+		require.ErrorIs(t, err, io.EOF, "frame %d", i)
+		require.Equal(t, in, out, "frame %d", i)
+	}
+	bad := map[string][]byte{
+		"modified annotations with a list key":   modified(listKey),
+		"modified annotations with a binary key": modified(compound8(0xc1, encBin([]byte("k")), null)),
+		"a map key in open properties, nested":   frame(0, 0, performative(0x10, encStr("c"), null, null, null, null, null, null, null, null, compound8(0xc1, encSym("p"), listKey))),
+		"a described key in end's error info": frame(0, 0, performative(0x17, append([]byte{0x00, 0x53, 0x1d},
+			compound8(0xc0, encSym("amqp:internal-error"), encStr("d"), compound8(0xc1, []byte{0x00, 0x53, 0x01, 0x40}, null))...))),
+		"an attach's unsettled map with a list key": frame(0, 0, performative(0x12, encStr("link"), encUint(0), encBool(false), null, null, null, null, listKey)),
+		"an array of maps with a list key":          frame(0, 0, performative(0x11, null, encUint(0), encUint(10), encUint(10), null, null, null, compound8(0xc1, encSym("p"), []byte{0xe0, 6, 1, 0xc1, 3, 2, 0x45, 0x40}))),
+		"nested past the bound":                     frame(0, 0, performative(0x10, encStr("c"), null, null, null, null, null, null, null, null, nestedLists(70))),
+		"an unknown constructor":                    frame(0, 0, performative(0x13, []byte{0x99})),
+	}
+	for name, f := range bad {
+		t.Run(name, func(t *testing.T) {
+			_, err := readAll(newTestGuard(concat(amqpHeader, f), 5, 0), 512)
+			var ge *GuardError
+			require.True(t, errors.As(err, &ge), "want a GuardError, got %v", err)
+			t.Log(ge)
+			require.NotContains(t, ge.Error(), "truncated")
+		})
+	}
+}
+
+// compound8 encodes a list8 (0xc0) or map8 (0xc1) of the encoded items.
+func compound8(code byte, items ...[]byte) []byte {
+	content := concat(items...)
+	return append([]byte{code, byte(len(content) + 1), byte(len(items))}, content...)
+}
+
+func nestedLists(n int) []byte {
+	b := []byte{0x45}
+	for i := 0; i < n; i++ {
+		b = append([]byte{0xc0, byte(len(b) + 1), 1}, b...)
+	}
+	return b
+}

@@ -197,8 +197,9 @@ func firstUint(b []byte) (uint32, bool) {
 	return 0, false
 }
 
-// skip returns where the value at b[pos:] ends, or -1 when it does not fit.
-// Described values are followed without recursion.
+// skip returns where the value at b[pos:] ends, or -1 when it does not fit
+// or its constructor is unknown. Described values are followed without
+// recursion.
 func skip(b []byte, pos int) int {
 	for pending := 1; pending > 0; pending-- {
 		if pos >= len(b) {
@@ -206,46 +207,58 @@ func skip(b []byte, pos int) int {
 		}
 		code := b[pos]
 		pos++
-		var n int
-		switch {
-		case code == 0x00:
+		if code == 0x00 {
 			pending += 2 // the descriptor and the value
 			continue
-		case code >= 0x40 && code <= 0x45:
-			n = 0
-		case code >= 0x50 && code <= 0x56:
-			n = 1
-		case code == 0x60 || code == 0x61:
-			n = 2
-		case code >= 0x70 && code <= 0x74:
-			n = 4
-		case code >= 0x80 && code <= 0x84:
-			n = 8
-		case code == 0x94 || code == 0x98:
-			n = 16
-		case code == 0xa0 || code == 0xa1 || code == 0xa3 || code == 0xc0 || code == 0xc1 || code == 0xe0:
-			if pos >= len(b) {
-				return -1
-			}
-			n = 1 + int(b[pos])
-		case code == 0xb0 || code == 0xb1 || code == 0xb3 || code == 0xd0 || code == 0xd1 || code == 0xf0:
-			if pos+4 > len(b) {
-				return -1
-			}
-			size := binary.BigEndian.Uint32(b[pos:])
-			if uint64(size) > uint64(len(b)-pos-4) {
-				return -1
-			}
-			n = 4 + int(size)
-		default:
-			return -1
 		}
-		if n > len(b)-pos {
+		n := width(b, pos, code)
+		if n < 0 {
 			return -1
 		}
 		pos += n
 	}
 	return pos
+}
+
+// width is how many bytes the body of a value with constructor code takes
+// at b[pos:]: -1 when it does not fit, -2 for an unknown constructor (or a
+// described one, which has no body of its own).
+func width(b []byte, pos int, code byte) int {
+	var n int
+	switch {
+	case code >= 0x40 && code <= 0x45:
+		n = 0
+	case code >= 0x50 && code <= 0x56:
+		n = 1
+	case code == 0x60 || code == 0x61:
+		n = 2
+	case code >= 0x70 && code <= 0x74:
+		n = 4
+	case code >= 0x80 && code <= 0x84:
+		n = 8
+	case code == 0x94 || code == 0x98:
+		n = 16
+	case code == 0xa0 || code == 0xa1 || code == 0xa3 || code == 0xc0 || code == 0xc1 || code == 0xe0:
+		if pos >= len(b) {
+			return -1
+		}
+		n = 1 + int(b[pos])
+	case code == 0xb0 || code == 0xb1 || code == 0xb3 || code == 0xd0 || code == 0xd1 || code == 0xf0:
+		if pos+4 > len(b) {
+			return -1
+		}
+		size := binary.BigEndian.Uint32(b[pos:])
+		if uint64(size) > uint64(len(b)-pos-4) {
+			return -1
+		}
+		n = 4 + int(size)
+	default:
+		return -2
+	}
+	if n > len(b)-pos {
+		return -1
+	}
+	return n
 }
 
 // offeredCapabilities decodes field 7 of an open performative (a symbol or
@@ -339,4 +352,188 @@ func symbolAt(b []byte, pos int, code byte) (string, int, bool) {
 		return "", 0, false
 	}
 	return string(b[pos : pos+n]), pos + n, true
+}
+
+// maxPerformativeDepth bounds the nesting the guard follows in a
+// performative other than a transfer. No performative a broker sends nests
+// more than a few levels (a source's filter map of described values).
+const maxPerformativeDepth = 64
+
+// keyWalker follows every value of a performative other than a transfer and
+// refuses a map key go-amqp would panic on: go-amqp decodes the annotations
+// of a modified delivery state, and any map held in an `any` field
+// (properties, error info), into a Go map keyed by interface values, where
+// a list, map, array, binary or described key is unhashable (the panic of
+// Azure/go-amqp#369, in go-amqp's reader goroutine, beyond any recover).
+// The payload of a transfer is the scanner's; this is the same rule for the
+// frames around it, which are small (at most a frame), so nesting depth is no
+// danger to go-amqp there.
+type keyWalker struct {
+	b []byte
+}
+
+func unhashableKey(code byte) bool {
+	switch code {
+	case 0x00, 0x45, 0xc0, 0xd0, 0xc1, 0xd1, 0xe0, 0xf0, 0xa0, 0xb0:
+		return true
+	}
+	return false
+}
+
+var errTruncated = errors.New("truncated value")
+
+// value follows the value at pos; binaryKeys allows binary keys in the map
+// at pos itself (an attach's unsettled map is keyed by delivery-tags, which
+// go-amqp decodes into a map of strings).
+func (w *keyWalker) value(pos, depth int, binaryKeys bool) (int, error) {
+	if pos >= len(w.b) {
+		return 0, errTruncated
+	}
+	code := w.b[pos]
+	pos++
+	if code == 0x00 {
+		if depth >= maxPerformativeDepth {
+			return 0, fmt.Errorf("nested deeper than %d", maxPerformativeDepth)
+		}
+		p, err := w.value(pos, depth+1, false)
+		if err != nil {
+			return 0, err
+		}
+		return w.value(p, depth+1, false)
+	}
+	return w.body(code, pos, depth, binaryKeys)
+}
+
+// body follows the value whose constructor code was just read; pos is where
+// its bytes start.
+func (w *keyWalker) body(code byte, pos, depth int, binaryKeys bool) (int, error) {
+	b := w.b
+	switch code {
+	case 0xc0, 0xc1, 0xe0, 0xd0, 0xd1, 0xf0:
+	default:
+		switch n := width(b, pos, code); n {
+		case -1:
+			return 0, errTruncated
+		case -2:
+			return 0, fmt.Errorf("unknown constructor 0x%02x", code)
+		default:
+			return pos + n, nil
+		}
+	}
+	if depth >= maxPerformativeDepth {
+		return 0, fmt.Errorf("nested deeper than %d", maxPerformativeDepth)
+	}
+	var end, p int
+	var count uint32
+	if code == 0xc0 || code == 0xc1 || code == 0xe0 {
+		if pos+2 > len(b) {
+			return 0, errTruncated
+		}
+		end, count, p = pos+1+int(b[pos]), uint32(b[pos+1]), pos+2
+	} else {
+		if pos+8 > len(b) {
+			return 0, errTruncated
+		}
+		size := binary.BigEndian.Uint32(b[pos:])
+		if uint64(size) > uint64(len(b)-pos-4) {
+			return 0, errTruncated
+		}
+		end, count, p = pos+4+int(size), binary.BigEndian.Uint32(b[pos+4:]), pos+8
+	}
+	if end > len(b) || p > end {
+		return 0, errTruncated
+	}
+	inner := keyWalker{b: b[:end]}
+	var err error
+	switch code {
+	case 0xc0, 0xd0: // list
+		for i := uint32(0); i < count; i++ {
+			if p, err = inner.value(p, depth+1, false); err != nil {
+				return 0, err
+			}
+		}
+	case 0xc1, 0xd1: // map
+		for i := uint32(0); i < count; i++ {
+			if i%2 == 0 && p < end && unhashableKey(b[p]) && !(binaryKeys && (b[p] == 0xa0 || b[p] == 0xb0)) {
+				return 0, fmt.Errorf("a map key of type 0x%02x", b[p])
+			}
+			if p, err = inner.value(p, depth+1, false); err != nil {
+				return 0, err
+			}
+		}
+	default: // array: one constructor, then the elements' bodies
+		if p >= end {
+			if count == 0 {
+				return end, nil
+			}
+			return 0, errTruncated
+		}
+		elem := b[p]
+		p++
+		if elem == 0x00 {
+			if p, err = inner.value(p, depth+1, false); err != nil {
+				return 0, err
+			}
+			if p >= end {
+				return 0, errTruncated
+			}
+			elem = b[p]
+			p++
+		}
+		if elem >= 0x40 && elem <= 0x45 {
+			return end, nil // elements of no width
+		}
+		for i := uint32(0); i < count; i++ {
+			if p, err = inner.body(elem, p, depth+1, false); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return end, nil
+}
+
+// checkPerformative walks a performative other than a transfer; body starts
+// at its descriptor (0x00 0x53 code).
+func checkPerformative(body []byte) error {
+	w := keyWalker{b: body}
+	if len(body) < 4 {
+		return errTruncated
+	}
+	if body[2] != 0x12 {
+		_, err := w.value(0, 0, false)
+		return err
+	}
+	// attach: walk the list by hand to let its unsettled map (field 7)
+	// have binary keys.
+	code, pos := body[3], 4
+	if code == 0x45 {
+		return nil
+	}
+	var end int
+	var count uint32
+	switch code {
+	case 0xc0:
+		if len(body) < 6 {
+			return errTruncated
+		}
+		end, count, pos = 4+1+int(body[4]), uint32(body[5]), 6
+	case 0xd0:
+		if len(body) < 12 {
+			return errTruncated
+		}
+		end, count, pos = 4+4+int(binary.BigEndian.Uint32(body[4:])), binary.BigEndian.Uint32(body[8:]), 12
+	default:
+		return fmt.Errorf("field list with constructor 0x%02x", code)
+	}
+	if end > len(body) || end < pos {
+		return errTruncated
+	}
+	w.b = body[:end]
+	var err error
+	for i := uint32(0); i < count; i++ {
+		if pos, err = w.value(pos, 1, i == 7); err != nil {
+			return err
+		}
+	}
+	return nil
 }
