@@ -22,6 +22,21 @@
 // Conn.Done closes as soon as go-amqp's connection ends; Conn.Err then says
 // why (nil after Close).
 //
+// # Inbound guard
+//
+// go-amqp reads the connection through a guard of ours (guard.go), which
+// follows the frames and checks every delivery's payload with
+// internal/amqpscan before go-amqp decodes it, since go-amqp decodes in its
+// own goroutine, where a panic or a stack overflow ends the process, and
+// ends the link on a message it cannot decode. A delivery that fails the
+// check, or is larger than Config.MaxMessageSize, arrives as a small poison
+// message instead (transport.Poison says why), in as many frames as the peer
+// sent; the runtime rejects it with amqp:decode-error and the link goes on.
+// Frames over the 64 KiB max-frame-size go-amqp announces, frames the guard
+// cannot follow, and performatives with map keys go-amqp would panic on end
+// the connection (a *GuardError). Conn.PeerOffers reports the capabilities
+// the broker's open offered.
+//
 // # Links
 //
 // Addresses are spelt by address.Render for the configured dialect. Senders
