@@ -18,17 +18,52 @@ import (
 	"github.com/amqpactor/amqpactor/transport"
 )
 
-// receiverNode finds the receiver node of the tree.
-func receiverNode(n *amqpactor.Node) *amqpactor.Node {
-	if n.Kind == "receiver" {
+// nodeOf finds the first node of kind in the tree.
+func nodeOf(n *amqpactor.Node, kind string) *amqpactor.Node {
+	if n.Kind == kind {
 		return n
 	}
 	for _, c := range n.Children {
-		if r := receiverNode(c); r != nil {
+		if r := nodeOf(c, kind); r != nil {
 			return r
 		}
 	}
 	return nil
+}
+
+func receiverNode(n *amqpactor.Node) *amqpactor.Node { return nodeOf(n, "receiver") }
+
+// TestPoisonReplyIsNotDelivered: a reply marked poison never reaches its
+// caller, who waits out its context; the reply pump counts it.
+func TestPoisonReplyIsNotDelivered(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"))
+	app := amqpactor.New(inproc.New())
+	_, err := app.Subscribe(amqpactor.Queue("rpc"), amqpactor.Responder(func(ctx context.Context, req *amqpactor.Message) (*amqpactor.Message, error) {
+		m := &amqpactor.Message{Body: []byte("pong")}
+		if string(req.Body) == "poison" {
+			m.DeliveryAnnotations = map[string]any{transport.PoisonAnnotation: "set by the responder"}
+		}
+		return m, nil
+	}))
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, app.Start(ctx))
+	defer func() { require.NoError(t, app.Stop(ctx)) }()
+
+	rctx, rcancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer rcancel()
+	_, err = app.Request(rctx, amqpactor.Queue("rpc"), &amqpactor.Message{Body: []byte("poison")})
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	rep, err := app.Request(ctx, amqpactor.Queue("rpc"), &amqpactor.Message{Body: []byte("ping")})
+	require.NoError(t, err)
+	require.Equal(t, "pong", string(rep.Body))
+
+	tree, err := app.Tree(ctx)
+	require.NoError(t, err)
+	rn := nodeOf(tree, "requests")
+	require.NotNil(t, rn)
+	require.EqualValues(t, 1, rn.Counters["poison"])
 }
 
 // TestPoisonIsRejectedAlone: a delivery marked poison (here by the peer

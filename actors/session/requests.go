@@ -37,7 +37,7 @@ type Replies struct {
 	to      string // the reply address while the reply link is attached
 	waiting map[string]chan<- messages.Reply
 
-	sent, answered, orphans uint64 // for Describe
+	sent, answered, orphans, poison uint64 // for Describe
 }
 
 // NewReplies returns a closed book.
@@ -105,7 +105,8 @@ func (b *Replies) failAll(err error) {
 func (b *Replies) counters() map[string]uint64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return map[string]uint64{"sent": b.sent, "answered": b.answered, "waiting": uint64(len(b.waiting)), "orphans": b.orphans}
+	return map[string]uint64{"sent": b.sent, "answered": b.answered, "waiting": uint64(len(b.waiting)), "orphans": b.orphans,
+		"poison": b.poison}
 }
 
 type (
@@ -268,7 +269,17 @@ func (r *requests) pump(self *actor.PID, link transport.Receiver, ctx context.Co
 			}
 			return
 		}
-		r.book.resolve(messages.FromAMQP(raw))
+		if reason, ok := transport.Poison(raw); ok {
+			// A reply that was not safe to decode (the link is
+			// pre-settled: nothing to reject). Its caller waits out its
+			// context; no caller ever gets a poison message.
+			r.book.mu.Lock()
+			r.book.poison++
+			r.book.mu.Unlock()
+			r.env.Log.Warn("amqpactor: poison reply dropped", "address", link.Address(), "reason", reason)
+		} else {
+			r.book.resolve(messages.FromAMQP(raw))
+		}
 		if read++; read >= replyCredit/2 {
 			if err := link.IssueCredit(read); err != nil {
 				r.env.Root.Send(self, &replyEnd{err: err})
