@@ -239,11 +239,17 @@ func (c *Conn) Done() <-chan struct{} { return c.amqp.Done() }
 
 // Err says why Done was closed: nil after a clean Close, otherwise the
 // cause (a *amqp.ConnError is reachable with errors.As, and the broker's
-// *amqp.Error when it closed the connection with one).
+// *amqp.Error when it closed the connection with one, or a *GuardError when
+// the inbound guard refused what the broker sent).
 func (c *Conn) Err() error {
 	err := c.amqp.Err()
 	if err == nil {
 		return nil
+	}
+	if ge := c.guard.failed.Load(); ge != nil {
+		// The guard refused what the broker sent; go-amqp's error has
+		// only its text.
+		return fmt.Errorf("amqpactor: connection to %s ended: %w", c.conn.redacted, ge)
 	}
 	return fmt.Errorf("amqpactor: connection to %s ended: %w", c.conn.redacted, describe(err))
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/amqpactor/amqpactor/internal/amqpscan"
@@ -133,6 +134,9 @@ type guard struct {
 
 	mu       sync.Mutex
 	peerCaps []string
+	// failed is why the guard ended the connection, for Conn.Err: go-amqp
+	// keeps a read error's text but not the error.
+	failed atomic.Pointer[GuardError]
 }
 
 func newGuard(c net.Conn, maxMessage uint64, check func([]byte) error) *guard {
@@ -175,6 +179,9 @@ func (g *guard) Read(p []byte) (int, error) {
 		ok, err := g.next()
 		if err != nil {
 			g.err = err
+			if ge, isGuard := err.(*GuardError); isGuard {
+				g.failed.Store(ge)
+			}
 			continue
 		}
 		if ok {

@@ -81,13 +81,9 @@ func linkName(body []byte) string {
 	panic(errPeer{errors.New("attach without a name")})
 }
 
-func (p *fakePeer) serve(transfers [][]byte, done chan<- error) {
-	defer func() {
-		if e, ok := recover().(errPeer); ok {
-			done <- e.err
-		}
-		close(done)
-	}()
+// handshake answers go-amqp's header, open, begin and attach; asReceiver
+// says which end of the link the peer plays.
+func (p *fakePeer) handshake(asReceiver bool) {
 	var h [8]byte
 	_, err := io.ReadFull(p.conn, h[:])
 	p.must(err)
@@ -98,9 +94,67 @@ func (p *fakePeer) serve(transfers [][]byte, done chan<- error) {
 	p.write(frame(0, 0, performative(0x11, []byte{0x60, 0, 0}, encUint(1), encUint(5000), encUint(5000))))
 	name := linkName(p.expect(0x12))
 	source := performative(0x28, encStr("/queues/q"))
-	target := []byte{0x00, 0x53, 0x29, 0x45}
-	p.write(frame(0, 0, performative(0x12, encStr(name), encUint(0), encBool(false), []byte{0x50, 0}, []byte{0x50, 0},
+	target := performative(0x29, encStr("/queues/q"))
+	p.write(frame(0, 0, performative(0x12, encStr(name), encUint(0), encBool(asReceiver), []byte{0x50, 0}, []byte{0x50, 0},
 		source, target, null, encBool(false), encUint(0))))
+}
+
+func peerDone(done chan<- error) {
+	if e, ok := recover().(errPeer); ok {
+		done <- e.err
+	}
+	close(done)
+}
+
+// serveHostileDisposition grants go-amqp's sender credit and answers its
+// first transfer with a disposition whose modified state has annotations
+// keyed by a list: go-amqp would panic decoding it.
+func (p *fakePeer) serveHostileDisposition(done chan<- error) {
+	defer peerDone(done)
+	p.handshake(true)
+	p.write(frame(0, 0, performative(0x13, encUint(0), encUint(5000), encUint(1), encUint(5000), encUint(0), encUint(0), encUint(10))))
+	p.expect(0x14)
+	state := append([]byte{0x00, 0x53, 0x27}, compound8(0xc0, encBool(true), encBool(false),
+		compound8(0xc1, compound8(0xc0, encUint(1)), encStr("v")))...)
+	p.write(frame(0, 0, performative(0x15, encBool(true), encUint(0), null, encBool(true), state)))
+	// go-amqp ends the connection: take what it still writes.
+	_, _ = io.Copy(io.Discard, p.conn)
+}
+
+// TestGuardEndsConnectionOnHostilePerformative: a disposition that would
+// panic go-amqp's reader ends the connection with a GuardError instead.
+func TestGuardEndsConnectionOnHostilePerformative(t *testing.T) {
+	client, server := net.Pipe()
+	defer client.Close()
+	defer server.Close()
+	done := make(chan error, 1)
+	go (&fakePeer{conn: server}).serveHostileDisposition(done)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	g := newGuard(client, 0, rejectBad)
+	conn, err := amqp.NewConn(ctx, g, &amqp.ConnOptions{MaxFrameSize: guardMaxFrameSize, IdleTimeout: -1})
+	require.NoError(t, err)
+	sess, err := conn.NewSession(ctx, nil)
+	require.NoError(t, err)
+	snd, err := sess.NewSender(ctx, "/queues/q", nil)
+	require.NoError(t, err)
+	err = snd.Send(ctx, amqp.NewMessage([]byte("x")), nil)
+	require.Error(t, err)
+	<-conn.Done()
+	require.Contains(t, conn.Err().Error(), "a map key of type 0xc0")
+	// What Conn.Err wraps, since go-amqp keeps only the text.
+	ge := g.failed.Load()
+	require.NotNil(t, ge)
+	require.Contains(t, ge.Error(), "performative 0x15")
+	_ = conn.Close()
+	server.Close()
+	<-done
+}
+
+func (p *fakePeer) serve(transfers [][]byte, done chan<- error) {
+	defer peerDone(done)
+	p.handshake(false)
 	p.expect(0x13) // the receiver's credit
 	p.write(transfers...)
 	p.expect(0x18)
