@@ -246,7 +246,7 @@ func (c *Conn) Err() error {
 	if err == nil {
 		return nil
 	}
-	if ge := c.guard.failed.Load(); ge != nil {
+	if ge := c.guardFailure(); ge != nil {
 		// The guard refused what the broker sent; go-amqp's error has
 		// only its text.
 		return fmt.Errorf("amqpactor: connection to %s ended: %w", c.conn.redacted, ge)
@@ -263,7 +263,16 @@ func (c *Conn) Features() transport.Features {
 
 // PeerOffers reports whether the broker's open frame offered capability
 // (for example "ANONYMOUS-RELAY").
-func (c *Conn) PeerOffers(capability string) bool { return c.guard.PeerOffers(capability) }
+func (c *Conn) PeerOffers(capability string) bool {
+	return c.guard != nil && c.guard.PeerOffers(capability)
+}
+
+func (c *Conn) guardFailure() *GuardError {
+	if c.guard == nil {
+		return nil
+	}
+	return c.guard.failed.Load()
+}
 
 // Management returns the client of the broker's AMQP management node on this
 // connection (RabbitMQ 4). Its links are opened on first use.
