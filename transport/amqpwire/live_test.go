@@ -522,3 +522,11 @@ func TestLiveExistingExchanges(t *testing.T) {
 	must(t, err, "outcome")
 	t.Logf("publish to amq.topic with no binding: %v", o)
 }
+
+// TestLivePeerOffers: the guard records the capabilities RabbitMQ 4's open
+// offers (it offers the anonymous relay).
+func TestLivePeerOffers(t *testing.T) {
+	conn := connect(t)
+	expect(t, conn.PeerOffers("ANONYMOUS-RELAY"), "RabbitMQ 4 offers ANONYMOUS-RELAY")
+	expect(t, !conn.PeerOffers("NO-SUCH-CAPABILITY"), "an unknown capability is not offered")
+}
