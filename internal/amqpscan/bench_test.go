@@ -1,0 +1,66 @@
+package amqpscan
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/Azure/go-amqp"
+)
+
+// typical is a 100-odd byte message as a service sends it: header,
+// properties, two application properties and a small body.
+var typical = mustMarshal(&amqp.Message{
+	Header: &amqp.MessageHeader{Durable: true},
+	Properties: &amqp.MessageProperties{
+		MessageID:    "0b5c2a3e-41a7",
+		To:           ptr("/queues/orders"),
+		ContentType:  ptr("application/json"),
+		CreationTime: ptr(time.UnixMilli(1_764_000_000_000)),
+	},
+	ApplicationProperties: map[string]any{"tenant": "acme", "attempt": int32(1)},
+	Data:                  [][]byte{[]byte(`{"order":42,"qty":3}`)},
+})
+
+// large is a 64 KiB message: the same envelope around a 64 KiB map body
+// of short strings, the worst realistic shape for a scanner (every few
+// bytes a new value), rather than one opaque binary.
+var large = func() []byte {
+	m := make(map[string]any)
+	for i := 0; len(m)*24 < 64<<10; i++ {
+		m[string(rune('a'+i%26))+string(rune('a'+i/26%26))+string(rune('a'+i/676%26))] = "value-of-it"
+	}
+	b := mustMarshal(&amqp.Message{Header: &amqp.MessageHeader{Durable: true}, Value: m})
+	return b
+}()
+
+var large64KiBData = mustMarshal(amqp.NewMessage(bytes.Repeat([]byte{'x'}, 64<<10)))
+
+func benchmarkCheck(b *testing.B, payload []byte) {
+	b.ReportAllocs()
+	b.SetBytes(int64(len(payload)))
+	for b.Loop() {
+		if err := Check(payload, Limits{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkCheckTypical(b *testing.B)   { benchmarkCheck(b, typical) }
+func BenchmarkCheck64KiBMap(b *testing.B)  { benchmarkCheck(b, large) }
+func BenchmarkCheck64KiBData(b *testing.B) { benchmarkCheck(b, large64KiBData) }
+func BenchmarkDecodeTypical(b *testing.B)  { benchmarkDecode(b, typical) }
+func BenchmarkDecode64KiBMap(b *testing.B) { benchmarkDecode(b, large) }
+
+// benchmarkDecode is go-amqp's own decoding, to put Check's cost in
+// proportion.
+func benchmarkDecode(b *testing.B, payload []byte) {
+	b.ReportAllocs()
+	b.SetBytes(int64(len(payload)))
+	for b.Loop() {
+		var m amqp.Message
+		if err := m.UnmarshalBinary(payload); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
