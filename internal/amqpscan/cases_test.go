@@ -156,6 +156,14 @@ func normalMessages() []sample {
 				str8("null"), null)),
 			sec(0x75, bin8(nil)))},
 		{"app-properties null section", cat(sec(0x74, null), sec(0x75, null))},
+		{"rabbitmq 4 dead-lettered: x-opt-deaths array of maps", cat(
+			sec(0x72, map32(
+				sym8("x-first-death-queue"), str8("q1"), sym8("x-first-death-reason"), sym8("rejected"),
+				sym8("x-opt-deaths"), array32(0xd1, 2, cat(
+					deathMap32("q1", "rejected", []string{"rk"}),
+					deathMap32("q2", "expired", nil))))),
+			sec(0x73, list8(str8("id"))),
+			sec(0x75, bin8([]byte("body"))))},
 		{"proton symbol arrays", cat(
 			sec(0x72, map8(sym8("x-opt-caps"), symArray8("a", "bb", "ccc"),
 				sym8("x-opt-caps32"), array32(0xb3, 2, cat(u32(1), []byte("a"), u32(0))))),
@@ -324,4 +332,19 @@ func hostileMessages() []hostile {
 		{"nesting of 33 lists", nested(33, list8), Limits{}, "nesting deeper than 32", "ok"},
 		{"nesting over a lower limit", nested(5, list8), Limits{MaxDepth: 4}, "nesting deeper than 4", "ok"},
 	}
+}
+
+// deathMap32 is one element (no constructor) of RabbitMQ's x-opt-deaths
+// array: a map32 with symbol keys.
+func deathMap32(queue, reason string, keys []string) []byte {
+	var rks []byte
+	for _, k := range keys {
+		rks = cat(rks, u32(uint32(len(k))), []byte(k))
+	}
+	body := cat(
+		sym8("queue"), str8(queue), sym8("reason"), sym8(reason), sym8("count"), vulong(1),
+		sym8("first-time"), timestamp(1), sym8("last-time"), timestamp(2),
+		sym8("exchange"), str8(""), sym8("routing-keys"), array32(0xb1, len(keys), rks),
+		sym8("ttl"), vuint(1000))
+	return cat(u32(uint32(len(body)+4)), u32(16), body)
 }
