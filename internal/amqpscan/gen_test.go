@@ -260,6 +260,10 @@ func (g *gen) value(d int) {
 	case 2:
 		g.array(d)
 	case 3:
+		if d+2 > DefaultMaxDepth { // an error's list and map
+			g.scalar(true)
+			return
+		}
 		g.described(d)
 	default:
 		g.scalar(true)
