@@ -1,6 +1,9 @@
 package amqpscan
 
-import "strconv"
+import (
+	"strconv"
+	"strings"
+)
 
 // DefaultMaxDepth is the deepest nesting of lists, maps, arrays and described
 // values that Check accepts when Limits.MaxDepth is zero.
@@ -65,7 +68,8 @@ type scanner struct {
 }
 
 func (s *scanner) fail(off int, reason string) error {
-	if s.sec != "" {
+	// "header with 6 fields", not "header with 6 fields in header".
+	if s.sec != "" && !strings.HasPrefix(reason, s.sec+" ") {
 		reason += " in " + s.sec
 	}
 	return &Error{Offset: off, Reason: reason}
