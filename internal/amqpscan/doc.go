@@ -60,8 +60,9 @@
 // # Cost
 //
 // One pass, no allocation, and recursion at most MaxDepth deep: about
-// 150 ns for a typical 100-byte message, about 1 GB/s on densely structured
-// bodies, and constant time for an opaque data section of any size.
+// 100 ns for a typical 100-byte message (go-amqp takes about 700 ns and 18
+// allocations to decode it), about 1.2 GB/s on densely structured bodies,
+// and constant time for an opaque data section of any size.
 //
 // # Tied to go-amqp's decoder
 //
