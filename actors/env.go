@@ -124,21 +124,22 @@ func Supervisor() actor.SupervisorStrategy {
 	})
 }
 
-// DrainAll sends a Drain to each pid and waits until all have answered or
-// ctx ends. It blocks: call it from a goroutine, never from Receive.
-func (e *Env) DrainAll(ctx context.Context, pids []*actor.PID) error {
+// DrainAll sends a drain like d (its contexts, not its Done) to each pid
+// and waits until all have answered or d.Ctx ends. It blocks: call it from a
+// goroutine, never from Receive.
+func (e *Env) DrainAll(d *messages.Drain, pids []*actor.PID) error {
 	chans := make([]chan error, len(pids))
 	for i, pid := range pids {
 		chans[i] = make(chan error, 1)
-		e.Root.Send(pid, &messages.Drain{Ctx: ctx, Done: chans[i]})
+		e.Root.Send(pid, &messages.Drain{Ctx: d.Ctx, Graceful: d.Graceful, Done: chans[i]})
 	}
 	var errs []error
 	for _, ch := range chans {
 		select {
 		case err := <-ch:
 			errs = append(errs, err)
-		case <-ctx.Done():
-			return ctx.Err()
+		case <-d.Ctx.Done():
+			return d.Ctx.Err()
 		}
 	}
 	return errors.Join(errs...)

@@ -534,12 +534,13 @@ func (s *sender) onDrain(m *messages.Drain) {
 	// written after the confirmations the drain waits for.
 	s.lane.q.Store(nil)
 	wq.PushClose(job{drain: &messages.Drain{Ctx: m.Ctx, Done: confirmed}})
+	grace := m.Grace()
 	env.Go(func() {
 		var err error
 		select {
 		case err = <-confirmed:
-		case <-m.Ctx.Done():
-			err = fmt.Errorf("amqpactor: waiting for publish confirmations on %s: %w", s.addr, m.Ctx.Err())
+		case <-grace.Done():
+			err = fmt.Errorf("amqpactor: waiting for publish confirmations on %s: %w", s.addr, grace.Err())
 		}
 		cctx, ccancel := env.CloseCtx(m.Ctx)
 		if cerr := link.Close(cctx); err == nil && cerr != nil && !errors.Is(cerr, context.Canceled) {
