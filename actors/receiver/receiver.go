@@ -115,6 +115,7 @@ type receiver struct {
 	replacement bool
 	stopping    bool
 	drain       *messages.Drain
+	alsoDone    []chan<- error // drains that came while drain was in progress
 	paused      atomic.Bool
 	timer       *time.Timer
 
@@ -502,6 +503,15 @@ func (r *receiver) closeLink(link transport.Receiver, ctx context.Context, done 
 // Past the drain's deadline the link is closed at once and what handlers
 // still hold goes back to the broker.
 func (r *receiver) onDrain(ctx actor.Context, m *messages.Drain) {
+	if r.drain != nil {
+		// Drained twice (Subscription.Close, then Stop): the second
+		// hears what the first does.
+		r.alsoDone = append(r.alsoDone, m.Done)
+		return
+	}
+	// A drained receiver never attaches again: an attach in flight
+	// closes its link when it comes back.
+	r.stopping = true
 	r.drain = m
 	r.paused.Store(true)
 	if r.link == nil {
@@ -524,10 +534,11 @@ func (r *receiver) onDrain(ctx actor.Context, m *messages.Drain) {
 // finishDrainedLink closes a draining link after its last settle.
 func (r *receiver) finishDrainedLink() {
 	q, drain, cancelLink := r.settleQ, r.drain, r.cancelLink
-	r.link, r.settleQ, r.flow, r.drain = nil, nil, nil, nil
+	answer := r.answerer() // forgets r.drain: after the line above
+	r.link, r.settleQ, r.flow = nil, nil, nil
 	q.PushClose(settleItem{close: true, ctx: drain.Ctx, done: func(err error) {
 		cancelLink()
-		drain.Done <- err
+		answer(err)
 	}})
 	r.state = messages.StateDetached
 }
@@ -537,20 +548,33 @@ func (r *receiver) finishDrainedLink() {
 // closes (all by the drain's Ctx), and the handlers' contexts are cancelled.
 func (r *receiver) cutDrainedLink() {
 	f, drain, cancelLink := r.flow, r.drain, r.cancelLink
-	r.link, r.settleQ, r.flow, r.drain = nil, nil, nil, nil
+	answer := r.answerer() // forgets r.drain: after the line above
+	r.link, r.settleQ, r.flow = nil, nil, nil
 	cut := fmt.Errorf("amqpactor: drain of %s: graceful part over: %w", r.spec.Address, context.DeadlineExceeded)
 	f.cutAndClose(settleItem{close: true, ctx: drain.Ctx, done: func(err error) {
-		drain.Done <- errors.Join(cut, err)
+		answer(errors.Join(cut, err))
 	}})
 	cancelLink()
 	r.lastErr = cut
 	r.state = messages.StateDetached
 }
 
+// answerer returns what answers the drain in progress and every later
+// one that joined it, and forgets them.
+func (r *receiver) answerer() func(error) {
+	drain, also := r.drain, r.alsoDone
+	r.drain, r.alsoDone = nil, nil
+	return func(err error) {
+		drain.Done <- err
+		for _, d := range also {
+			d <- err
+		}
+	}
+}
+
 func (r *receiver) finishDrain(err error) {
 	if r.drain != nil {
-		r.drain.Done <- err
-		r.drain = nil
+		r.answerer()(err)
 	}
 }
 
