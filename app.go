@@ -363,6 +363,10 @@ func (a *App) attach(ctx context.Context, root *actor.PID, s *Subscription) erro
 		err = ctx.Err()
 	}
 	if err != nil {
+		if a.stopCtx.Err() != nil {
+			// Stopping: the teardown takes every subscription down.
+			return fmt.Errorf("amqpactor: subscribing to %s: %w", s.spec.Address, err)
+		}
 		// Take it down again: a subscription whose first attach failed is
 		// not retried behind the caller's back.
 		uctx, cancel := a.env.CloseCtx(context.Background())
@@ -372,6 +376,7 @@ func (a *App) attach(ctx context.Context, root *actor.PID, s *Subscription) erro
 		select {
 		case <-udone:
 		case <-uctx.Done():
+		case <-a.env.Stopped():
 		}
 		return fmt.Errorf("amqpactor: subscribing to %s: %w", s.spec.Address, err)
 	}
@@ -457,6 +462,10 @@ func (a *App) Start(ctx context.Context) error {
 		res.Err = context.Cause(sctx)
 	}
 	if res.Err != nil {
+		if cause := context.Cause(sctx); errors.Is(cause, ErrStopped) && !errors.Is(res.Err, ErrStopped) {
+			// The dial failed because Stop gave up on it.
+			res.Err = fmt.Errorf("%w (%w)", cause, res.Err)
+		}
 		return a.failStart(ctx, fmt.Errorf("amqpactor: connecting to %s: %w", connector, res.Err))
 	}
 	a.mu.Lock()
@@ -662,6 +671,7 @@ func (a *App) teardown(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	env.MarkStopped()
 	if err := env.Wait(hard); err != nil {
 		errs = append(errs, fmt.Errorf("amqpactor: stop: waiting for the actors' goroutines: %w", err))
 	}

@@ -36,6 +36,23 @@ type Env struct {
 	Dispatcher actor.Dispatcher
 
 	wg sync.WaitGroup
+
+	stopOnce, markOnce sync.Once
+	stopped            chan struct{}
+}
+
+// Stopped is closed once the App's actor tree has stopped: nothing will
+// answer a Drain or an Unsubscribe after that, so whoever waits for one
+// waits for this too.
+func (e *Env) Stopped() <-chan struct{} {
+	e.stopOnce.Do(func() { e.stopped = make(chan struct{}) })
+	return e.stopped
+}
+
+// MarkStopped closes Stopped.
+func (e *Env) MarkStopped() {
+	e.Stopped()
+	e.markOnce.Do(func() { close(e.stopped) })
 }
 
 // Props returns the props of an actor of the App, on the App's dispatcher.
@@ -140,6 +157,8 @@ func (e *Env) DrainAll(d *messages.Drain, pids []*actor.PID) error {
 			errs = append(errs, err)
 		case <-d.Ctx.Done():
 			return d.Ctx.Err()
+		case <-e.Stopped():
+			return messages.ErrStopped
 		}
 	}
 	return errors.Join(errs...)

@@ -269,6 +269,11 @@ func (c *connection) onDialed(ctx actor.Context, m *dialed) {
 	}
 	if m.err != nil {
 		c.lastErr = m.err
+		if c.stopping && c.started != nil {
+			c.started <- Started{Err: fmt.Errorf("%w: %w", messages.ErrStopped, m.err)}
+			c.started = nil
+			return
+		}
 		if c.started != nil {
 			// The first dial decides Start; the App gives up on us.
 			c.started <- Started{Err: m.err}
@@ -390,6 +395,10 @@ func (c *connection) unsubscribe(ctx actor.Context, m *messages.Unsubscribe) {
 		case err = <-done:
 		case <-m.Ctx.Done():
 			err = m.Ctx.Err()
+		case <-env.Stopped():
+			// The tree has stopped: nobody will read unsubscribed.
+			m.Done <- messages.ErrStopped
+			return
 		}
 		env.Root.Send(self, &unsubscribed{name: m.Name, done: m.Done, err: err})
 	})
