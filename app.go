@@ -157,10 +157,20 @@ type Subscription struct {
 }
 
 // Address is the address the subscription receives from.
-func (s *Subscription) Address() Address { return s.spec.Address }
+func (s *Subscription) Address() Address {
+	if s == nil {
+		return Address{}
+	}
+	return s.spec.Address
+}
 
 // Name is the subscription's name in the tree.
-func (s *Subscription) Name() string { return s.spec.Name }
+func (s *Subscription) Name() string {
+	if s == nil {
+		return ""
+	}
+	return s.spec.Name
+}
 
 // Close detaches just this subscription: handlers in flight finish and
 // settle (until ctx ends), then the link detaches; deliveries still unsettled
@@ -213,6 +223,9 @@ func (s *Subscription) Resume() { s.setPaused(false) }
 // Pause never overtakes its subscription's Subscribe (and is never lost to
 // a connection that does not know the subscription yet).
 func (s *Subscription) setPaused(p bool) {
+	if s == nil {
+		return
+	}
 	a := s.app
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -958,9 +971,9 @@ func (a *App) Tree(ctx context.Context) (*Node, error) {
 	a.mu.Unlock()
 	if root == nil || state == stateStopped {
 		if state == stateNew {
-			return nil, fmt.Errorf("amqpactor: Tree: %w", ErrNotStarted)
+			return nil, ErrNotStarted
 		}
-		return nil, fmt.Errorf("amqpactor: Tree: %w", ErrStopped)
+		return nil, ErrStopped
 	}
 	return describe(ctx, sys, root)
 }

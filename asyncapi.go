@@ -290,6 +290,9 @@ func (a *App) AsyncAPI() ([]byte, error) {
 	name := a.cfg.name
 	connector := a.connector
 	a.mu.Unlock()
+	if connector == nil {
+		return nil, errNilConnector
+	}
 	dialect := connector.Dialect()
 
 	doc := &apiDoc{
