@@ -133,4 +133,3 @@ func TestOneAttachAtATime(t *testing.T) {
 	require.NoError(t, sys.Root.PoisonFuture(pid).Wait())
 	require.NoError(t, env.Wait(dctx), "every goroutine of the sender ended")
 }
-
