@@ -749,6 +749,8 @@ func (a *App) senderFor(ctx context.Context, env *actors.Env, publisher *actor.P
 		return &r, nil
 	case <-ctx.Done():
 		return nil, fmt.Errorf("amqpactor: publish to %s: %w", addr, ctx.Err())
+	case <-env.Stopped():
+		return nil, fmt.Errorf("amqpactor: publish to %s: %w", addr, ErrStopped)
 	}
 }
 
@@ -792,6 +794,15 @@ func (a *App) send(ctx context.Context, call *publishCall, addr Address, raw *am
 		return err
 	case <-ctx.Done():
 		return fmt.Errorf("amqpactor: publish to %s: %w", addr, ctx.Err())
+	case <-env.Stopped():
+		// The tree stopped with the publish in it: nothing will answer.
+		select {
+		case err := <-call.done:
+			call.release()
+			return err
+		default:
+			return fmt.Errorf("amqpactor: publish to %s: %w", addr, ErrStopped)
+		}
 	}
 }
 
@@ -883,6 +894,9 @@ func (a *App) request(ctx context.Context, addr Address, m *Message) (*Message, 
 		case <-ctx.Done():
 			ch.Replies.Cancel(k)
 			return nil, fmt.Errorf("amqpactor: request to %s: no reply: %w", addr, ctx.Err())
+		case <-env.Stopped():
+			ch.Replies.Cancel(k)
+			return nil, fmt.Errorf("amqpactor: request to %s: no reply: %w", addr, ErrStopped)
 		}
 	}
 }
@@ -931,6 +945,8 @@ func (a *App) Transaction(ctx context.Context, fn func(tx *Tx) error) (err error
 	case res = <-reply:
 	case <-ctx.Done():
 		return fmt.Errorf("amqpactor: transaction: %w", ctx.Err())
+	case <-env.Stopped():
+		return fmt.Errorf("amqpactor: transaction: %w", ErrStopped)
 	}
 	if res.Err != nil {
 		return res.Err

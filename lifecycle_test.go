@@ -292,3 +292,41 @@ func TestCancelledStartLeavesNothing(t *testing.T) {
 	require.Zero(t, left.Load(), "connections left open")
 	t.Logf("FIGURES %s: pairs=%d starts_failed=%d connections_left=%d", t.Name(), pairs, failed.Load(), left.Load())
 }
+
+// TestPublishDuringStop: publishes racing Stop either succeed or fail with
+// ErrStopped soon after Stop returns; none waits out its own context.
+func TestPublishDuringStop(t *testing.T) {
+	defer goleak.VerifyNone(t, ignoreThrottle)
+	sys := sharedSystem(t)
+	q := amqpactor.Queue("q")
+	for i := range runs() / 10 {
+		app := amqpactor.New(inproc.New(), amqpactor.WithActorSystem(sys), amqpactor.WithName(fmt.Sprintf("stop-%d", i)))
+		_, err := app.Subscribe(q, func(context.Context, *amqpactor.Message) error { return nil })
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		require.NoError(t, app.Start(ctx))
+		var wg sync.WaitGroup
+		var returned atomic.Int64
+		errs := make(chan error, 8)
+		for range 8 {
+			wg.Go(func() {
+				defer returned.Add(1)
+				for {
+					if err := app.Publish(ctx, q, &amqpactor.Message{Body: []byte("x")}); err != nil {
+						errs <- err
+						return
+					}
+				}
+			})
+		}
+		require.NoError(t, app.Stop(ctx))
+		require.Eventually(t, func() bool { return returned.Load() == 8 }, 5*time.Second, time.Millisecond,
+			"run %d: publishes still waiting after Stop", i)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			require.ErrorIs(t, err, amqpactor.ErrStopped, "run %d", i)
+		}
+		cancel()
+	}
+}
