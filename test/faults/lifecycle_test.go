@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -203,4 +204,29 @@ func TestLiveCutThenStop(t *testing.T) {
 		return app, p.Cut
 	})
 	t.Logf("FIGURES %s: runs=%d stop_deadline=2s stop_max=%s", t.Name(), runs, slowest.Round(time.Millisecond))
+}
+
+// TestInprocEstablishedCount checks the /proc count the live tests rely on
+// against a listener of the test's own: one connection counted while it is
+// open, none once it is closed.
+func TestInprocEstablishedCount(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer func() { _ = ln.Close() }()
+	port := ln.Addr().(*net.TCPAddr).Port
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			accepted <- c
+		}
+	}()
+	require.Zero(t, establishedTo(t, port))
+	c, err := net.Dial("tcp", ln.Addr().String())
+	require.NoError(t, err)
+	server := <-accepted
+	defer func() { _ = server.Close() }()
+	require.Equal(t, 1, establishedTo(t, port), "the open connection")
+	require.NoError(t, c.Close())
+	require.Eventually(t, func() bool { return establishedTo(t, port) == 0 }, 5*time.Second, time.Millisecond, "none once closed")
 }
