@@ -552,8 +552,10 @@ func (r *receiver) cutDrainedLink() {
 	r.link, r.settleQ, r.flow = nil, nil, nil
 	cut := fmt.Errorf("amqpactor: drain of %s: graceful part over: %w", r.spec.Address, context.DeadlineExceeded)
 	f.cutAndClose(settleItem{close: true, ctx: drain.Ctx, done: func(err error) {
+		cancelLink() // before the answer, whichever goroutine gets there first
 		answer(errors.Join(cut, err))
 	}})
+	// After the cut: a handler that returns now cannot settle any more.
 	cancelLink()
 	r.lastErr = cut
 	r.state = messages.StateDetached

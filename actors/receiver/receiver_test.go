@@ -140,7 +140,7 @@ func TestDrainReleasesWhatHandlersHold(t *testing.T) {
 	}
 	select {
 	case <-cancelled:
-	default:
+	case <-time.After(5 * time.Second):
 		t.Fatal("the handler's context was not cancelled")
 	}
 	require.Equal(t, []string{"settle held released", "close"}, link.events(),
