@@ -162,7 +162,13 @@ func rejected(err error, cond string) messages.Outcome {
 // Responder adapts a request handler: its reply goes to the request's
 // reply-to with correlation-id set to the request's correlation-id, or its
 // message-id when it has none. An error is handled like a Handler's.
+//
+// Responder(nil) returns a handler that Subscribe refuses with an error;
+// called anyway, it rejects every request.
 func Responder(fn func(ctx context.Context, req *Message) (*Message, error)) Handler {
+	if fn == nil {
+		return invalidAdapter(errNilResponder)
+	}
 	h := func(ctx context.Context, req *Message) error {
 		if req == nil {
 			return probed(ctx, nil, true) // asyncapi.go: what AsyncAPI says of this handler
@@ -198,7 +204,13 @@ func Responder(fn func(ctx context.Context, req *Message) (*Message, error)) Han
 //
 // AsyncAPI describes the payload of a Typed subscription by the JSON schema
 // of T (see App.AsyncAPI).
+//
+// Typed(nil) returns a handler that Subscribe refuses with an error; called
+// anyway, it rejects every message.
 func Typed[T any](fn func(ctx context.Context, v T, m *Message) error) Handler {
+	if fn == nil {
+		return invalidAdapter(errNilTyped)
+	}
 	h := func(ctx context.Context, m *Message) error {
 		if m == nil {
 			return probed(ctx, reflect.TypeFor[T](), false) // asyncapi.go
@@ -222,6 +234,25 @@ func Typed[T any](fn func(ctx context.Context, v T, m *Message) error) Handler {
 				Description: fmt.Sprintf("decoding %T: %v", v, err)})
 		}
 		return fn(ctx, v, m)
+	}
+	registerAdapter(h)
+	return h
+}
+
+var (
+	errNilResponder = errors.New("amqpactor: Responder(nil): no function to answer requests")
+	errNilTyped     = errors.New("amqpactor: Typed(nil): no function to handle messages")
+)
+
+// invalidAdapter is what Responder and Typed return without a function:
+// Subscribe refuses it (the probe reports err), and a call with a message
+// rejects it with err rather than leaving a requester to time out.
+func invalidAdapter(err error) Handler {
+	h := func(ctx context.Context, m *Message) error {
+		if m == nil {
+			return probedInvalid(ctx, err)
+		}
+		return Reject(err)
 	}
 	registerAdapter(h)
 	return h

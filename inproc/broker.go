@@ -60,7 +60,9 @@ func New(opts ...Option) *Broker {
 		rejects:  make(map[address.Address]*amqp.Error),
 	}
 	for _, o := range opts {
-		o(&b.cfg)
+		if o != nil {
+			o(&b.cfg)
+		}
 	}
 	return b
 }
@@ -130,6 +132,9 @@ func (b *Broker) topic(name string) *topic {
 // for tests that need a message in place. It fails only when m could not be
 // encoded by go-amqp or a is invalid. The broker keeps its own copy of m.
 func (b *Broker) Publish(a address.Address, m *amqp.Message) error {
+	if m == nil {
+		return errors.New("inproc: Publish: nil message")
+	}
 	if err := a.Validate(); err != nil {
 		return err
 	}

@@ -141,16 +141,29 @@ type Subscribe struct {
 // the broker. Done is closed when it is gone.
 type Unsubscribe struct {
 	Name string
-	Ctx  context.Context
-	Done chan<- error
+	// Ctx bounds the whole detach, Graceful (nil: Ctx) its graceful part;
+	// see Drain.
+	Ctx, Graceful context.Context
+	Done          chan<- error
 }
 
 // Drain is the first step of a graceful stop: stop taking new work, finish
-// and settle what is in flight, detach links and end sessions, by Ctx's
-// deadline. Done receives the first error met.
+// and settle what is in flight, detach links and end sessions. Graceful
+// bounds the graceful part: when it ends, handlers' contexts are cancelled,
+// what is unsettled goes back to the broker as released and links close at
+// once. Ctx bounds the whole drain; every actor answers Done (with the
+// first error met) by its end. A nil Graceful means Ctx.
 type Drain struct {
-	Ctx  context.Context
-	Done chan<- error
+	Ctx, Graceful context.Context
+	Done          chan<- error
+}
+
+// Grace is the graceful part of the drain: Graceful, or Ctx without one.
+func (d *Drain) Grace() context.Context {
+	if d.Graceful != nil {
+		return d.Graceful
+	}
+	return d.Ctx
 }
 
 // Pause stops granting credit to a subscription; Resume grants it again.

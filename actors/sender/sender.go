@@ -117,6 +117,8 @@ type sender struct {
 	attempt  int
 	timer    *time.Timer
 	drain    *messages.Drain
+	// attaching is the session an attach is in flight on, if any.
+	attaching transport.Session
 	// wasAttached: this sender had a link, so it re-attaches when a new
 	// session comes. refusal: the broker's last refusal, answered to
 	// publishes until refusedUntil.
@@ -176,6 +178,12 @@ func (s *sender) Receive(ctx actor.Context) {
 		}
 	case *SessionDown:
 		s.sess = nil
+		if s.timer != nil {
+			// A retry on a session that is gone is pointless; the next
+			// SessionUp attaches if there is work.
+			s.timer.Stop()
+			s.timer = nil
+		}
 		s.endLink(ctx, m.Err, nil, false)
 	case *messages.Publish:
 		if s.drain != nil {
@@ -240,7 +248,22 @@ func (s *sender) Receive(ctx actor.Context) {
 	}
 }
 
+// attach attaches a link on the current session, unless an attach is in
+// flight on it already. Two at once would both succeed, and the second
+// link's writer would replace the first's without closing its queue: the
+// first writer (and its confirmer) would then wait for ever, and Stop with
+// them. That happened when a retry timer armed before a lost connection
+// fired after the new session's SessionUp had started an attach.
 func (s *sender) attach(ctx actor.Context) {
+	if s.attaching != nil && s.attaching == s.sess {
+		return
+	}
+	if s.timer != nil {
+		// This attach is the retry the timer was for.
+		s.timer.Stop()
+		s.timer = nil
+	}
+	s.attaching = s.sess
 	s.state = messages.StateAttaching
 	self, sess, env := ctx.Self(), s.sess, s.env
 	opts := transport.SenderOptions{Address: s.addr}
@@ -253,15 +276,20 @@ func (s *sender) attach(ctx actor.Context) {
 }
 
 func (s *sender) onAttach(ctx actor.Context, m *attachResult) {
+	if m.sess == s.attaching {
+		s.attaching = nil
+	}
 	if m.sess != s.sess {
 		// Tried on a session that has since been replaced: its answer
 		// says nothing about the current one.
 		if m.link != nil {
 			s.closeLink(m.link, context.Background())
 		}
-		s.state = messages.StateDetached
-		if s.sess != nil && s.drain == nil {
-			s.attach(ctx)
+		if s.attaching == nil {
+			s.state = messages.StateDetached
+			if s.sess != nil && s.drain == nil {
+				s.attach(ctx)
+			}
 		}
 		return
 	}
@@ -291,7 +319,9 @@ func (s *sender) onAttach(ctx actor.Context, m *attachResult) {
 		s.failWaiting(m.err)
 		return
 	}
-	if s.drain != nil || s.sess == nil {
+	if s.drain != nil || s.sess == nil || s.link != nil {
+		// Stopping, no session, or a link already attached (never two
+		// writers for one sender).
 		s.closeLink(m.link, context.Background())
 		return
 	}
@@ -504,12 +534,13 @@ func (s *sender) onDrain(m *messages.Drain) {
 	// written after the confirmations the drain waits for.
 	s.lane.q.Store(nil)
 	wq.PushClose(job{drain: &messages.Drain{Ctx: m.Ctx, Done: confirmed}})
+	grace := m.Grace()
 	env.Go(func() {
 		var err error
 		select {
 		case err = <-confirmed:
-		case <-m.Ctx.Done():
-			err = fmt.Errorf("amqpactor: waiting for publish confirmations on %s: %w", s.addr, m.Ctx.Err())
+		case <-grace.Done():
+			err = fmt.Errorf("amqpactor: waiting for publish confirmations on %s: %w", s.addr, grace.Err())
 		}
 		cctx, ccancel := env.CloseCtx(m.Ctx)
 		if cerr := link.Close(cctx); err == nil && cerr != nil && !errors.Is(cerr, context.Canceled) {

@@ -11,6 +11,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/amqpactor/amqpactor/actors"
+	"github.com/amqpactor/amqpactor/messages"
 	"github.com/amqpactor/amqpactor/transport"
 )
 
@@ -41,18 +42,19 @@ func closeSession(env *actors.Env, sess transport.Session, ctx context.Context, 
 	})
 }
 
-// drainThenClose drains pids off the actor, then ends sess (if any), and
-// answers done with the first error met: the graceful stop of a session.
-func drainThenClose(env *actors.Env, ctx context.Context, pids []*actor.PID, sess transport.Session, done chan<- error) {
+// drainThenClose drains pids off the actor as d says, then ends sess (if
+// any), and answers d.Done with the first error met: the graceful stop of a
+// session.
+func drainThenClose(env *actors.Env, d *messages.Drain, pids []*actor.PID, sess transport.Session) {
 	env.Go(func() {
-		err := env.DrainAll(ctx, pids)
+		err := env.DrainAll(d, pids)
 		if sess != nil {
-			cctx, cancel := env.CloseCtx(ctx)
+			cctx, cancel := env.CloseCtx(d.Ctx)
 			if cerr := sess.Close(cctx); err == nil {
 				err = cerr
 			}
 			cancel()
 		}
-		done <- err
+		d.Done <- err
 	})
 }

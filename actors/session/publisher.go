@@ -124,7 +124,7 @@ func (p *publisher) Receive(ctx actor.Context) {
 		sess, env := p.sess, p.env
 		p.sess = nil
 		p.state = messages.StateDetached
-		drainThenClose(env, m.Ctx, p.order, sess, m.Done)
+		drainThenClose(env, m, p.order, sess)
 	case *messages.Describe:
 		n := &messages.Node{Name: "publisher", Kind: "publisher", PID: ctx.Self().String(), State: p.state,
 			Counters: map[string]uint64{"senders": uint64(len(p.order))}}
