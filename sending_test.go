@@ -27,11 +27,16 @@ const (
 	goroutineSlack = 16
 )
 
+// treeTimeout bounds a Tree: a sender that stops between its publisher's
+// answer and the ask for its own node is waited for until the deadline
+// (and then listed as gone), which retiring senders make common here.
+const treeTimeout = 500 * time.Millisecond
+
 // senders counts the sender nodes of app's tree and returns the
 // publishers' counters, "publisher." and "replies." prefixed.
 func senders(t *testing.T, app *amqpactor.App) (int, map[string]uint64) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), treeTimeout)
 	defer cancel()
 	root, err := app.Tree(ctx)
 	require.NoError(t, err)
@@ -56,7 +61,7 @@ func senders(t *testing.T, app *amqpactor.App) (int, map[string]uint64) {
 
 // countSenders is senders for the sampler, which must not fail the test.
 func countSenders(app *amqpactor.App) (int, bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), treeTimeout)
 	defer cancel()
 	root, err := app.Tree(ctx)
 	if err != nil {

@@ -40,8 +40,11 @@ func admin(t *testing.T, u string) *amqpwire.Management {
 }
 
 // senderNodes counts the sender nodes of app's tree.
+//
+// Its Tree is bounded tightly: a sender that stops between its publisher's
+// answer and the ask for its own node is waited for until the deadline.
 func senderNodes(app *amqpactor.App) (int, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
 	root, err := app.Tree(ctx)
 	if err != nil {
