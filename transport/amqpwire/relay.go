@@ -76,7 +76,7 @@ func (r *Relay) SendTo(ctx context.Context, a address.Address, m *amqp.Message, 
 		return nil, fmt.Errorf("amqpactor: send to %s: nil message", a)
 	}
 	c := r.conn
-	node, err := address.Render(c.dialect, a, address.Send, "")
+	cp, err := addressed(c.dialect, a, m)
 	if err != nil {
 		return nil, err
 	}
@@ -85,6 +85,16 @@ func (r *Relay) SendTo(ctx context.Context, a address.Address, m *amqp.Message, 
 			return nil, err
 		}
 	}
+	return r.send(ctx, *cp.Properties.To, cp, settled)
+}
+
+// addressed returns a copy of m that names a as dialect d spells it on the
+// anonymous terminus; m itself is not changed.
+func addressed(d address.Dialect, a address.Address, m *amqp.Message) (*amqp.Message, error) {
+	node, err := address.Render(d, a, address.Send, "")
+	if err != nil {
+		return nil, err
+	}
 	cp := *m
 	var props amqp.MessageProperties
 	if m.Properties != nil {
@@ -92,7 +102,7 @@ func (r *Relay) SendTo(ctx context.Context, a address.Address, m *amqp.Message, 
 	}
 	props.To = &node.Address
 	cp.Properties = &props
-	if c.dialect == address.Artemis && a.Kind() != address.KindRaw {
+	if d == address.Artemis && a.Kind() != address.KindRaw {
 		ann := make(amqp.Annotations, len(m.Annotations)+1)
 		maps.Copy(ann, m.Annotations)
 		if a.Kind() == address.KindTopic {
@@ -102,7 +112,7 @@ func (r *Relay) SendTo(ctx context.Context, a address.Address, m *amqp.Message, 
 		}
 		cp.Annotations = ann
 	}
-	return r.send(ctx, node.Address, &cp, settled)
+	return &cp, nil
 }
 
 // send is Sender.Send with errors and receipts naming to.
