@@ -272,6 +272,11 @@ func (p *publisher) onRetired(ctx actor.Context, pid *actor.PID) {
 		}
 	}
 	p.retired++
+	if p.draining {
+		// The drain under way may have asked it already: it answers, and
+		// stops with the tree.
+		return
+	}
 	// After everything this publisher sent it: it hands those back first.
 	ctx.Poison(pid)
 	parked := p.parked
