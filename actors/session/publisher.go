@@ -63,17 +63,6 @@ func (t *Senders) Hand(root *actor.RootContext, publisher *actor.PID, p *message
 	root.Send(publisher, p)
 }
 
-// Lanes counts the dedicated senders in the table (of replies when reply).
-func (t *Senders) Lanes(reply bool) int {
-	r := &t.own
-	if reply {
-		r = &t.replies
-	}
-	n := 0
-	r.lanes.Range(func(any, any) bool { n++; return true })
-	return n
-}
-
 // NewPublisher returns the props of the publisher session actor. It spawns
 // the replies publisher, its child, which sends replies on a session of
 // its own.
