@@ -55,7 +55,6 @@ type App struct {
 
 	seq       atomic.Uint64
 	addrCache sync.Map // Address -> error, for addresses already checked
-	senders   sync.Map // Address -> *messages.SenderRef of its sender actor
 
 	tel *telemetry // OpenTelemetry and what AsyncAPI reports of publishes (telemetry.go)
 }
@@ -450,6 +449,8 @@ func (a *App) Start(ctx context.Context) error {
 		Log:        a.log, Dialect: connector.Dialect(), Root: a.sys.Root,
 		Backoff:      actors.Backoff{Initial: a.cfg.backoff[0], Max: a.cfg.backoff[1]},
 		CloseTimeout: a.cfg.closeTimeout,
+		MaxSenders:   a.cfg.maxSenders,
+		SenderIdle:   a.cfg.senderIdle,
 		Publish:      a.publishRaw,
 	}
 	started := make(chan connection.Started, 1)
@@ -733,41 +734,21 @@ type liveApp struct {
 	children connection.Children
 }
 
-// senderFor returns the sender actor of addr, asking the publisher once.
-func (a *App) senderFor(ctx context.Context, env *actors.Env, publisher *actor.PID, addr Address) (*messages.SenderRef, error) {
-	if ref, ok := a.senders.Load(addr); ok {
-		return ref.(*messages.SenderRef), nil
-	}
-	reply := make(chan messages.SenderRef, 1)
-	env.Root.Send(publisher, &messages.SenderFor{Address: addr, Reply: reply})
-	select {
-	case r := <-reply:
-		if r.Err != nil {
-			return nil, fmt.Errorf("amqpactor: publish to %s: %w", addr, r.Err)
-		}
-		a.senders.Store(addr, &r)
-		return &r, nil
-	case <-ctx.Done():
-		return nil, fmt.Errorf("amqpactor: publish to %s: %w", addr, ctx.Err())
-	case <-env.Stopped():
-		return nil, fmt.Errorf("amqpactor: publish to %s: %w", addr, ErrStopped)
-	}
-}
-
-// publish is Publish without its tracing and checks (telemetry.go).
-func (a *App) publish(ctx context.Context, addr Address, m *Message, settled bool) error {
+// publish is Publish without its tracing and checks (telemetry.go). reply:
+// a Responder's reply, sent through the replies publisher.
+func (a *App) publish(ctx context.Context, addr Address, m *Message, settled, reply bool) error {
 	call := callPool.Get().(*publishCall)
 	raw, err := call.out.Map(m)
 	if err != nil {
 		call.release()
 		return fmt.Errorf("amqpactor: publish to %s: %w", addr, err)
 	}
-	return a.send(ctx, call, addr, raw, settled)
+	return a.send(ctx, call, addr, raw, settled, reply)
 }
 
-// publishRaw publishes a message mapped already (a reply, a request).
+// publishRaw publishes a message mapped already.
 func (a *App) publishRaw(ctx context.Context, addr Address, raw *amqp.Message, settled bool) error {
-	return a.send(ctx, callPool.Get().(*publishCall), addr, raw, settled)
+	return a.send(ctx, callPool.Get().(*publishCall), addr, raw, settled, false)
 }
 
 // send hands raw to addr's sender actor in call and waits for the answer. The
@@ -775,19 +756,16 @@ func (a *App) publishRaw(ctx context.Context, addr Address, raw *amqp.Message, s
 // (and a message mapped into call.out) is nobody else's, so it goes back to
 // the pool. A caller that gives up on ctx leaves call to the sender, and to
 // the garbage collector.
-func (a *App) send(ctx context.Context, call *publishCall, addr Address, raw *amqp.Message, settled bool) error {
+func (a *App) send(ctx context.Context, call *publishCall, addr Address, raw *amqp.Message, settled, reply bool) error {
 	env, ch, err := a.running(ctx)
 	if err != nil {
 		call.release()
 		return err
 	}
-	ref, err := a.senderFor(ctx, env, ch.Publisher, addr)
-	if err != nil {
-		call.release()
-		return err
-	}
-	call.p = messages.Publish{Ctx: ctx, Address: addr, Message: raw, Settled: settled, Done: call.done}
-	ref.Hand(env.Root, &call.p)
+	call.p = messages.Publish{Ctx: ctx, Address: addr, Message: raw, Settled: settled, Reply: reply, Done: call.done}
+	// Onto the lane of the address's sender while its link is up, else
+	// to the publisher, which routes it (actors/session).
+	ch.Senders.Hand(env.Root, ch.Publisher, &call.p)
 	select {
 	case err := <-call.done:
 		call.release()
@@ -845,12 +823,8 @@ func (a *App) request(ctx context.Context, addr Address, m *Message) (*Message, 
 	k := messages.CorrelationKey(key)
 	var sent chan error // the request's outcome; nil once it was accepted
 	send := func(raw *amqp.Message) error {
-		ref, err := a.senderFor(ctx, env, ch.Publisher, addr)
-		if err != nil {
-			return err
-		}
 		sent = make(chan error, 1)
-		ref.Hand(env.Root, &messages.Publish{Ctx: ctx, Address: addr, Message: raw, Done: sent})
+		ch.Senders.Hand(env.Root, ch.Publisher, &messages.Publish{Ctx: ctx, Address: addr, Message: raw, Done: sent})
 		return nil
 	}
 	if replyTo, ok := ch.Replies.Register(k, reply); ok {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/Azure/go-amqp"
 
+	"github.com/amqpactor/amqpactor/actors"
 	"github.com/amqpactor/amqpactor/messages"
 )
 
@@ -191,7 +192,17 @@ func Responder(fn func(ctx context.Context, req *Message) (*Message, error)) Han
 		if app == nil {
 			return errors.New("amqpactor: Responder used outside a subscription of an App")
 		}
-		return app.publishReply(ctx, Raw(req.ReplyTo), rep)
+		if err := app.publishReply(ctx, Raw(req.ReplyTo), rep); err != nil {
+			if undeliverableReply(err) {
+				// The reply-to names a node the broker does not have (or
+				// will not let us send to): no retry can deliver it, so
+				// the request is rejected, and only this reply failed.
+				app.log.Warn("amqpactor: reply not delivered", "address", req.ReplyTo, "error", err)
+				return Reject(err)
+			}
+			return err
+		}
+		return nil
 	}
 	registerAdapter(h)
 	return h
@@ -274,4 +285,13 @@ type appKey struct{}
 func appFrom(ctx context.Context) *App {
 	a, _ := ctx.Value(appKey{}).(*App)
 	return a
+}
+
+// undeliverableReply reports a reply the broker answered with an outcome
+// other than accepted (RabbitMQ 4 releases a transfer to a missing queue on
+// the anonymous terminus), or whose attach it refused for good (not found,
+// not allowed).
+func undeliverableReply(err error) bool {
+	var oe *OutcomeError
+	return errors.As(err, &oe) || actors.Terminal(err)
 }

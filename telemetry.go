@@ -440,7 +440,7 @@ func (a *App) tracedPublish(ctx context.Context, tg *target, addr Address, m *Me
 	if tg == t.replyState && span.IsRecording() {
 		span.SetAttributes(attribute.String("messaging.destination.name", addr.Name()))
 	}
-	err := a.publish(ctx, addr, m, settled)
+	err := a.publish(ctx, addr, m, settled, tg == t.replyState)
 	r := publishResult(err, settled)
 	t.published.Add(ctx, 1, tg.published[r]...)
 	t.publishDur.Record(ctx, time.Since(start).Seconds(), tg.pubDur[r]...)

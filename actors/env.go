@@ -34,6 +34,11 @@ type Env struct {
 	Base context.Context
 	// Dispatcher runs the mailboxes of every actor of the App (a Pool).
 	Dispatcher actor.Dispatcher
+	// MaxSenders bounds the dedicated sender links of a publisher, and
+	// SenderIdle is how long a sender goes unused before it retires; zero
+	// means the defaults of package session.
+	MaxSenders int
+	SenderIdle time.Duration
 
 	wg sync.WaitGroup
 

@@ -39,6 +39,7 @@ type link interface {
 
 type config struct {
 	replyPrefix string
+	noRelay     bool
 }
 
 // Option configures a Broker.
@@ -48,6 +49,13 @@ type Option func(*config)
 // (default "$inproc.reply."); a number follows it.
 func WithReplyPrefix(prefix string) Option {
 	return func(c *config) { c.replyPrefix = prefix }
+}
+
+// WithoutAnonymousRelay makes the broker offer no anonymous relay, as a
+// peer without ANONYMOUS-RELAY: Features().AnonymousRelay is false and an
+// attach to the anonymous terminus is refused with amqp:not-implemented.
+func WithoutAnonymousRelay() Option {
+	return func(c *config) { c.noRelay = true }
 }
 
 // New returns an empty broker.

@@ -74,34 +74,10 @@ type Publish struct {
 	Address address.Address
 	Message *amqp.Message
 	Settled bool
-	Done    chan<- error
-}
-
-// SenderFor asks the publisher for the sender actor of Address (spawned on
-// first ask). The App keeps the answer and hands its Publish messages
-// straight to that sender (SenderRef.Hand): its lane while the link is up,
-// else its mailbox.
-type SenderFor struct {
-	Address address.Address
-	Reply   chan<- SenderRef
-}
-
-// SenderRef answers SenderFor.
-type SenderRef struct {
-	PID *actor.PID
-	// Lane takes a Publish past the sender's mailbox while its link is
-	// attached (see actors/sender.Lane); when Offer reports false, send the
-	// Publish to PID.
-	Lane interface{ Offer(*Publish) bool }
-	Err  error
-}
-
-// Hand gives p to the sender: on its lane when that is open, else to its
-// mailbox.
-func (r *SenderRef) Hand(root *actor.RootContext, p *Publish) {
-	if r.Lane == nil || !r.Lane.Offer(p) {
-		root.Send(r.PID, p)
-	}
+	// Reply: a Responder's reply (to a reply-to address), which goes
+	// through the replies publisher, never the App's own senders.
+	Reply bool
+	Done  chan<- error
 }
 
 // Handler runs once per delivery; BatchHandler once per batch.

@@ -25,6 +25,8 @@ type Children struct {
 	Publisher, Requests, Txn *actor.PID
 	// Replies is the requests actor's book, for callers to register in.
 	Replies *session.Replies
+	// Senders is the publishers' table, for callers to hand publishes by.
+	Senders *session.Senders
 }
 
 // Started answers the first dial: the children once it succeeded.
@@ -84,7 +86,8 @@ type connection struct {
 func (c *connection) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		c.children.Publisher = spawn(ctx, session.NewPublisher(c.env), "publisher")
+		c.children.Senders = session.NewSenders()
+		c.children.Publisher = spawn(ctx, session.NewPublisher(c.env, c.children.Senders), "publisher")
 		c.children.Replies = session.NewReplies()
 		c.children.Requests = spawn(ctx, session.NewRequests(c.env, c.children.Replies), "requests")
 		c.children.Txn = spawn(ctx, txn.New(c.env, c.connector.String()), "txn")

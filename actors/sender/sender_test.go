@@ -93,7 +93,7 @@ func TestOneAttachAtATime(t *testing.T) {
 	env := &actors.Env{Root: sys.Root, Log: slog.New(slog.DiscardHandler), CloseTimeout: 5 * time.Second,
 		Backoff: actors.Backoff{Initial: 100 * time.Millisecond, Max: 100 * time.Millisecond}}
 	sess1 := &fakeSession{failing: true}
-	pid := sys.Root.Spawn(sender.New(env, address.Queue("q"), sess1, nil))
+	pid := sys.Root.Spawn(sender.New(env, sender.Config{Address: address.Queue("q"), Session: sess1}))
 
 	done := make(chan error, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -222,6 +222,8 @@ type Conn struct {
 	// error (unix nanoseconds; 0: never), see awaitChannelReuse.
 	remoteEnd atomic.Int64
 	mgmt      *Management
+	// declared: the nodes declared for the anonymous terminus (relay.go).
+	declared declared
 
 	closeOnce sync.Once
 	closeErr  error
@@ -246,9 +248,10 @@ func (c *Conn) Err() error {
 
 // Features: dynamic sources only on Artemis (RabbitMQ 4.0 answers
 // amqp:not-implemented, Service Bus has none); transactions nowhere (go-amqp
-// v1.7 has no coordinator link).
+// v1.7 has no coordinator link); the anonymous relay where the peer offers
+// it (relay.go).
 func (c *Conn) Features() transport.Features {
-	return transport.Features{DynamicSource: c.dialect == address.Artemis}
+	return transport.Features{DynamicSource: c.dialect == address.Artemis, AnonymousRelay: c.anonymousRelay()}
 }
 
 // Management returns the client of the broker's AMQP management node on this
