@@ -20,10 +20,10 @@
 //     nested maps overflow the stack, which no recover catches.
 //   - Map keys go-amqp cannot hash or decode. go-amqp panics on a list, map,
 //     array, binary or described key in annotations and footers, and errors
-//     on most of them elsewhere. Delivery and message annotations and the
-//     footer must have symbol or ulong keys, as the spec says, or long, which
-//     go-amqp's own encoder writes for integer keys; application-properties
-//     string or symbol keys; every other map scalar keys other than binary.
+//     on most of them elsewhere. Application-properties must have string or
+//     symbol keys; every other map, annotations and footer included, scalar
+//     keys other than binary (the spec's symbol or ulong is not enforced,
+//     since go-amqp decodes a string key there without harm).
 //   - Types go-amqp does not decode: char, decimal32, decimal64,
 //     decimal128, unknown and reserved constructors, arrays of anything but
 //     the fixed and variable width scalars and maps, and described values

@@ -337,10 +337,10 @@ const (
 	// keysAny: any value go-amqp can use as a key of a map[any]any:
 	// scalars except binary, which it refuses.
 	keysAny keyRule = iota
-	// keysAnnotation: symbol or ulong, as the spec says for annotations
-	// and footers, or long, which go-amqp's own encoder writes for int
-	// keys; go-amqp stores them in a map[any]any without checking, and
-	// panics on a key it cannot hash.
+	// keysAnnotation: what keysAny allows. The spec says symbol or ulong,
+	// but go-amqp stores annotation and footer keys in a map[any]any and
+	// only panics on one it cannot hash; a string key from a lax client is
+	// no reason to reject its message.
 	keysAnnotation
 	// keysString: string or symbol, which go-amqp reads into a
 	// map[string]any.
@@ -349,12 +349,6 @@ const (
 
 func keyOK(rule keyRule, c byte) bool {
 	switch rule {
-	case keysAnnotation:
-		switch c {
-		case 0xa3, 0xb3, 0x44, 0x53, 0x80, 0x55, 0x81:
-			return true
-		}
-		return false
 	case keysString:
 		return c == 0xa1 || c == 0xb1 || c == 0xa3 || c == 0xb3
 	}
