@@ -22,6 +22,8 @@ test: check
 	bash examples/run-all.sh; \
 	if [ "$$(id -u)" = 0 ]; then bash test/interop/setup.sh; else echo "make test: not root, so the interop peers (Qpid Proton, rhea) are not installed: where they are missing the interop tests will SKIP" >&2; fi; \
 	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v '/test/faults$$'); \
+	$(GO) test -run '^$$' -fuzz '^FuzzCheck$$' -fuzztime 30s ./internal/amqpscan; \
+	$(GO) test -run '^$$' -fuzz '^FuzzCheckGenerated$$' -fuzztime 30s ./internal/amqpscan; \
 	if [ -d test/faults ]; then \
 		echo "make test: fault injection (cuts, broker restarts) runs alone, after the suites that share the broker" >&2; \
 		$(GO) test -race -count=1 -p 1 ./test/faults/; \

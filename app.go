@@ -32,8 +32,17 @@ type App struct {
 
 	mu        sync.Mutex
 	connector Connector
-	state     int // stateNew, stateStarted, stateStopped
-	// live is set, under mu, while the App is started and connected.
+	state     int // stateNew, stateStarting, stateStarted, stateStopped
+	// startDone is closed when a Start returns; startErr is why it failed.
+	startDone chan struct{}
+	startErr  error
+	// stopCtx ends when the App stops: a Start in progress gives up.
+	stopCtx    context.Context
+	stopCancel context.CancelFunc
+	// tearing: a teardown has begun; stopDone is closed when it is over.
+	tearing  bool
+	stopDone chan struct{}
+	// live is set, under mu, once Start has succeeded, until Stop.
 	live     atomic.Pointer[liveApp]
 	sys      *actor.ActorSystem
 	ownSys   bool
@@ -46,22 +55,36 @@ type App struct {
 
 	seq       atomic.Uint64
 	addrCache sync.Map // Address -> error, for addresses already checked
-	senders   sync.Map // Address -> *messages.SenderRef of its sender actor
 
 	tel *telemetry // OpenTelemetry and what AsyncAPI reports of publishes (telemetry.go)
 }
 
 const (
 	stateNew = iota
+	stateStarting
 	stateStarted
 	stateStopped
 )
 
-// New returns an App on c. Nothing connects until Start.
+// ErrNotStarted is returned by calls that need a running App (Publish,
+// Request, Transaction, Tree) before Start. A call made while Start runs
+// waits for it instead, bounded by the call's own context.
+var ErrNotStarted = errors.New("amqpactor: the App is not started")
+
+// errNil reports a nil argument of op.
+func errNil(op, what string) error {
+	return fmt.Errorf("amqpactor: %s: nil %s", op, what)
+}
+
+// New returns an App on c. Nothing connects until Start. A nil connector
+// makes Start (and every address check) fail.
 func New(c Connector, opts ...Option) *App {
-	a := &App{connector: c, names: map[string]int{}}
+	a := &App{connector: c, names: map[string]int{}, startDone: make(chan struct{}), stopDone: make(chan struct{})}
+	a.stopCtx, a.stopCancel = context.WithCancel(context.Background())
 	for _, o := range opts {
-		o(&a.cfg)
+		if o != nil {
+			o(&a.cfg)
+		}
 	}
 	a.log = a.cfg.log
 	if a.log == nil {
@@ -86,6 +109,9 @@ func (a *App) Connector() Connector {
 // ReplaceConnector puts the App on c instead, before Start: inproc.Start uses
 // it to run an App built for a live broker on the in-process broker.
 func (a *App) ReplaceConnector(c Connector) error {
+	if c == nil {
+		return errNil("ReplaceConnector", "connector")
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.state != stateNew {
@@ -108,7 +134,11 @@ func (a *App) checkAddress(addr Address, role address.Role) error {
 		}
 		return v.(error)
 	}
-	_, err := address.Render(a.Connector().Dialect(), addr, role, "x")
+	c := a.Connector()
+	if c == nil {
+		return errNilConnector
+	}
+	_, err := address.Render(c.Dialect(), addr, role, "x")
 	if err == nil {
 		a.addrCache.Store(k, nil)
 		return nil
@@ -126,16 +156,35 @@ type Subscription struct {
 }
 
 // Address is the address the subscription receives from.
-func (s *Subscription) Address() Address { return s.spec.Address }
+func (s *Subscription) Address() Address {
+	if s == nil {
+		return Address{}
+	}
+	return s.spec.Address
+}
 
 // Name is the subscription's name in the tree.
-func (s *Subscription) Name() string { return s.spec.Name }
+func (s *Subscription) Name() string {
+	if s == nil {
+		return ""
+	}
+	return s.spec.Name
+}
 
 // Close detaches just this subscription: handlers in flight finish and
 // settle (until ctx ends), then the link detaches; deliveries still unsettled
 // go back to the broker.
 func (s *Subscription) Close(ctx context.Context) error {
+	if s == nil {
+		return errNil("Subscription.Close", "subscription")
+	}
+	if ctx == nil {
+		return errNil("Subscription.Close", "context")
+	}
 	a := s.app
+	if err := a.awaitStart(ctx); err != nil && !errors.Is(err, ErrStopped) && !errors.Is(err, ErrNotStarted) {
+		return err
+	}
 	a.mu.Lock()
 	for i, x := range a.subs {
 		if x == s {
@@ -143,18 +192,20 @@ func (s *Subscription) Close(ctx context.Context) error {
 			break
 		}
 	}
-	root, started := a.root, a.state == stateStarted
+	root, started, env := a.root, a.state == stateStarted, a.env
 	a.mu.Unlock()
 	if !started {
 		return nil
 	}
+	hard, grace, cancel := stopBounds(ctx, a.cfg.closeTimeout)
+	defer cancel()
 	done := make(chan error, 1)
-	a.env.Root.Send(root, &messages.Unsubscribe{Name: s.spec.Name, Ctx: ctx, Done: done})
+	env.Root.Send(root, &messages.Unsubscribe{Name: s.spec.Name, Ctx: hard, Graceful: grace, Done: done})
 	select {
 	case err := <-done:
 		return err
-	case <-ctx.Done():
-		return ctx.Err()
+	case <-hard.Done():
+		return hard.Err()
 	}
 }
 
@@ -171,6 +222,9 @@ func (s *Subscription) Resume() { s.setPaused(false) }
 // Pause never overtakes its subscription's Subscribe (and is never lost to
 // a connection that does not know the subscription yet).
 func (s *Subscription) setPaused(p bool) {
+	if s == nil {
+		return
+	}
 	a := s.app
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -191,6 +245,9 @@ func (a *App) Subscribe(addr Address, h Handler, opts ...SubscribeOption) (*Subs
 	if h == nil {
 		return nil, errors.New("amqpactor: Subscribe: nil handler")
 	}
+	if err := probe(h).invalid; err != nil {
+		return nil, fmt.Errorf("amqpactor: Subscribe: %w", err)
+	}
 	return a.subscribe(addr, h, nil, opts)
 }
 
@@ -206,7 +263,9 @@ func (a *App) SubscribeBatch(addr Address, h BatchHandler, opts ...SubscribeOpti
 func (a *App) subscribe(addr Address, h Handler, bh BatchHandler, opts []SubscribeOption) (*Subscription, error) {
 	var c subConfig
 	for _, o := range opts {
-		o(&c)
+		if o != nil {
+			o(&c)
+		}
 	}
 	if err := a.checkAddress(addr, address.Receive); err != nil {
 		return nil, err
@@ -256,6 +315,9 @@ func (a *App) subscribe(addr Address, h Handler, bh BatchHandler, opts []Subscri
 	}
 	s := &Subscription{app: a, spec: spec, info: newSubInfo(h, bh, c)}
 
+	// A Subscribe while Start runs waits for it: Start attaches the
+	// subscriptions it knew when it began, a later one attaches here.
+	_ = a.awaitStart(context.Background())
 	a.mu.Lock()
 	if a.state == stateStopped {
 		a.mu.Unlock()
@@ -313,6 +375,10 @@ func (a *App) attach(ctx context.Context, root *actor.PID, s *Subscription) erro
 		err = ctx.Err()
 	}
 	if err != nil {
+		if a.stopCtx.Err() != nil {
+			// Stopping: the teardown takes every subscription down.
+			return fmt.Errorf("amqpactor: subscribing to %s: %w", s.spec.Address, err)
+		}
 		// Take it down again: a subscription whose first attach failed is
 		// not retried behind the caller's back.
 		uctx, cancel := a.env.CloseCtx(context.Background())
@@ -322,6 +388,7 @@ func (a *App) attach(ctx context.Context, root *actor.PID, s *Subscription) erro
 		select {
 		case <-udone:
 		case <-uctx.Done():
+		case <-a.env.Stopped():
 		}
 		return fmt.Errorf("amqpactor: subscribing to %s: %w", s.spec.Address, err)
 	}
@@ -330,15 +397,44 @@ func (a *App) attach(ctx context.Context, root *actor.PID, s *Subscription) erro
 
 // Start connects and attaches every subscription. A broker that refuses the
 // connection or an attach makes Start return its error, naming the address;
-// the App is then stopped.
+// the App is then stopped, and so it is when ctx ends or Stop is called
+// before Start has finished: nothing it opened stays open. An App starts
+// once: Start after Start, or after Stop, is an error (after Stop one that
+// errors.Is ErrStopped).
+//
+// Publish, Request, Transaction and Subscribe called while Start runs wait
+// for it (bounded by their own context) and then go on, or fail with Start's
+// error.
 func (a *App) Start(ctx context.Context) error {
+	if ctx == nil {
+		return errNil("Start", "context")
+	}
 	a.mu.Lock()
-	if a.state != stateNew {
+	switch a.state {
+	case stateStopped:
+		a.mu.Unlock()
+		return fmt.Errorf("amqpactor: Start: %w", ErrStopped)
+	case stateStarting, stateStarted:
 		a.mu.Unlock()
 		return errors.New("amqpactor: Start called twice")
 	}
-	a.state = stateStarted
 	connector := a.connector
+	if connector == nil {
+		a.state = stateStopped
+		a.startErr = errNilConnector
+		close(a.startDone)
+		a.mu.Unlock()
+		return a.startErr
+	}
+	if err := ctx.Err(); err != nil {
+		// Nothing was opened: the App is stopped, as after any failed Start.
+		a.state = stateStopped
+		a.startErr = fmt.Errorf("amqpactor: connecting to %s: %w", connector, err)
+		close(a.startDone)
+		a.mu.Unlock()
+		return a.startErr
+	}
+	a.state = stateStarting
 	a.sys, a.ownSys = a.cfg.system, false
 	if a.sys == nil {
 		a.ownSys = true
@@ -353,78 +449,235 @@ func (a *App) Start(ctx context.Context) error {
 		Log:        a.log, Dialect: connector.Dialect(), Root: a.sys.Root,
 		Backoff:      actors.Backoff{Initial: a.cfg.backoff[0], Max: a.cfg.backoff[1]},
 		CloseTimeout: a.cfg.closeTimeout,
+		MaxSenders:   a.cfg.maxSenders,
+		SenderIdle:   a.cfg.senderIdle,
 		Publish:      a.publishRaw,
 	}
 	started := make(chan connection.Started, 1)
 	root, err := a.sys.Root.SpawnNamed(connection.New(a.env, connector, started), "amqpactor:"+a.cfg.name)
 	if err != nil {
 		a.mu.Unlock()
-		a.teardown(ctx)
-		return err
+		return a.failStart(ctx, err)
 	}
 	a.root = root
 	subs := append([]*Subscription(nil), a.subs...)
 	a.mu.Unlock()
 
+	// Stop while Start runs cancels the Start.
+	sctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stopAfter := context.AfterFunc(a.stopCtx, func() { cancel(ErrStopped) })
+	defer stopAfter()
+
 	var res connection.Started
 	select {
 	case res = <-started:
-	case <-ctx.Done():
-		res.Err = ctx.Err()
+	case <-sctx.Done():
+		res.Err = context.Cause(sctx)
 	}
 	if res.Err != nil {
-		a.teardown(ctx)
-		return fmt.Errorf("amqpactor: connecting to %s: %w", connector, res.Err)
+		if cause := context.Cause(sctx); errors.Is(cause, ErrStopped) && !errors.Is(res.Err, ErrStopped) {
+			// The dial failed because Stop gave up on it.
+			res.Err = fmt.Errorf("%w (%w)", cause, res.Err)
+		}
+		return a.failStart(ctx, fmt.Errorf("amqpactor: connecting to %s: %w", connector, res.Err))
 	}
 	a.mu.Lock()
 	a.children = res.Children
-	if a.state == stateStarted {
-		a.live.Store(&liveApp{env: a.env, children: res.Children})
-	}
 	a.mu.Unlock()
 	for _, s := range subs {
-		if err := a.attach(ctx, root, s); err != nil {
-			a.teardown(ctx)
-			return err
+		if err := a.attach(sctx, root, s); err != nil {
+			if cause := context.Cause(sctx); errors.Is(cause, ErrStopped) && !errors.Is(err, ErrStopped) {
+				err = fmt.Errorf("%w (%w)", err, cause)
+			}
+			return a.failStart(ctx, err)
 		}
 	}
+	a.mu.Lock()
+	if a.state != stateStarting {
+		// Stopped just now: the Stop tears down what Start opened.
+		a.mu.Unlock()
+		return a.failStart(ctx, fmt.Errorf("amqpactor: Start: %w", ErrStopped))
+	}
+	a.state = stateStarted
+	a.live.Store(&liveApp{env: a.env, children: res.Children})
+	close(a.startDone)
+	a.mu.Unlock()
 	return nil
 }
 
-// Stop stops gracefully, bounded by ctx: credit stops, handlers in flight
-// finish and settle, receivers detach, publish confirmations are awaited,
-// senders detach, sessions end and the connection closes. Past ctx's
-// deadline what is left is cut. Stop always returns by the deadline.
-func (a *App) Stop(ctx context.Context) error {
+var errNilConnector = errors.New("amqpactor: the App has a nil connector")
+
+// failStart ends a Start that failed with err: the App is stopped and
+// everything Start opened is closed before Start returns, bounded by the
+// close timeout (not by ctx, which may be what ended the Start).
+func (a *App) failStart(ctx context.Context, err error) error {
 	a.mu.Lock()
-	if a.state != stateStarted {
+	if a.state == stateStarting {
 		a.state = stateStopped
-		a.mu.Unlock()
-		return nil
+		a.startErr = err
+		a.live.Store(nil)
+		close(a.startDone)
 	}
+	own := a.claimTeardown()
 	a.mu.Unlock()
+	a.stopCancel()
+	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout(a.cfg.closeTimeout))
+	defer cancel()
+	_ = a.shutdown(hctx, own)
+	return err
+}
+
+// awaitStart waits, bounded by ctx, for a Start in progress. It returns nil
+// once the App is started, ErrNotStarted before Start, and an error that
+// errors.Is ErrStopped (and wraps Start's error) after Stop or a failed Start.
+func (a *App) awaitStart(ctx context.Context) error {
+	a.mu.Lock()
+	state, done := a.state, a.startDone
+	a.mu.Unlock()
+	switch state {
+	case stateNew:
+		return ErrNotStarted
+	case stateStarting:
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return fmt.Errorf("amqpactor: waiting for Start: %w", ctx.Err())
+		}
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch {
+	case a.state == stateStarted:
+		return nil
+	case a.startErr != nil && !errors.Is(a.startErr, ErrStopped):
+		return fmt.Errorf("%w: Start failed: %w", ErrStopped, a.startErr)
+	}
+	return ErrStopped
+}
+
+// Stop stops gracefully: credit stops, handlers in flight finish and settle,
+// receivers detach, publish confirmations are awaited, senders detach,
+// sessions end and the connection closes. The whole stop is bounded by
+// ctx's deadline, or by WithCloseTimeout when ctx has none. The graceful part
+// ends a little before that bound (a quarter of the time left, at most a
+// second, is kept for the rest): then the handlers' contexts are cancelled,
+// every delivery not settled yet goes back to the broker as released (never
+// accepted, never lost), and links, sessions and the connection close. Stop
+// always returns by the bound.
+//
+// Stop during Start cancels the Start (which returns an error). Stop before
+// Start, or again after Stop, returns nil; the App cannot start afterwards.
+func (a *App) Stop(ctx context.Context) error {
+	if ctx == nil {
+		return errNil("Stop", "context")
+	}
+	a.mu.Lock()
+	switch a.state {
+	case stateNew:
+		a.state = stateStopped
+		a.startErr = ErrStopped
+		close(a.startDone)
+		a.mu.Unlock()
+		a.stopCancel()
+		return nil
+	case stateStopped:
+		tearing, done := a.tearing, a.stopDone
+		a.mu.Unlock()
+		if !tearing {
+			return nil
+		}
+		// Another Stop (or a failed Start) is tearing down: wait for it.
+		select {
+		case <-done:
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("amqpactor: stop: %w", ctx.Err())
+		}
+	case stateStarting:
+		// Start sees the cancellation and gives up; the teardown is ours.
+		a.state = stateStopped
+		a.startErr = ErrStopped
+		close(a.startDone)
+	default:
+		a.state = stateStopped
+	}
+	a.live.Store(nil)
+	own := a.claimTeardown()
+	a.mu.Unlock()
+	a.stopCancel()
+	return a.shutdown(ctx, own)
+}
+
+// claimTeardown reports whether the caller is the first to tear the App
+// down (and so must). Call it with mu held.
+func (a *App) claimTeardown() bool {
+	if a.tearing {
+		return false
+	}
+	a.tearing = true
+	return true
+}
+
+// shutdown tears the App down when own; otherwise it waits for the owner,
+// bounded by ctx.
+func (a *App) shutdown(ctx context.Context, own bool) error {
+	if !own {
+		select {
+		case <-a.stopDone:
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("amqpactor: stop: %w", ctx.Err())
+		}
+	}
+	defer close(a.stopDone)
 	return a.teardown(ctx)
+}
+
+// closeTimeout is d, or the default when d is zero.
+func closeTimeout(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 5 * time.Second
+	}
+	return d
+}
+
+// stopBounds splits a stop bounded by ctx (or, without a deadline, by the
+// close timeout d) into the graceful part and the whole: grace ends when a
+// quarter of the time is left (at most a second), which the cut (releasing
+// what is unsettled, closing links, sessions and the connection) has to
+// itself.
+func stopBounds(ctx context.Context, d time.Duration) (hard, grace context.Context, cancel context.CancelFunc) {
+	hard, cancelHard := context.WithTimeout(ctx, closeTimeout(d))
+	if _, ok := ctx.Deadline(); ok {
+		hard, cancelHard = context.WithCancel(ctx)
+	}
+	dl, _ := hard.Deadline()
+	reserve := min(time.Until(dl)/4, time.Second)
+	grace, cancelGrace := context.WithDeadline(hard, dl.Add(-reserve))
+	return hard, grace, func() { cancelGrace(); cancelHard() }
 }
 
 func (a *App) teardown(ctx context.Context) error {
 	a.mu.Lock()
-	a.state = stateStopped
 	a.live.Store(nil)
-	root, env, sys, own := a.root, a.env, a.sys, a.ownSys
+	root, env, sys, own, pool := a.root, a.env, a.sys, a.ownSys, a.pool
 	a.root = nil
 	a.mu.Unlock()
 	if env == nil {
 		return nil
 	}
+	hard, grace, cancel := stopBounds(ctx, a.cfg.closeTimeout)
+	defer cancel()
 	var errs []error
 	if root != nil {
 		done := make(chan error, 1)
-		env.Root.Send(root, &messages.Drain{Ctx: ctx, Done: done})
+		env.Root.Send(root, &messages.Drain{Ctx: hard, Graceful: grace, Done: done})
 		select {
 		case err := <-done:
 			errs = append(errs, err)
-		case <-ctx.Done():
-			errs = append(errs, fmt.Errorf("amqpactor: stop: %w", ctx.Err()))
+		case <-hard.Done():
+			errs = append(errs, fmt.Errorf("amqpactor: stop: %w", hard.Err()))
 		}
 		// Poison follows the drain through the mailbox: the tree stops
 		// after it has drained.
@@ -432,10 +685,11 @@ func (a *App) teardown(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
-	if err := env.Wait(ctx); err != nil {
+	env.MarkStopped()
+	if err := env.Wait(hard); err != nil {
 		errs = append(errs, fmt.Errorf("amqpactor: stop: waiting for the actors' goroutines: %w", err))
 	}
-	a.pool.Close()
+	pool.Close()
 	if own {
 		sys.Shutdown()
 	}
@@ -445,6 +699,9 @@ func (a *App) teardown(ctx context.Context) error {
 // Run starts the App, blocks until ctx is done, and stops it (with a 30 s
 // bound on the graceful stop).
 func (a *App) Run(ctx context.Context) error {
+	if ctx == nil {
+		return errNil("Run", "context")
+	}
 	if err := a.Start(ctx); err != nil {
 		return err
 	}
@@ -454,21 +711,21 @@ func (a *App) Run(ctx context.Context) error {
 	return a.Stop(sctx)
 }
 
-func (a *App) running() (*actors.Env, connection.Children, error) {
+// running returns the running App's environment, waiting (bounded by ctx)
+// for a Start in progress.
+func (a *App) running(ctx context.Context) (*actors.Env, connection.Children, error) {
 	// Every publish asks: a started App answers without the lock that 64
 	// publishers would queue on.
 	if l := a.live.Load(); l != nil {
 		return l.env, l.children, nil
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	switch a.state {
-	case stateNew:
-		return nil, connection.Children{}, errors.New("amqpactor: the App is not started")
-	case stateStopped:
-		return nil, connection.Children{}, ErrStopped
+	if err := a.awaitStart(ctx); err != nil {
+		return nil, connection.Children{}, err
 	}
-	return a.env, a.children, nil
+	if l := a.live.Load(); l != nil {
+		return l.env, l.children, nil
+	}
+	return nil, connection.Children{}, ErrStopped
 }
 
 // liveApp is what running returns for a started App.
@@ -477,39 +734,21 @@ type liveApp struct {
 	children connection.Children
 }
 
-// senderFor returns the sender actor of addr, asking the publisher once.
-func (a *App) senderFor(ctx context.Context, env *actors.Env, publisher *actor.PID, addr Address) (*messages.SenderRef, error) {
-	if ref, ok := a.senders.Load(addr); ok {
-		return ref.(*messages.SenderRef), nil
-	}
-	reply := make(chan messages.SenderRef, 1)
-	env.Root.Send(publisher, &messages.SenderFor{Address: addr, Reply: reply})
-	select {
-	case r := <-reply:
-		if r.Err != nil {
-			return nil, fmt.Errorf("amqpactor: publish to %s: %w", addr, r.Err)
-		}
-		a.senders.Store(addr, &r)
-		return &r, nil
-	case <-ctx.Done():
-		return nil, fmt.Errorf("amqpactor: publish to %s: %w", addr, ctx.Err())
-	}
-}
-
-// publish is Publish without its tracing and checks (telemetry.go).
-func (a *App) publish(ctx context.Context, addr Address, m *Message, settled bool) error {
+// publish is Publish without its tracing and checks (telemetry.go). reply:
+// a Responder's reply, sent through the replies publisher.
+func (a *App) publish(ctx context.Context, addr Address, m *Message, settled, reply bool) error {
 	call := callPool.Get().(*publishCall)
 	raw, err := call.out.Map(m)
 	if err != nil {
 		call.release()
 		return fmt.Errorf("amqpactor: publish to %s: %w", addr, err)
 	}
-	return a.send(ctx, call, addr, raw, settled)
+	return a.send(ctx, call, addr, raw, settled, reply)
 }
 
-// publishRaw publishes a message mapped already (a reply, a request).
+// publishRaw publishes a message mapped already.
 func (a *App) publishRaw(ctx context.Context, addr Address, raw *amqp.Message, settled bool) error {
-	return a.send(ctx, callPool.Get().(*publishCall), addr, raw, settled)
+	return a.send(ctx, callPool.Get().(*publishCall), addr, raw, settled, false)
 }
 
 // send hands raw to addr's sender actor in call and waits for the answer. The
@@ -517,25 +756,31 @@ func (a *App) publishRaw(ctx context.Context, addr Address, raw *amqp.Message, s
 // (and a message mapped into call.out) is nobody else's, so it goes back to
 // the pool. A caller that gives up on ctx leaves call to the sender, and to
 // the garbage collector.
-func (a *App) send(ctx context.Context, call *publishCall, addr Address, raw *amqp.Message, settled bool) error {
-	env, ch, err := a.running()
+func (a *App) send(ctx context.Context, call *publishCall, addr Address, raw *amqp.Message, settled, reply bool) error {
+	env, ch, err := a.running(ctx)
 	if err != nil {
 		call.release()
 		return err
 	}
-	ref, err := a.senderFor(ctx, env, ch.Publisher, addr)
-	if err != nil {
-		call.release()
-		return err
-	}
-	call.p = messages.Publish{Ctx: ctx, Address: addr, Message: raw, Settled: settled, Done: call.done}
-	ref.Hand(env.Root, &call.p)
+	call.p = messages.Publish{Ctx: ctx, Address: addr, Message: raw, Settled: settled, Reply: reply, Done: call.done}
+	// Onto the lane of the address's sender while its link is up, else
+	// to the publisher, which routes it (actors/session).
+	ch.Senders.Hand(env.Root, ch.Publisher, &call.p)
 	select {
 	case err := <-call.done:
 		call.release()
 		return err
 	case <-ctx.Done():
 		return fmt.Errorf("amqpactor: publish to %s: %w", addr, ctx.Err())
+	case <-env.Stopped():
+		// The tree stopped with the publish in it: nothing will answer.
+		select {
+		case err := <-call.done:
+			call.release()
+			return err
+		default:
+			return fmt.Errorf("amqpactor: publish to %s: %w", addr, ErrStopped)
+		}
 	}
 }
 
@@ -562,7 +807,7 @@ func (a *App) request(ctx context.Context, addr Address, m *Message) (*Message, 
 	if err := a.checkAddress(addr, address.Send); err != nil {
 		return nil, err
 	}
-	env, ch, err := a.running()
+	env, ch, err := a.running(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -578,12 +823,8 @@ func (a *App) request(ctx context.Context, addr Address, m *Message) (*Message, 
 	k := messages.CorrelationKey(key)
 	var sent chan error // the request's outcome; nil once it was accepted
 	send := func(raw *amqp.Message) error {
-		ref, err := a.senderFor(ctx, env, ch.Publisher, addr)
-		if err != nil {
-			return err
-		}
 		sent = make(chan error, 1)
-		ref.Hand(env.Root, &messages.Publish{Ctx: ctx, Address: addr, Message: raw, Done: sent})
+		ch.Senders.Hand(env.Root, ch.Publisher, &messages.Publish{Ctx: ctx, Address: addr, Message: raw, Done: sent})
 		return nil
 	}
 	if replyTo, ok := ch.Replies.Register(k, reply); ok {
@@ -627,6 +868,9 @@ func (a *App) request(ctx context.Context, addr Address, m *Message) (*Message, 
 		case <-ctx.Done():
 			ch.Replies.Cancel(k)
 			return nil, fmt.Errorf("amqpactor: request to %s: no reply: %w", addr, ctx.Err())
+		case <-env.Stopped():
+			ch.Replies.Cancel(k)
+			return nil, fmt.Errorf("amqpactor: request to %s: no reply: %w", addr, ErrStopped)
 		}
 	}
 }
@@ -658,7 +902,13 @@ func (tx *Tx) publish(ctx context.Context, addr Address, m *Message) error {
 // On a connector without transactions it returns an error that errors.Is
 // ErrNotSupported, and fn does not run.
 func (a *App) Transaction(ctx context.Context, fn func(tx *Tx) error) (err error) {
-	env, ch, err := a.running()
+	if ctx == nil {
+		return errNil("Transaction", "context")
+	}
+	if fn == nil {
+		return errNil("Transaction", "function")
+	}
+	env, ch, err := a.running(ctx)
 	if err != nil {
 		return err
 	}
@@ -669,6 +919,8 @@ func (a *App) Transaction(ctx context.Context, fn func(tx *Tx) error) (err error
 	case res = <-reply:
 	case <-ctx.Done():
 		return fmt.Errorf("amqpactor: transaction: %w", ctx.Err())
+	case <-env.Stopped():
+		return fmt.Errorf("amqpactor: transaction: %w", ErrStopped)
 	}
 	if res.Err != nil {
 		return res.Err
@@ -701,11 +953,17 @@ func (a *App) Transaction(ctx context.Context, fn func(tx *Tx) error) (err error
 // Tree returns a snapshot of the live actor tree: every node with its kind,
 // name, address, state and counters.
 func (a *App) Tree(ctx context.Context) (*Node, error) {
+	if ctx == nil {
+		return nil, errNil("Tree", "context")
+	}
 	a.mu.Lock()
-	root, sys := a.root, a.sys
+	root, sys, state := a.root, a.sys, a.state
 	a.mu.Unlock()
-	if root == nil {
-		return nil, errors.New("amqpactor: Tree: the App is not running")
+	if root == nil || state == stateStopped {
+		if state == stateNew {
+			return nil, ErrNotStarted
+		}
+		return nil, ErrStopped
 	}
 	return describe(ctx, sys, root)
 }

@@ -58,6 +58,9 @@ type adapterProbe struct {
 	ok        bool
 	payload   reflect.Type
 	responder bool
+	// invalid: the adapter was made without a function (Responder(nil),
+	// Typed(nil)); Subscribe refuses it with this error.
+	invalid error
 }
 
 var errProbed = errors.New("amqpactor: handler called without a message")
@@ -67,6 +70,15 @@ var errProbed = errors.New("amqpactor: handler called without a message")
 func probed(ctx context.Context, payload reflect.Type, responder bool) error {
 	if p, ok := ctx.Value(probeKey{}).(*adapterProbe); ok {
 		p.ok, p.payload, p.responder = true, payload, responder
+	}
+	return errProbed
+}
+
+// probedInvalid is what an adapter made without a function returns when
+// probed: Subscribe reports err instead of accepting it.
+func probedInvalid(ctx context.Context, err error) error {
+	if p, ok := ctx.Value(probeKey{}).(*adapterProbe); ok {
+		p.ok, p.invalid = true, err
 	}
 	return errProbed
 }
@@ -278,6 +290,9 @@ func (a *App) AsyncAPI() ([]byte, error) {
 	name := a.cfg.name
 	connector := a.connector
 	a.mu.Unlock()
+	if connector == nil {
+		return nil, errNilConnector
+	}
 	dialect := connector.Dialect()
 
 	doc := &apiDoc{

@@ -18,7 +18,9 @@ type DialOption func(*amqpwire.Config)
 func Dial(url string, opts ...DialOption) Connector {
 	cfg := amqpwire.Config{URL: url}
 	for _, o := range opts {
-		o(&cfg)
+		if o != nil {
+			o(&cfg)
+		}
 	}
 	return amqpwire.New(cfg)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/Azure/go-amqp"
 
+	"github.com/amqpactor/amqpactor/actors"
 	"github.com/amqpactor/amqpactor/messages"
 )
 
@@ -162,7 +163,13 @@ func rejected(err error, cond string) messages.Outcome {
 // Responder adapts a request handler: its reply goes to the request's
 // reply-to with correlation-id set to the request's correlation-id, or its
 // message-id when it has none. An error is handled like a Handler's.
+//
+// Responder(nil) returns a handler that Subscribe refuses with an error;
+// called anyway, it rejects every request.
 func Responder(fn func(ctx context.Context, req *Message) (*Message, error)) Handler {
+	if fn == nil {
+		return invalidAdapter(errNilResponder)
+	}
 	h := func(ctx context.Context, req *Message) error {
 		if req == nil {
 			return probed(ctx, nil, true) // asyncapi.go: what AsyncAPI says of this handler
@@ -185,7 +192,17 @@ func Responder(fn func(ctx context.Context, req *Message) (*Message, error)) Han
 		if app == nil {
 			return errors.New("amqpactor: Responder used outside a subscription of an App")
 		}
-		return app.publishReply(ctx, Raw(req.ReplyTo), rep)
+		if err := app.publishReply(ctx, Raw(req.ReplyTo), rep); err != nil {
+			if undeliverableReply(err) {
+				// The reply-to names a node the broker does not have (or
+				// will not let us send to): no retry can deliver it, so
+				// the request is rejected, and only this reply failed.
+				app.log.Warn("amqpactor: reply not delivered", "address", req.ReplyTo, "error", err)
+				return Reject(err)
+			}
+			return err
+		}
+		return nil
 	}
 	registerAdapter(h)
 	return h
@@ -198,7 +215,13 @@ func Responder(fn func(ctx context.Context, req *Message) (*Message, error)) Han
 //
 // AsyncAPI describes the payload of a Typed subscription by the JSON schema
 // of T (see App.AsyncAPI).
+//
+// Typed(nil) returns a handler that Subscribe refuses with an error; called
+// anyway, it rejects every message.
 func Typed[T any](fn func(ctx context.Context, v T, m *Message) error) Handler {
+	if fn == nil {
+		return invalidAdapter(errNilTyped)
+	}
 	h := func(ctx context.Context, m *Message) error {
 		if m == nil {
 			return probed(ctx, reflect.TypeFor[T](), false) // asyncapi.go
@@ -227,6 +250,25 @@ func Typed[T any](fn func(ctx context.Context, v T, m *Message) error) Handler {
 	return h
 }
 
+var (
+	errNilResponder = errors.New("amqpactor: Responder(nil): no function to answer requests")
+	errNilTyped     = errors.New("amqpactor: Typed(nil): no function to handle messages")
+)
+
+// invalidAdapter is what Responder and Typed return without a function:
+// Subscribe refuses it (the probe reports err), and a call with a message
+// rejects it with err rather than leaving a requester to time out.
+func invalidAdapter(err error) Handler {
+	h := func(ctx context.Context, m *Message) error {
+		if m == nil {
+			return probedInvalid(ctx, err)
+		}
+		return Reject(err)
+	}
+	registerAdapter(h)
+	return h
+}
+
 func isJSON(ct string) bool {
 	if ct == "" {
 		return true
@@ -243,4 +285,13 @@ type appKey struct{}
 func appFrom(ctx context.Context) *App {
 	a, _ := ctx.Value(appKey{}).(*App)
 	return a
+}
+
+// undeliverableReply reports a reply the broker answered with an outcome
+// other than accepted (RabbitMQ 4 releases a transfer to a missing queue on
+// the anonymous terminus), or whose attach it refused for good (not found,
+// not allowed).
+func undeliverableReply(err error) bool {
+	var oe *OutcomeError
+	return errors.As(err, &oe) || actors.Terminal(err)
 }

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/amqpactor/amqpactor/actors/session"
 )
 
 // Option configures an App.
@@ -15,6 +17,8 @@ type appConfig struct {
 	system       *actor.ActorSystem
 	backoff      [2]time.Duration
 	closeTimeout time.Duration
+	maxSenders   int
+	senderIdle   time.Duration
 	name         string
 	otel         otelConfig
 }
@@ -30,6 +34,23 @@ func WithActorSystem(sys *actor.ActorSystem) Option { return func(c *appConfig) 
 // (exponential with jitter). Zero values mean 100 ms and 30 s.
 func WithBackoff(initial, max time.Duration) Option {
 	return func(c *appConfig) { c.backoff = [2]time.Duration{initial, max} }
+}
+
+// Defaults of WithSenderLimits.
+const (
+	DefaultMaxSenders = session.DefaultMaxSenders // dedicated sender links
+	DefaultSenderIdle = session.DefaultSenderIdle // before an unused sender retires
+)
+
+// WithSenderLimits bounds the App's sender links: at most maxSenders
+// dedicated links for the addresses it publishes to (beyond them an address
+// goes through the anonymous link, or, on a peer without the anonymous
+// relay, the least recently used dedicated sender retires to make room),
+// and a sender unused for idle retires (its link, actor and goroutines go).
+// Zero values mean DefaultMaxSenders (64) and DefaultSenderIdle (1 minute).
+// See the README's "Sender links" for what goes where.
+func WithSenderLimits(maxSenders int, idle time.Duration) Option {
+	return func(c *appConfig) { c.maxSenders, c.senderIdle = maxSenders, idle }
 }
 
 // WithCloseTimeout bounds each link, session and connection close when the

@@ -402,9 +402,17 @@ func endSpan(span trace.Span, err error) {
 // The publish is traced (a producer span; the trace context goes in a copy
 // of m.Headers, never in the caller's map) and counted; see WithTracerProvider.
 func (a *App) Publish(ctx context.Context, addr Address, m *Message, opts ...PublishOption) error {
+	if ctx == nil {
+		return errNil("Publish", "context")
+	}
+	if m == nil {
+		return errNil("Publish", "message")
+	}
 	var c pubConfig
 	for _, o := range opts {
-		o(&c)
+		if o != nil {
+			o(&c)
+		}
 	}
 	if err := a.checkAddress(addr, address.Send); err != nil {
 		return err
@@ -432,7 +440,7 @@ func (a *App) tracedPublish(ctx context.Context, tg *target, addr Address, m *Me
 	if tg == t.replyState && span.IsRecording() {
 		span.SetAttributes(attribute.String("messaging.destination.name", addr.Name()))
 	}
-	err := a.publish(ctx, addr, m, settled)
+	err := a.publish(ctx, addr, m, settled, tg == t.replyState)
 	r := publishResult(err, settled)
 	t.published.Add(ctx, 1, tg.published[r]...)
 	t.publishDur.Record(ctx, time.Since(start).Seconds(), tg.pubDur[r]...)
@@ -447,6 +455,12 @@ func (a *App) tracedPublish(ctx context.Context, tg *target, addr Address, m *Me
 // The request is traced like Publish (a producer span "request <address>"),
 // so the responder's handler continues the trace.
 func (a *App) Request(ctx context.Context, addr Address, m *Message) (*Message, error) {
+	if ctx == nil {
+		return nil, errNil("Request", "context")
+	}
+	if m == nil {
+		return nil, errNil("Request", "message")
+	}
 	if err := a.checkAddress(addr, address.Send); err != nil {
 		return nil, err
 	}
@@ -468,6 +482,15 @@ func (a *App) Request(ctx context.Context, addr Address, m *Message) (*Message, 
 // Publish sends m to addr inside the transaction: nothing is visible before
 // commit. It is traced like App.Publish.
 func (tx *Tx) Publish(ctx context.Context, addr Address, m *Message) error {
+	if tx == nil {
+		return errNil("Tx.Publish", "transaction")
+	}
+	if ctx == nil {
+		return errNil("Tx.Publish", "context")
+	}
+	if m == nil {
+		return errNil("Tx.Publish", "message")
+	}
 	a := tx.app
 	if err := a.checkAddress(addr, address.Send); err != nil {
 		return err

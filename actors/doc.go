@@ -10,11 +10,14 @@
 // mailbox hand-over was a measurable share of a message's cost
 // (docs/BENCHMARKS.md, items 11, 13 and 14):
 //
-//   - publish: App.Publish puts the Publish on the sender's Lane, the queue
-//     of the attached link's writer goroutine; the writer sends, a confirmer
-//     goroutine awaits the outcome and answers the caller. With no link
-//     attached the lane is closed and the Publish goes to the sender actor,
-//     which keeps it until the next link.
+//   - publish: App.Publish puts the Publish on the sender's Lane (found in
+//     the publishers' table, session.Senders), the queue of the attached
+//     link's writer goroutine; the writer sends, a confirmer goroutine
+//     awaits the outcome and answers the caller. With no link attached (or
+//     no dedicated sender for the address) the Publish goes to the
+//     publisher, which routes it: to the address's sender, which keeps it
+//     until the next link, to the anonymous sender, or to a new sender
+//     (package session says which, and how senders retire).
 //   - receive: the receiver's pump goroutine takes each transfer, routes it
 //     to its partition (dispatcher.Router) and the partition's worker runs
 //     the handler and settles through the link's flow, whose settler

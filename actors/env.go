@@ -34,8 +34,30 @@ type Env struct {
 	Base context.Context
 	// Dispatcher runs the mailboxes of every actor of the App (a Pool).
 	Dispatcher actor.Dispatcher
+	// MaxSenders bounds the dedicated sender links of a publisher, and
+	// SenderIdle is how long a sender goes unused before it retires; zero
+	// means the defaults of package session.
+	MaxSenders int
+	SenderIdle time.Duration
 
 	wg sync.WaitGroup
+
+	stopOnce, markOnce sync.Once
+	stopped            chan struct{}
+}
+
+// Stopped is closed once the App's actor tree has stopped: nothing will
+// answer a Drain or an Unsubscribe after that, so whoever waits for one
+// waits for this too.
+func (e *Env) Stopped() <-chan struct{} {
+	e.stopOnce.Do(func() { e.stopped = make(chan struct{}) })
+	return e.stopped
+}
+
+// MarkStopped closes Stopped.
+func (e *Env) MarkStopped() {
+	e.Stopped()
+	e.markOnce.Do(func() { close(e.stopped) })
 }
 
 // Props returns the props of an actor of the App, on the App's dispatcher.
@@ -124,21 +146,24 @@ func Supervisor() actor.SupervisorStrategy {
 	})
 }
 
-// DrainAll sends a Drain to each pid and waits until all have answered or
-// ctx ends. It blocks: call it from a goroutine, never from Receive.
-func (e *Env) DrainAll(ctx context.Context, pids []*actor.PID) error {
+// DrainAll sends a drain like d (its contexts, not its Done) to each pid
+// and waits until all have answered or d.Ctx ends. It blocks: call it from a
+// goroutine, never from Receive.
+func (e *Env) DrainAll(d *messages.Drain, pids []*actor.PID) error {
 	chans := make([]chan error, len(pids))
 	for i, pid := range pids {
 		chans[i] = make(chan error, 1)
-		e.Root.Send(pid, &messages.Drain{Ctx: ctx, Done: chans[i]})
+		e.Root.Send(pid, &messages.Drain{Ctx: d.Ctx, Graceful: d.Graceful, Done: chans[i]})
 	}
 	var errs []error
 	for _, ch := range chans {
 		select {
 		case err := <-ch:
 			errs = append(errs, err)
-		case <-ctx.Done():
-			return ctx.Err()
+		case <-d.Ctx.Done():
+			return d.Ctx.Err()
+		case <-e.Stopped():
+			return messages.ErrStopped
 		}
 	}
 	return errors.Join(errs...)

@@ -19,6 +19,7 @@ package debug
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -33,7 +34,14 @@ import (
 const TreeTimeout = 2 * time.Second
 
 // Handler returns the debug handler of app.
+//
+// A nil app gives a handler that answers every request with 503.
 func Handler(app *amqpactor.App) http.Handler {
+	if app == nil {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Error(w, "amqpactor debug: no App (debug.Handler(nil))", http.StatusServiceUnavailable)
+		})
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -83,7 +91,12 @@ func serveTree(w http.ResponseWriter, r *http.Request, app *amqpactor.App, text 
 // WriteTree writes n and its children as indented text, one node a line:
 // name, kind, state, address, restarts, the last error and the non-zero
 // counters in name order.
+//
+// A nil writer is an error; a nil node writes nothing.
 func WriteTree(w io.Writer, n *amqpactor.Node) error {
+	if w == nil {
+		return errors.New("amqpactor/debug: WriteTree: nil writer")
+	}
 	var b strings.Builder
 	writeNode(&b, n, 0)
 	_, err := io.WriteString(w, b.String())

@@ -39,6 +39,7 @@ type link interface {
 
 type config struct {
 	replyPrefix string
+	noRelay     bool
 }
 
 // Option configures a Broker.
@@ -48,6 +49,13 @@ type Option func(*config)
 // (default "$inproc.reply."); a number follows it.
 func WithReplyPrefix(prefix string) Option {
 	return func(c *config) { c.replyPrefix = prefix }
+}
+
+// WithoutAnonymousRelay makes the broker offer no anonymous relay, as a
+// peer without ANONYMOUS-RELAY: Features().AnonymousRelay is false and an
+// attach to the anonymous terminus is refused with amqp:not-implemented.
+func WithoutAnonymousRelay() Option {
+	return func(c *config) { c.noRelay = true }
 }
 
 // New returns an empty broker.
@@ -60,7 +68,9 @@ func New(opts ...Option) *Broker {
 		rejects:  make(map[address.Address]*amqp.Error),
 	}
 	for _, o := range opts {
-		o(&b.cfg)
+		if o != nil {
+			o(&b.cfg)
+		}
 	}
 	return b
 }
@@ -130,6 +140,9 @@ func (b *Broker) topic(name string) *topic {
 // for tests that need a message in place. It fails only when m could not be
 // encoded by go-amqp or a is invalid. The broker keeps its own copy of m.
 func (b *Broker) Publish(a address.Address, m *amqp.Message) error {
+	if m == nil {
+		return errors.New("inproc: Publish: nil message")
+	}
 	if err := a.Validate(); err != nil {
 		return err
 	}

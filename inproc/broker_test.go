@@ -21,7 +21,7 @@ func TestConnectorIdentity(t *testing.T) {
 	e := newEnv(t)
 	require.Equal(t, address.Artemis, e.b.Dialect())
 	require.Equal(t, "inproc", e.b.String())
-	require.Equal(t, transport.Features{DynamicSource: true, Transactions: true}, e.conn.Features())
+	require.Equal(t, transport.Features{DynamicSource: true, Transactions: true, AnonymousRelay: true}, e.conn.Features())
 	_, ok := e.conn.(transport.Transactional)
 	require.True(t, ok)
 	require.Equal(t, 1, e.b.Conns())

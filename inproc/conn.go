@@ -32,7 +32,7 @@ var (
 )
 
 func (c *conn) Features() transport.Features {
-	return transport.Features{DynamicSource: true, Transactions: true}
+	return transport.Features{DynamicSource: true, Transactions: true, AnonymousRelay: !c.b.cfg.noRelay}
 }
 
 func (c *conn) Done() <-chan struct{} { return c.done }

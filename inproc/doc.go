@@ -40,6 +40,13 @@
 //     modified{undeliverable-here} never offers it to that receiver again. A
 //     detached link's unsettled deliveries go back to the head of their queue
 //     in their original order and are redelivered with first-acquirer false.
+//   - The anonymous terminus (Features.AnonymousRelay; WithoutAnonymousRelay
+//     turns it off): a sender attached with a zero address is a
+//     transport.Relay, and each transfer goes where its properties.to names,
+//     as a topic or a queue by DestAnnotation (as Artemis reads it), else to
+//     the queue of that name, else to the topic of that name. A node that
+//     does not exist answers released for that transfer only (a settled one
+//     is dropped), as RabbitMQ 4 does; the link goes on.
 //   - Dynamic reply nodes (Features.DynamicSource) and transactions
 //     (Conn implements transport.Transactional): nothing published in a
 //     transaction is visible before Commit.

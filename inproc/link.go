@@ -38,6 +38,9 @@ type senderLink struct {
 var _ transport.Sender = (*senderLink)(nil)
 
 func (s *session) NewSender(ctx context.Context, o transport.SenderOptions) (transport.Sender, error) {
+	if o.Address.IsZero() {
+		return s.newRelay(ctx, o)
+	}
 	if err := s.check(ctx, o.Address, address.Send); err != nil {
 		return nil, err
 	}

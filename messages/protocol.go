@@ -74,34 +74,10 @@ type Publish struct {
 	Address address.Address
 	Message *amqp.Message
 	Settled bool
-	Done    chan<- error
-}
-
-// SenderFor asks the publisher for the sender actor of Address (spawned on
-// first ask). The App keeps the answer and hands its Publish messages
-// straight to that sender (SenderRef.Hand): its lane while the link is up,
-// else its mailbox.
-type SenderFor struct {
-	Address address.Address
-	Reply   chan<- SenderRef
-}
-
-// SenderRef answers SenderFor.
-type SenderRef struct {
-	PID *actor.PID
-	// Lane takes a Publish past the sender's mailbox while its link is
-	// attached (see actors/sender.Lane); when Offer reports false, send the
-	// Publish to PID.
-	Lane interface{ Offer(*Publish) bool }
-	Err  error
-}
-
-// Hand gives p to the sender: on its lane when that is open, else to its
-// mailbox.
-func (r *SenderRef) Hand(root *actor.RootContext, p *Publish) {
-	if r.Lane == nil || !r.Lane.Offer(p) {
-		root.Send(r.PID, p)
-	}
+	// Reply: a Responder's reply (to a reply-to address), which goes
+	// through the replies publisher, never the App's own senders.
+	Reply bool
+	Done  chan<- error
 }
 
 // Handler runs once per delivery; BatchHandler once per batch.
@@ -141,16 +117,29 @@ type Subscribe struct {
 // the broker. Done is closed when it is gone.
 type Unsubscribe struct {
 	Name string
-	Ctx  context.Context
-	Done chan<- error
+	// Ctx bounds the whole detach, Graceful (nil: Ctx) its graceful part;
+	// see Drain.
+	Ctx, Graceful context.Context
+	Done          chan<- error
 }
 
 // Drain is the first step of a graceful stop: stop taking new work, finish
-// and settle what is in flight, detach links and end sessions, by Ctx's
-// deadline. Done receives the first error met.
+// and settle what is in flight, detach links and end sessions. Graceful
+// bounds the graceful part: when it ends, handlers' contexts are cancelled,
+// what is unsettled goes back to the broker as released and links close at
+// once. Ctx bounds the whole drain; every actor answers Done (with the
+// first error met) by its end. A nil Graceful means Ctx.
 type Drain struct {
-	Ctx  context.Context
-	Done chan<- error
+	Ctx, Graceful context.Context
+	Done          chan<- error
+}
+
+// Grace is the graceful part of the drain: Graceful, or Ctx without one.
+func (d *Drain) Grace() context.Context {
+	if d.Graceful != nil {
+		return d.Graceful
+	}
+	return d.Ctx
 }
 
 // Pause stops granting credit to a subscription; Resume grants it again.

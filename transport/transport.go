@@ -40,6 +40,11 @@ type Features struct {
 	DynamicSource bool
 	// Transactions: the Conn implements Transactional.
 	Transactions bool
+	// AnonymousRelay: the peer offers ANONYMOUS-RELAY, so a sender attached
+	// with a zero SenderOptions.Address (the anonymous terminus) takes
+	// messages for any node, each naming its destination in properties.to;
+	// the Sender is then a Relay.
+	AnonymousRelay bool
 }
 
 // Conn is one AMQP connection.
@@ -84,6 +89,9 @@ func (m SettleMode) String() string {
 
 // SenderOptions configures a sender link.
 type SenderOptions struct {
+	// Address is the target. The zero Address attaches to the anonymous
+	// terminus (a target with a null address), where Features.AnonymousRelay
+	// says the peer has one: the Sender returned is then a Relay.
 	Address    address.Address
 	SettleMode SettleMode
 }
@@ -97,6 +105,19 @@ type Sender interface {
 	// Address is the target as attached.
 	Address() string
 	Close(ctx context.Context) error
+}
+
+// Relay is a Sender attached to the anonymous terminus: each transfer goes
+// to the node its properties.to names. A node the peer cannot route to
+// fails that transfer only (RabbitMQ 4 and the in-process broker answer
+// released), never the link.
+type Relay interface {
+	Sender
+	// SendTo sends m to a: the transport spells a in properties.to as its
+	// dialect does (and whatever else the dialect needs to route it) on a
+	// copy of m, which it does not change. Send on a Relay sends m as it is
+	// and fails when m has no properties.to.
+	SendTo(ctx context.Context, a address.Address, m *amqp.Message, settled bool) (Receipt, error)
 }
 
 // Receipt yields the outcome of one unsettled transfer.

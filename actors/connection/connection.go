@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -24,6 +25,8 @@ type Children struct {
 	Publisher, Requests, Txn *actor.PID
 	// Replies is the requests actor's book, for callers to register in.
 	Replies *session.Replies
+	// Senders is the publishers' table, for callers to hand publishes by.
+	Senders *session.Senders
 }
 
 // Started answers the first dial: the children once it succeeded.
@@ -43,7 +46,7 @@ func New(env *actors.Env, c transport.Connector, started chan<- Started) *actor.
 type (
 	dialed struct {
 		attempt int
-		conn    transport.Conn
+		h       *handoff
 		err     error
 	}
 	lost struct {
@@ -69,6 +72,7 @@ type connection struct {
 
 	conn     transport.Conn
 	cancel   context.CancelFunc
+	dialing  *handoff // the dial in progress, if any
 	state    string
 	lastErr  error
 	restarts int
@@ -82,7 +86,8 @@ type connection struct {
 func (c *connection) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		c.children.Publisher = spawn(ctx, session.NewPublisher(c.env), "publisher")
+		c.children.Senders = session.NewSenders()
+		c.children.Publisher = spawn(ctx, session.NewPublisher(c.env, c.children.Senders), "publisher")
 		c.children.Replies = session.NewReplies()
 		c.children.Requests = spawn(ctx, session.NewRequests(c.env, c.children.Replies), "requests")
 		c.children.Txn = spawn(ctx, txn.New(c.env, c.connector.String()), "txn")
@@ -149,6 +154,7 @@ func (c *connection) Receive(ctx actor.Context) {
 		if c.timer != nil {
 			c.timer.Stop()
 		}
+		c.abandonDial()
 		if c.cancel != nil {
 			c.cancel()
 		}
@@ -176,20 +182,101 @@ func spawn(ctx actor.Context, props *actor.Props, name string) *actor.PID {
 	return pid
 }
 
+// handoff passes a dialled connection from the dialling goroutine to the
+// actor. The actor may give up on a dial (the App stops, or a Start ends)
+// before its answer is read from the mailbox, and an answer in the mailbox
+// of a stopped actor is never read: so the connection waits here, and
+// whichever side comes second closes it when the actor has given up.
+type handoff struct {
+	mu        sync.Mutex
+	abandoned bool
+	conn      transport.Conn
+	cancel    context.CancelFunc
+}
+
+// give leaves conn for the actor; false means the actor gave up on it, and
+// the caller closes it.
+func (h *handoff) give(conn transport.Conn) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.abandoned {
+		return false
+	}
+	h.conn = conn
+	return true
+}
+
+// take returns the connection left by give (nil when abandoned since).
+func (h *handoff) take() transport.Conn {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	conn := h.conn
+	h.conn, h.abandoned = nil, true
+	return conn
+}
+
+// abandon gives up on the dial: it is cancelled, and a connection already
+// given but not taken is returned, for the caller to close.
+func (h *handoff) abandon() transport.Conn {
+	h.mu.Lock()
+	conn := h.conn
+	h.conn, h.abandoned = nil, true
+	h.mu.Unlock()
+	h.cancel()
+	return conn
+}
+
 func (c *connection) dial(ctx actor.Context, attempt int) {
 	c.state = messages.StateAttaching
 	self, connector, env := ctx.Self(), c.connector, c.env
+	dctx, cancel := env.CloseCtx(context.Background())
+	h := &handoff{cancel: cancel}
+	c.dialing = h
 	env.Go(func() {
-		dctx, cancel := env.CloseCtx(context.Background())
 		defer cancel()
 		conn, err := connector.Connect(dctx)
-		env.Root.Send(self, &dialed{attempt: attempt, conn: conn, err: err})
+		if conn != nil && !h.give(conn) {
+			closeConn(env, conn)
+			return
+		}
+		env.Root.Send(self, &dialed{attempt: attempt, h: h, err: err})
+	})
+}
+
+// abandonDial gives up on a dial in progress; a connection it made is closed.
+func (c *connection) abandonDial() {
+	if c.dialing == nil {
+		return
+	}
+	if conn := c.dialing.abandon(); conn != nil {
+		closeConn(c.env, conn)
+	}
+	c.dialing = nil
+}
+
+func closeConn(env *actors.Env, conn transport.Conn) {
+	env.Go(func() {
+		cctx, cancel := env.CloseCtx(context.Background())
+		defer cancel()
+		_ = conn.Close(cctx)
 	})
 }
 
 func (c *connection) onDialed(ctx actor.Context, m *dialed) {
+	conn := m.h.take()
+	if c.dialing == m.h {
+		c.dialing = nil
+	}
+	if m.err == nil && conn == nil {
+		return // given up on (abandonDial closed it)
+	}
 	if m.err != nil {
 		c.lastErr = m.err
+		if c.stopping && c.started != nil {
+			c.started <- Started{Err: fmt.Errorf("%w: %w", messages.ErrStopped, m.err)}
+			c.started = nil
+			return
+		}
 		if c.started != nil {
 			// The first dial decides Start; the App gives up on us.
 			c.started <- Started{Err: m.err}
@@ -218,17 +305,15 @@ func (c *connection) onDialed(ctx actor.Context, m *dialed) {
 	}
 	c.terminal = 0
 	if c.stopping {
-		cctx, cancel := c.env.CloseCtx(context.Background())
-		conn := m.conn
-		c.env.Go(func() { defer cancel(); _ = conn.Close(cctx) })
+		closeConn(c.env, conn)
 		return
 	}
-	c.conn = m.conn
+	c.conn = conn
 	c.connectedAt = time.Now()
 	c.state = messages.StateAttached
 	var wctx context.Context
 	wctx, c.cancel = context.WithCancel(context.Background())
-	self, conn := ctx.Self(), m.conn
+	self := ctx.Self()
 	// The watcher notices a lost connection at once (its Done channel),
 	// not at the next failed call.
 	c.env.Go(func() {
@@ -238,7 +323,7 @@ func (c *connection) onDialed(ctx actor.Context, m *dialed) {
 		case <-wctx.Done():
 		}
 	})
-	up := &messages.ConnUp{Conn: m.conn}
+	up := &messages.ConnUp{Conn: conn}
 	for _, pid := range c.all() {
 		ctx.Send(pid, up)
 	}
@@ -306,13 +391,17 @@ func (c *connection) unsubscribe(ctx actor.Context, m *messages.Unsubscribe) {
 	}
 	self, env := ctx.Self(), c.env
 	done := make(chan error, 1)
-	ctx.Send(pid, &messages.Drain{Ctx: m.Ctx, Done: done})
+	ctx.Send(pid, &messages.Drain{Ctx: m.Ctx, Graceful: m.Graceful, Done: done})
 	env.Go(func() {
 		var err error
 		select {
 		case err = <-done:
 		case <-m.Ctx.Done():
 			err = m.Ctx.Err()
+		case <-env.Stopped():
+			// The tree has stopped: nobody will read unsubscribed.
+			m.Done <- messages.ErrStopped
+			return
 		}
 		env.Root.Send(self, &unsubscribed{name: m.Name, done: m.Done, err: err})
 	})
@@ -328,6 +417,7 @@ func (c *connection) drain(ctx actor.Context, m *messages.Drain) {
 		c.timer.Stop()
 		c.timer = nil
 	}
+	c.abandonDial()
 	env, self := c.env, ctx.Self()
 	first := []*actor.PID{c.children.Requests}
 	for _, n := range c.subOrder {
@@ -337,7 +427,7 @@ func (c *connection) drain(ctx actor.Context, m *messages.Drain) {
 	conn, cancel := c.conn, c.cancel
 	c.conn, c.cancel = nil, nil
 	env.Go(func() {
-		errs := []error{env.DrainAll(m.Ctx, first), env.DrainAll(m.Ctx, second)}
+		errs := []error{env.DrainAll(m, first), env.DrainAll(m, second)}
 		if cancel != nil {
 			cancel()
 		}

@@ -22,6 +22,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -78,16 +79,21 @@ type (
 	reattach struct{ attempt int }
 	// flowIdle: the link's pump has stopped and its last delivery is
 	// settled (what a drain waits for).
-	flowIdle   struct{ link uint64 }
+	flowIdle struct{ link uint64 }
+	// graceOver: the graceful part of a drain ended before the link's
+	// handlers settled everything.
+	graceOver  struct{ link uint64 }
 	settleItem struct {
 		raw     *amqp.Message
 		outcome messages.Outcome
 		// resume grants the credit held back while paused.
 		resume bool
-		// close ends the link after every earlier settle and reports to done.
-		close bool
-		ctx   context.Context
-		done  func(err error)
+		// close ends the link after every earlier settle and reports to done;
+		// release lists deliveries to settle released first.
+		close   bool
+		release []*amqp.Message
+		ctx     context.Context
+		done    func(err error)
 	}
 )
 
@@ -114,6 +120,7 @@ type receiver struct {
 	replacement bool
 	stopping    bool
 	drain       *messages.Drain
+	alsoDone    []chan<- error // drains that came while drain was in progress
 	paused      atomic.Bool
 	timer       *time.Timer
 
@@ -130,6 +137,10 @@ func (r *receiver) Receive(ctx actor.Context) {
 	case *flowIdle:
 		if m.link == r.gen && r.link != nil && r.drain != nil {
 			r.finishDrainedLink()
+		}
+	case *graceOver:
+		if m.link == r.gen && r.link != nil && r.drain != nil {
+			r.cutDrainedLink()
 		}
 	case *linkEnded:
 		r.onLinkEnded(ctx, m)
@@ -237,6 +248,9 @@ func (r *receiver) onAttach(ctx actor.Context, m *attachResult) {
 	self := ctx.Self()
 	link, gen, pumpCtx, q := r.link, r.gen, r.pumpCtx, r.settleQ
 	f := &flow{r: r, self: self, gen: gen, ctx: r.linkCtx, q: q}
+	if !r.spec.Settled {
+		f.held = make(map[uint64]*amqp.Message, min(r.spec.Credit, 1024))
+	}
 	f.open.Store(1) // the pump's
 	r.flow = f
 	r.env.Go(func() { r.pump(f, link, pumpCtx) })
@@ -272,14 +286,62 @@ type flow struct {
 	// settled, and then tells the actor. unsettled is the same without
 	// the pump, for Describe.
 	open, unsettled atomic.Int64
+
+	// held is every delivery not settled yet (nil for a link that receives
+	// settled deliveries), for a drain whose graceful part runs out to send
+	// back as released: a handler may never return. Once cut, settles are
+	// refused, so a delivery is either settled by its handler or released.
+	mu   sync.Mutex
+	held map[uint64]*amqp.Message
+	cut  bool
+}
+
+// hold notes a delivery handed to the handlers.
+func (f *flow) hold(id uint64, raw *amqp.Message) {
+	if f.held == nil {
+		return
+	}
+	f.mu.Lock()
+	if !f.cut {
+		f.held[id] = raw
+	}
+	f.mu.Unlock()
+}
+
+// push queues a settle for the settler, unless the flow was cut (or its
+// link ended).
+func (f *flow) push(id uint64, it settleItem) bool {
+	if f.held == nil {
+		return f.q.Push(it)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.cut || !f.q.Push(it) {
+		return false
+	}
+	delete(f.held, id)
+	return true
+}
+
+// cutAndClose refuses further settles and queues, last, the release of
+// every delivery still held and the link's close.
+func (f *flow) cutAndClose(it settleItem) {
+	f.mu.Lock()
+	f.cut = true
+	for _, raw := range f.held {
+		it.release = append(it.release, raw)
+	}
+	f.held = nil
+	f.q.PushClose(it)
+	f.mu.Unlock()
 }
 
 // Settle queues d's outcome for the settler; see messages.Settler.
 func (f *flow) Settle(d *messages.Delivery, o messages.Outcome) {
-	raw := d.Raw
+	raw, id := d.Raw, d.ID
 	d.Release()
 	f.unsettled.Add(-1)
-	if f.q.Push(settleItem{raw: raw, outcome: o}) {
+	if f.push(id, settleItem{raw: raw, outcome: o}) {
 		if int(o.Kind) < len(f.r.byOutcome) {
 			f.r.byOutcome[o.Kind].Add(1)
 		}
@@ -319,6 +381,7 @@ func (r *receiver) pump(f *flow, link transport.Receiver, ctx context.Context) {
 		d.ID, d.Link, d.Raw, d.Message, d.Ctx, d.To = id, f.gen, raw, messages.FromAMQP(raw), f.ctx, f
 		f.open.Add(1)
 		f.unsettled.Add(1)
+		f.hold(id, raw)
 		r.route(d)
 	}
 }
@@ -365,9 +428,18 @@ func (r *receiver) settler(self *actor.PID, link transport.Receiver, gen uint64,
 			case it.close:
 				cancel()
 				cctx, cancel := r.env.CloseCtx(it.ctx)
-				err := link.Close(cctx)
+				var errs []error
+				for _, raw := range it.release {
+					// Back to the broker unchanged: delivery-count stays.
+					if err := link.Settle(cctx, raw, messages.Outcome{Kind: messages.Released}); err != nil {
+						errs = append(errs, err)
+						break
+					}
+					r.byOutcome[messages.Released].Add(1)
+				}
+				errs = append(errs, link.Close(cctx))
 				cancel()
-				it.done(err)
+				it.done(errors.Join(errs...))
 				return
 			case it.resume:
 			default:
@@ -465,6 +537,15 @@ func (r *receiver) closeLink(link transport.Receiver, ctx context.Context, done 
 // Past the drain's deadline the link is closed at once and what handlers
 // still hold goes back to the broker.
 func (r *receiver) onDrain(ctx actor.Context, m *messages.Drain) {
+	if r.drain != nil {
+		// Drained twice (Subscription.Close, then Stop): the second
+		// hears what the first does.
+		r.alsoDone = append(r.alsoDone, m.Done)
+		return
+	}
+	// A drained receiver never attaches again: an attach in flight
+	// closes its link when it comes back.
+	r.stopping = true
 	r.drain = m
 	r.paused.Store(true)
 	if r.link == nil {
@@ -474,11 +555,11 @@ func (r *receiver) onDrain(ctx actor.Context, m *messages.Drain) {
 	// The flow reports idle once the pump has stopped and the handlers
 	// settled what it had handed out.
 	r.stopPump()
-	self, gen, linkCtx := ctx.Self(), r.gen, r.linkCtx
+	self, gen, linkCtx, grace := ctx.Self(), r.gen, r.linkCtx, m.Grace()
 	r.env.Go(func() {
 		select {
-		case <-m.Ctx.Done():
-			r.env.Root.Send(self, &linkEnded{link: gen, err: fmt.Errorf("drain: %w", m.Ctx.Err())})
+		case <-grace.Done():
+			r.env.Root.Send(self, &graceOver{link: gen})
 		case <-linkCtx.Done():
 		}
 	})
@@ -487,18 +568,49 @@ func (r *receiver) onDrain(ctx actor.Context, m *messages.Drain) {
 // finishDrainedLink closes a draining link after its last settle.
 func (r *receiver) finishDrainedLink() {
 	q, drain, cancelLink := r.settleQ, r.drain, r.cancelLink
-	r.link, r.settleQ, r.flow, r.drain = nil, nil, nil, nil
+	answer := r.answerer() // forgets r.drain: after the line above
+	r.link, r.settleQ, r.flow = nil, nil, nil
 	q.PushClose(settleItem{close: true, ctx: drain.Ctx, done: func(err error) {
 		cancelLink()
-		drain.Done <- err
+		answer(err)
 	}})
 	r.state = messages.StateDetached
 }
 
+// cutDrainedLink ends a drain whose graceful part ran out: settles are
+// refused from now on, what is still held goes back released, the link
+// closes (all by the drain's Ctx), and the handlers' contexts are cancelled.
+func (r *receiver) cutDrainedLink() {
+	f, drain, cancelLink := r.flow, r.drain, r.cancelLink
+	answer := r.answerer() // forgets r.drain: after the line above
+	r.link, r.settleQ, r.flow = nil, nil, nil
+	cut := fmt.Errorf("amqpactor: drain of %s: graceful part over: %w", r.spec.Address, context.DeadlineExceeded)
+	f.cutAndClose(settleItem{close: true, ctx: drain.Ctx, done: func(err error) {
+		cancelLink() // before the answer, whichever goroutine gets there first
+		answer(errors.Join(cut, err))
+	}})
+	// After the cut: a handler that returns now cannot settle any more.
+	cancelLink()
+	r.lastErr = cut
+	r.state = messages.StateDetached
+}
+
+// answerer returns what answers the drain in progress and every later
+// one that joined it, and forgets them.
+func (r *receiver) answerer() func(error) {
+	drain, also := r.drain, r.alsoDone
+	r.drain, r.alsoDone = nil, nil
+	return func(err error) {
+		drain.Done <- err
+		for _, d := range also {
+			d <- err
+		}
+	}
+}
+
 func (r *receiver) finishDrain(err error) {
 	if r.drain != nil {
-		r.drain.Done <- err
-		r.drain = nil
+		r.answerer()(err)
 	}
 }
 

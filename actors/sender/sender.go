@@ -1,11 +1,27 @@
-// Package sender owns one sender link per address: it attaches on first
-// publish, reuses the link, and pipelines transfers: a writer goroutine sends
-// without waiting for outcomes, a confirmer goroutine waits for them in order
-// and answers each publisher. A publish still unsent when its link ends is
-// sent again on the next link, and so is one already written whose outcome
-// the dead link never brought (at-least-once: the copy keeps its
-// message-id), unless its context has ended; the confirmer hands those back
-// in send order, and they go out before anything that waited for the link.
+// Package sender owns one sender link: to one address (a dedicated sender),
+// or to the anonymous terminus (Config.Address zero), where each publish
+// names its own address and a node the broker cannot route to fails that
+// publish only. It attaches on first publish, reuses the link, and pipelines
+// transfers: a writer goroutine sends without waiting for outcomes, a
+// confirmer goroutine waits for them in order and answers each publisher. A
+// publish still unsent when its link ends is sent again on the next link,
+// and so is one already written whose outcome the dead link never brought
+// (at-least-once: the copy keeps its message-id), unless its context has
+// ended; the confirmer hands those back in send order, and they go out
+// before anything that waited for the link.
+//
+// # Retirement
+//
+// A sender with Config.Idle set retires once nothing was published through
+// it for that long (checked every Idle/4, so within 1.25 × Idle), and when
+// its parent sends Retire. Retiring, it first tells its parent (Retiring),
+// then closes its lane, lets the writer and the confirmer finish what was
+// handed to them (outcomes awaited, bounded by the close timeout), detaches
+// and tells its parent again (Retired); the parent then stops it. Every
+// publish that reaches it after it began to retire, or that its link gave
+// back, goes to its parent, which routes it anew: a publish racing a
+// retirement is written exactly once (or, when the link dies under it,
+// sent again like any other).
 package sender
 
 import (
@@ -38,21 +54,45 @@ type (
 	}
 )
 
+// Retire asks a sender to retire (see the package documentation); its
+// parent sends it to make room for another address. Retiring tells the
+// parent that the sender PID has begun to retire (its lane is closed from
+// now on); Retired that it has let go of its link and may be stopped.
+type (
+	Retire   struct{}
+	Retiring struct{ PID *actor.PID }
+	Retired  struct{ PID *actor.PID }
+)
+
+// StateRetiring is the state of a sender that is retiring.
+const StateRetiring = "retiring"
+
+// Config says what a sender sends to.
+type Config struct {
+	// Address is the target; the zero Address is the anonymous terminus,
+	// which needs a session whose connection offers the anonymous relay.
+	Address address.Address
+	// Session is the session to attach on; nil waits for SessionUp.
+	Session transport.Session
+	// Lane is the sender's Lane, kept by whoever spawns it; nil gives it
+	// one nobody else uses.
+	Lane *Lane
+	// Idle, when > 0, retires the sender after that long without a publish.
+	Idle time.Duration
+}
+
 func sessionEnded(err error) bool {
 	var se *amqp.SessionError
 	return errors.As(err, &se)
 }
 
-// New returns the props of the sender for addr.
-//
-// lane is the sender's Lane, kept by whoever spawns it; nil gives it one
-// nobody else uses.
-func New(env *actors.Env, addr address.Address, sess transport.Session, lane *Lane) *actor.Props {
-	if lane == nil {
-		lane = NewLane()
+// New returns the props of a sender.
+func New(env *actors.Env, c Config) *actor.Props {
+	if c.Lane == nil {
+		c.Lane = NewLane()
 	}
 	return env.Props(func() actor.Actor {
-		return &sender{env: env, addr: addr, sess: sess, lane: lane}
+		return &sender{env: env, addr: c.Address, sess: c.Session, lane: c.Lane, idle: c.Idle}
 	})
 }
 
@@ -65,7 +105,10 @@ func New(env *actors.Env, addr address.Address, sess transport.Session, lane *La
 // did not send, so a publish on the lane is either written, handed back to
 // the actor, or refused (Offer reports false and the caller sends it to the
 // actor as before).
-type Lane struct{ q atomic.Pointer[workq.Q[job]] }
+type Lane struct {
+	q    atomic.Pointer[workq.Q[job]]
+	used atomic.Uint64
+}
 
 // NewLane returns a closed lane.
 func NewLane() *Lane { return new(Lane) }
@@ -73,8 +116,15 @@ func NewLane() *Lane { return new(Lane) }
 // Offer queues p on the attached link's writer, or reports false.
 func (l *Lane) Offer(p *messages.Publish) bool {
 	q := l.q.Load()
-	return q != nil && q.Push(job{p: p})
+	if q != nil && q.Push(job{p: p}) {
+		l.used.Add(1)
+		return true
+	}
+	return false
 }
+
+// Used counts the publishes Offer took: it changes while the lane is used.
+func (l *Lane) Used() uint64 { return l.used.Load() }
 
 type (
 	attachResult struct {
@@ -90,7 +140,8 @@ type (
 		// (from the confirmer); they go before everything else.
 		written bool
 	}
-	retry struct{}
+	retry    struct{}
+	idleTick struct{}
 	// job is what the writer and confirmer see: a publish, or a drain
 	// marker that follows every earlier publish through both goroutines.
 	job struct {
@@ -117,14 +168,36 @@ type sender struct {
 	attempt  int
 	timer    *time.Timer
 	drain    *messages.Drain
+	// attaching is the session an attach is in flight on, if any.
+	attaching transport.Session
 	// wasAttached: this sender had a link, so it re-attaches when a new
 	// session comes. refusal: the broker's last refusal, answered to
 	// publishes until refusedUntil.
 	wasAttached  bool
 	refusal      error
 	refusedUntil time.Time
+	// confirmed is closed when the confirmer of the current link returns.
+	confirmerDone chan struct{}
+
+	// Retirement: idle is the idle time (0: never); lastMark and
+	// lastActive the activity seen at the last tick, and when it changed.
+	idle       time.Duration
+	idleTimer  *time.Timer
+	lastMark   uint64
+	lastActive time.Time
+	retiring   bool
+	// attachingNow: an attach is under way, its answer still to come.
+	attachingNow bool
 
 	published, confirmed, failed, resent atomic.Uint64
+}
+
+// label names the sender's target in logs.
+func (s *sender) label() string {
+	if s.addr.IsZero() {
+		return "(anonymous)"
+	}
+	return s.addr.String()
 }
 
 // waiting counts the publishes that wait for a link.
@@ -160,11 +233,24 @@ func (s *sender) prune() {
 }
 
 func (s *sender) Receive(ctx actor.Context) {
+	if s.retiring && s.whileRetiring(ctx) {
+		return
+	}
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		s.state = messages.StateDetached
 		if s.sess != nil {
 			s.attach(ctx)
+		}
+		if s.idle > 0 {
+			s.lastActive = time.Now()
+			s.idleTimer = s.env.After(s.tick(), ctx.Self(), &idleTick{})
+		}
+	case *idleTick:
+		s.onIdleTick(ctx)
+	case *Retire:
+		if s.drain == nil {
+			s.retire(ctx)
 		}
 	case *SessionUp:
 		s.sess = m.Session
@@ -176,6 +262,12 @@ func (s *sender) Receive(ctx actor.Context) {
 		}
 	case *SessionDown:
 		s.sess = nil
+		if s.timer != nil {
+			// A retry on a session that is gone is pointless; the next
+			// SessionUp attaches if there is work.
+			s.timer.Stop()
+			s.timer = nil
+		}
 		s.endLink(ctx, m.Err, nil, false)
 	case *messages.Publish:
 		if s.drain != nil {
@@ -234,14 +326,133 @@ func (s *sender) Receive(ctx actor.Context) {
 		if s.timer != nil {
 			s.timer.Stop()
 		}
+		if s.idleTimer != nil {
+			s.idleTimer.Stop()
+		}
 		// The link's unsent publishes join those waiting, and all fail.
 		s.endLink(ctx, messages.ErrStopped, nil, false)
 		s.failWaiting(messages.ErrStopped)
 	}
 }
 
+// tick is the period of the idle check.
+func (s *sender) tick() time.Duration { return max(s.idle/4, time.Millisecond) }
+
+// onIdleTick retires the sender once nothing was published through it for
+// s.idle: no publish written or offered, none waiting, no attach under way.
+func (s *sender) onIdleTick(ctx actor.Context) {
+	s.idleTimer = nil
+	if s.drain != nil {
+		return
+	}
+	mark := s.published.Load() + s.failed.Load() + s.lane.Used()
+	now := time.Now()
+	busy := s.waiting() > 0 || s.state == messages.StateAttaching || (s.writeQ != nil && s.writeQ.Len() > 0)
+	switch {
+	case mark != s.lastMark || busy:
+		s.lastMark, s.lastActive = mark, now
+	case now.Sub(s.lastActive) >= s.idle:
+		s.retire(ctx)
+		return
+	}
+	s.idleTimer = s.env.After(s.tick(), ctx.Self(), &idleTick{})
+}
+
+// retire begins the retirement (see the package documentation).
+func (s *sender) retire(ctx actor.Context) {
+	s.retiring = true
+	for _, t := range []**time.Timer{&s.idleTimer, &s.timer} {
+		if *t != nil {
+			(*t).Stop()
+			*t = nil
+		}
+	}
+	self, parent := ctx.Self(), ctx.Parent()
+	// The parent hears of it before the lane closes: whatever the lane
+	// refuses from now on reaches the parent after this.
+	ctx.Send(parent, &Retiring{PID: self})
+	s.lane.q.Store(nil)
+	for _, p := range s.resend {
+		ctx.Send(parent, p)
+	}
+	for _, p := range s.pending {
+		ctx.Send(parent, p)
+	}
+	s.resend, s.pending = nil, nil
+	s.state = StateRetiring
+	if s.attachingNow {
+		return // whileRetiring finishes it when the attach answers
+	}
+	if s.link == nil {
+		ctx.Send(parent, &Retired{PID: self})
+		return
+	}
+	link, wq, done, env := s.link, s.writeQ, s.confirmerDone, s.env
+	s.link, s.writeQ = nil, nil
+	// The marker follows everything handed to the link through the writer
+	// and the confirmer, which both return after it.
+	wq.PushClose(job{drain: &messages.Drain{Ctx: context.Background(), Done: make(chan error, 1)}})
+	env.Go(func() {
+		cctx, cancel := env.CloseCtx(context.Background())
+		defer cancel()
+		select {
+		case <-done:
+		case <-cctx.Done():
+		}
+		_ = link.Close(cctx)
+		// Whatever the writer or the confirmer handed back reached this
+		// sender before Retired reaches the parent, which stops it.
+		<-done
+		env.Root.Send(parent, &Retired{PID: self})
+	})
+}
+
+// whileRetiring handles what a retiring sender gets: publishes go to the
+// parent, an attach that comes back is undone. It reports false for what
+// Receive handles as usual (Stopping, Describe).
+func (s *sender) whileRetiring(ctx actor.Context) bool {
+	switch m := ctx.Message().(type) {
+	case *messages.Publish:
+		ctx.Send(ctx.Parent(), m)
+	case *linkEnded:
+		for _, p := range m.unsent {
+			ctx.Send(ctx.Parent(), p)
+		}
+	case *attachResult:
+		s.attachingNow = false
+		if m.link != nil {
+			s.closeLink(m.link, context.Background())
+		}
+		ctx.Send(ctx.Parent(), &Retired{PID: ctx.Self()})
+	case *messages.Drain:
+		m.Done <- nil
+	case *SessionDown:
+		s.sess = nil
+	case *SessionUp, *retry, *idleTick, *Retire:
+	default:
+		return false
+	}
+	return true
+}
+
+// attach attaches a link on the current session, unless an attach is in
+// flight on it already. Two at once would both succeed, and the second
+// link's writer would replace the first's without closing its queue: the
+// first writer (and its confirmer) would then wait for ever, and Stop with
+// them. That happened when a retry timer armed before a lost connection
+// fired after the new session's SessionUp had started an attach.
 func (s *sender) attach(ctx actor.Context) {
+	if s.attaching != nil && s.attaching == s.sess {
+		return
+	}
+	if s.timer != nil {
+		// This attach is the retry the timer was for.
+		s.timer.Stop()
+		s.timer = nil
+	}
+	s.attaching = s.sess
 	s.state = messages.StateAttaching
+	s.attachingNow = true
 	self, sess, env := ctx.Self(), s.sess, s.env
 	opts := transport.SenderOptions{Address: s.addr}
 	env.Go(func() {
@@ -253,15 +464,28 @@ func (s *sender) attach(ctx actor.Context) {
 }
 
 func (s *sender) onAttach(ctx actor.Context, m *attachResult) {
+	s.attachingNow = false
+	if m.err == nil && s.addr.IsZero() {
+		if _, ok := m.link.(transport.Relay); !ok {
+			s.closeLink(m.link, context.Background())
+			m.link, m.err = nil, &transport.LinkError{Address: "(anonymous)", Op: "attach",
+				Err: &amqp.Error{Condition: amqp.ErrCondNotImplemented, Description: "the transport has no anonymous relay"}}
+		}
+	}
+	if m.sess == s.attaching {
+		s.attaching = nil
+	}
 	if m.sess != s.sess {
 		// Tried on a session that has since been replaced: its answer
 		// says nothing about the current one.
 		if m.link != nil {
 			s.closeLink(m.link, context.Background())
 		}
-		s.state = messages.StateDetached
-		if s.sess != nil && s.drain == nil {
-			s.attach(ctx)
+		if s.attaching == nil {
+			s.state = messages.StateDetached
+			if s.sess != nil && s.drain == nil {
+				s.attach(ctx)
+			}
 		}
 		return
 	}
@@ -272,7 +496,7 @@ func (s *sender) onAttach(ctx actor.Context, m *attachResult) {
 			ctx.Send(ctx.Parent(), &SessionLost{Session: s.sess, Err: m.err})
 			s.sess = nil
 		}
-		s.env.Log.Warn("amqpactor: sender attach failed", "address", s.addr.String(), "error", m.err)
+		s.env.Log.Warn("amqpactor: sender attach failed", "address", s.label(), "error", m.err)
 		s.attempt++
 		if !actors.Refused(m.err) {
 			// Transient (the session or connection went, a declare
@@ -291,7 +515,9 @@ func (s *sender) onAttach(ctx actor.Context, m *attachResult) {
 		s.failWaiting(m.err)
 		return
 	}
-	if s.drain != nil || s.sess == nil {
+	if s.drain != nil || s.sess == nil || s.link != nil {
+		// Stopping, no session, or a link already attached (never two
+		// writers for one sender).
 		s.closeLink(m.link, context.Background())
 		return
 	}
@@ -302,9 +528,14 @@ func (s *sender) onAttach(ctx actor.Context, m *attachResult) {
 	s.state = messages.StateAttached
 	s.writeQ = workq.New[job]()
 	confirmQ := workq.New[job]()
+	done := make(chan struct{})
+	s.confirmerDone = done
 	self, link, gen, wq := ctx.Self(), s.link, s.gen, s.writeQ
 	s.env.Go(func() { s.writer(self, link, gen, wq, confirmQ) })
-	s.env.Go(func() { s.confirmer(self, gen, confirmQ) })
+	s.env.Go(func() {
+		defer close(done)
+		s.confirmer(self, gen, confirmQ)
+	})
 	for _, p := range s.resend {
 		s.resent.Add(1)
 		wq.Push(job{p: p})
@@ -333,6 +564,10 @@ func (s *sender) keep(ps []*messages.Publish, written bool) {
 // CPU.
 func (s *sender) writer(self *actor.PID, link transport.Sender, gen uint64, wq, cq *workq.Q[job]) {
 	defer cq.Close()
+	relay, _ := link.(transport.Relay)
+	if !s.addr.IsZero() {
+		relay = nil
+	}
 	for range wq.Ready() {
 		items, closed := wq.Take()
 		for i, j := range items {
@@ -345,10 +580,23 @@ func (s *sender) writer(self *actor.PID, link transport.Sender, gen uint64, wq, 
 				p.Done <- err
 				continue
 			}
-			receipt, err := link.Send(p.Ctx, p.Message, p.Settled)
+			var receipt transport.Receipt
+			var err error
+			if relay != nil {
+				receipt, err = relay.SendTo(p.Ctx, p.Address, p.Message, p.Settled)
+			} else {
+				receipt, err = link.Send(p.Ctx, p.Message, p.Settled)
+			}
 			if err != nil {
 				if p.Ctx.Err() != nil {
 					p.Done <- err
+					continue
+				}
+				if relay != nil && !actors.LinkGone(err) {
+					// Its address could not be spelt or declared: that
+					// publish fails, the link goes on.
+					s.failed.Add(1)
+					p.Done <- fmt.Errorf("amqpactor: publish to %s: %w", p.Address, err)
 					continue
 				}
 				// The link died under us: everything not yet written goes
@@ -394,7 +642,7 @@ func (s *sender) writer(self *actor.PID, link transport.Sender, gen uint64, wq, 
 func (s *sender) answer(p *messages.Publish, o messages.Outcome) {
 	if o.Kind != messages.Accepted {
 		s.failed.Add(1)
-		p.Done <- &messages.OutcomeError{Address: s.addr.String(), Outcome: o}
+		p.Done <- &messages.OutcomeError{Address: p.Address.String(), Outcome: o}
 		return
 	}
 	s.confirmed.Add(1)
@@ -462,7 +710,7 @@ func (s *sender) endLink(ctx actor.Context, err error, unsent []*messages.Publis
 	if errors.Is(err, messages.ErrStopped) || s.drain != nil {
 		return
 	}
-	s.env.Log.Warn("amqpactor: sender link ended", "address", s.addr.String(), "error", err)
+	s.env.Log.Warn("amqpactor: sender link ended", "address", s.label(), "error", err)
 	if sessionEnded(err) && s.sess != nil {
 		// Keep what waits and re-attach once the publisher has a new session.
 		ctx.Send(ctx.Parent(), &SessionLost{Session: s.sess, Err: err})
@@ -504,12 +752,13 @@ func (s *sender) onDrain(m *messages.Drain) {
 	// written after the confirmations the drain waits for.
 	s.lane.q.Store(nil)
 	wq.PushClose(job{drain: &messages.Drain{Ctx: m.Ctx, Done: confirmed}})
+	grace := m.Grace()
 	env.Go(func() {
 		var err error
 		select {
 		case err = <-confirmed:
-		case <-m.Ctx.Done():
-			err = fmt.Errorf("amqpactor: waiting for publish confirmations on %s: %w", s.addr, m.Ctx.Err())
+		case <-grace.Done():
+			err = fmt.Errorf("amqpactor: waiting for publish confirmations on %s: %w", s.label(), grace.Err())
 		}
 		cctx, ccancel := env.CloseCtx(m.Ctx)
 		if cerr := link.Close(cctx); err == nil && cerr != nil && !errors.Is(cerr, context.Canceled) {
@@ -521,9 +770,13 @@ func (s *sender) onDrain(m *messages.Drain) {
 }
 
 func (s *sender) describe(ctx actor.Context) *messages.Described {
+	name := "sender:" + s.addr.Name()
+	if s.addr.IsZero() {
+		name = "sender:(anonymous)"
+	}
 	n := &messages.Node{
-		Name: "sender:" + s.addr.Name(), Kind: "sender", PID: ctx.Self().String(),
-		Address: s.addr.String(), State: s.state, Restarts: s.restarts,
+		Name: name, Kind: "sender", PID: ctx.Self().String(),
+		Address: s.label(), State: s.state, Restarts: s.restarts,
 		Counters: map[string]uint64{
 			"published": s.published.Load(),
 			"confirmed": s.confirmed.Load(),

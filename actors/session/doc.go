@@ -1,8 +1,35 @@
 // Package session owns the AMQP sessions of an App: the publisher session
-// (one session, one sender actor per address), one session per subscription
-// (its receiver and dispatcher), and the requests session (the reply
-// receiver of request/reply). Each opens its session off the actor when the
-// connection comes up and drops it when the connection goes.
+// (the App's own publishes), the replies session (a Responder's replies),
+// one session per subscription (its receiver and dispatcher), and the
+// requests session (the reply receiver of request/reply). Each opens its
+// session off the actor when the connection comes up (the replies session
+// on the first reply) and drops it when the connection goes.
+//
+// # Bounded sending
+//
+// The publisher keeps a dedicated sender (a link, an actor, a writer and a
+// confirmer goroutine) for each address the App publishes to, up to
+// DefaultMaxSenders (64; amqpactor.WithSenderLimits sets it). Past the
+// bound, where the peer offers the anonymous relay (RabbitMQ 4, Artemis,
+// the in-process broker), an address goes through one sender attached to
+// the anonymous terminus, each message naming its address in
+// properties.to; elsewhere the least recently used dedicated sender
+// retires to make room, and the publish waits for it (bounded by its
+// context). A sender unused for DefaultSenderIdle (1 minute) retires, the
+// anonymous one too: its link detaches, its actor and goroutines end, and
+// it leaves the table (Senders) through which the App hands publishes, so
+// a retired sender is never handed one. A publish that races the
+// retirement goes back to the publisher and is sent exactly once.
+//
+// Replies go through the replies publisher, a child of the publisher with a
+// session of its own: through its anonymous sender where the peer offers
+// the relay (a reply to a missing queue is released, and fails alone),
+// else through its own bounded, retiring dedicated senders (RabbitMQ 4
+// ends the whole session when it refuses an attach, which then never
+// touches the session of the App's own publishes). At any moment an App
+// holds at most 64 + 1 sender links for its own publishes and 1 (with the
+// relay) or 64 (without) for replies; each link holds two goroutines, and
+// one more while it attaches or retires.
 package session
 
 import (
@@ -11,6 +38,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/amqpactor/amqpactor/actors"
+	"github.com/amqpactor/amqpactor/messages"
 	"github.com/amqpactor/amqpactor/transport"
 )
 
@@ -41,18 +69,19 @@ func closeSession(env *actors.Env, sess transport.Session, ctx context.Context, 
 	})
 }
 
-// drainThenClose drains pids off the actor, then ends sess (if any), and
-// answers done with the first error met: the graceful stop of a session.
-func drainThenClose(env *actors.Env, ctx context.Context, pids []*actor.PID, sess transport.Session, done chan<- error) {
+// drainThenClose drains pids off the actor as d says, then ends sess (if
+// any), and answers d.Done with the first error met: the graceful stop of a
+// session.
+func drainThenClose(env *actors.Env, d *messages.Drain, pids []*actor.PID, sess transport.Session) {
 	env.Go(func() {
-		err := env.DrainAll(ctx, pids)
+		err := env.DrainAll(d, pids)
 		if sess != nil {
-			cctx, cancel := env.CloseCtx(ctx)
+			cctx, cancel := env.CloseCtx(d.Ctx)
 			if cerr := sess.Close(cctx); err == nil {
 				err = cerr
 			}
 			cancel()
 		}
-		done <- err
+		d.Done <- err
 	})
 }

@@ -2,6 +2,8 @@ package session
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -13,21 +15,113 @@ import (
 	"github.com/amqpactor/amqpactor/transport"
 )
 
-// NewPublisher returns the props of the publisher session actor.
-func NewPublisher(env *actors.Env) *actor.Props {
+// The bounds of sending, per App (see the package documentation).
+const (
+	// DefaultMaxSenders is how many dedicated sender links the publisher
+	// keeps, and, where the peer offers no anonymous relay, how many the
+	// replies publisher keeps.
+	DefaultMaxSenders = 64
+	// DefaultSenderIdle is how long a sender goes unused before it retires.
+	DefaultSenderIdle = time.Minute
+)
+
+// Senders is the table through which callers hand a publish to its sender
+// without asking the publisher: the lane of each dedicated sender, and the
+// lane of the anonymous sender of replies. The publishers keep it: an
+// entry is there from its sender's spawn until the sender begins to retire.
+type Senders struct {
+	own, replies route
+}
+
+type route struct {
+	lanes sync.Map // address.Address -> *sender.Lane
+	mu    sync.RWMutex
+	anon  *sender.Lane // the anonymous sender's lane (replies only)
+}
+
+// NewSenders returns an empty table.
+func NewSenders() *Senders { return &Senders{} }
+
+// Hand gives p to its sender: straight onto the lane of the address's
+// dedicated sender (for a reply, of the anonymous sender of replies) while
+// its link is attached, else to publisher, which routes it. p.Reply says
+// which publisher's senders it goes through.
+func (t *Senders) Hand(root *actor.RootContext, publisher *actor.PID, p *messages.Publish) {
+	r := &t.own
+	if p.Reply {
+		r = &t.replies
+		r.mu.RLock()
+		anon := r.anon
+		r.mu.RUnlock()
+		if anon != nil && anon.Offer(p) {
+			return
+		}
+	}
+	if v, ok := r.lanes.Load(p.Address); ok && v.(*sender.Lane).Offer(p) {
+		return
+	}
+	root.Send(publisher, p)
+}
+
+// NewPublisher returns the props of the publisher session actor. It spawns
+// the replies publisher, its child, which sends replies on a session of
+// its own.
+func NewPublisher(env *actors.Env, table *Senders) *actor.Props {
+	return newPublisher(env, table, false)
+}
+
+func newPublisher(env *actors.Env, table *Senders, replies bool) *actor.Props {
+	r := &table.own
+	if replies {
+		r = &table.replies
+	}
+	maxSenders, idle := env.MaxSenders, env.SenderIdle
+	if maxSenders <= 0 {
+		maxSenders = DefaultMaxSenders
+	}
+	if idle <= 0 {
+		idle = DefaultSenderIdle
+	}
 	return env.Props(func() actor.Actor {
-		return &publisher{env: env, senders: map[address.Address]messages.SenderRef{}}
+		return &publisher{env: env, table: table, route: r, replies: replies, max: maxSenders, idle: idle,
+			dedicated: map[address.Address]*entry{}, byPID: map[string]*entry{}}
 	}, actor.WithSupervisor(actors.Supervisor()))
 }
 
 type retrySession struct{ conn transport.Conn }
 
+// entry is one sender child.
+type entry struct {
+	addr     address.Address // zero for the anonymous sender
+	pid      *actor.PID
+	lane     *sender.Lane
+	seen     uint64    // lane.Used() when last looked at
+	at       time.Time // when seen last changed
+	retiring bool
+}
+
 type publisher struct {
-	env      *actors.Env
-	conn     transport.Conn
-	sess     transport.Session
-	senders  map[address.Address]messages.SenderRef
-	order    []*actor.PID
+	env     *actors.Env
+	table   *Senders
+	route   *route
+	replies bool
+	child   *actor.PID // the replies publisher, of the App's own publisher
+	max     int
+	idle    time.Duration
+
+	conn    transport.Conn
+	sess    transport.Session
+	opening bool
+	relay   bool // the connection offers the anonymous relay
+
+	dedicated map[address.Address]*entry // not retiring
+	anon      *entry
+	byPID     map[string]*entry // every sender child, retiring ones too
+	order     []*actor.PID      // the same, in spawn order
+	nRetiring int               // dedicated senders retiring: they still hold a link
+	parked    []*messages.Publish
+	retired   uint64
+
 	state    string
 	lastErr  error
 	attempt  int
@@ -35,37 +129,199 @@ type publisher struct {
 	draining bool
 }
 
-// sender returns the sender actor of addr and its lane, spawning it on
-// first use.
-func (p *publisher) sender(ctx actor.Context, addr address.Address) (messages.SenderRef, error) {
-	if ref, ok := p.senders[addr]; ok {
-		return ref, nil
-	}
+func (p *publisher) spawn(ctx actor.Context, addr address.Address) *entry {
 	lane := sender.NewLane()
-	pid, err := ctx.SpawnNamed(sender.New(p.env, addr, p.sess, lane), "sender:"+addr.String())
-	if err != nil {
-		return messages.SenderRef{}, err
+	name := "sender:" + addr.String()
+	if addr.IsZero() {
+		name = "sender:(anonymous)"
 	}
-	ref := messages.SenderRef{PID: pid, Lane: lane}
-	p.senders[addr] = ref
+	// A prefix, not a name: a retiring sender of the same address may
+	// still be there.
+	pid := ctx.SpawnPrefix(sender.New(p.env, sender.Config{Address: addr, Session: p.sess, Lane: lane, Idle: p.idle}), name)
+	e := &entry{addr: addr, pid: pid, lane: lane, at: time.Now()}
+	p.byPID[pid.Id] = e
 	p.order = append(p.order, pid)
-	return ref, nil
+	if addr.IsZero() {
+		p.anon = e
+		if p.replies {
+			p.route.mu.Lock()
+			p.route.anon = lane
+			p.route.mu.Unlock()
+		}
+	} else {
+		p.dedicated[addr] = e
+		p.route.lanes.Store(addr, lane)
+	}
+	return e
+}
+
+// publish routes m: to its address's dedicated sender; a reply where the
+// peer offers the anonymous relay, and an address past the bound of
+// dedicated senders, to the anonymous sender; else to a new dedicated
+// sender, making room first (the least recently used one retires) when
+// the bound is reached: m waits until it has.
+func (p *publisher) publish(ctx actor.Context, m *messages.Publish) {
+	if p.draining {
+		m.Done <- messages.ErrStopped
+		return
+	}
+	if m.Reply && !p.replies {
+		ctx.Send(p.child, m)
+		return
+	}
+	if p.replies && p.sess == nil && p.conn != nil && !p.opening {
+		p.opening = true
+		openSession(p.env, ctx.Self(), p.conn)
+	}
+	if e := p.dedicated[m.Address]; e != nil {
+		p.hand(ctx, e, m)
+		return
+	}
+	live := len(p.dedicated) + p.nRetiring
+	if p.relay && (p.replies || live >= p.max) {
+		if p.anon == nil {
+			p.spawn(ctx, address.Address{})
+		}
+		p.hand(ctx, p.anon, m)
+		return
+	}
+	if live < p.max {
+		p.hand(ctx, p.spawn(ctx, m.Address), m)
+		return
+	}
+	p.parked = append(p.parked, m)
+	p.makeRoom(ctx)
+}
+
+func (p *publisher) hand(ctx actor.Context, e *entry, m *messages.Publish) {
+	if !e.lane.Offer(m) {
+		ctx.Send(e.pid, m)
+	}
+}
+
+// makeRoom retires the least recently used dedicated senders until as many
+// retire as parked publishes need new ones.
+func (p *publisher) makeRoom(ctx actor.Context) {
+	need := map[address.Address]struct{}{}
+	for _, m := range p.parked {
+		need[m.Address] = struct{}{}
+	}
+	now := time.Now()
+	for p.nRetiring < len(need) && len(p.dedicated) > 0 {
+		var lru *entry
+		for _, e := range p.dedicated {
+			if u := e.lane.Used(); u != e.seen {
+				e.seen, e.at = u, now
+			}
+			if lru == nil || e.at.Before(lru.at) {
+				lru = e
+			}
+		}
+		p.retiring(lru)
+		ctx.Send(lru.pid, &sender.Retire{})
+	}
+}
+
+// retiring takes e out of routing: its address gets a new sender from now.
+func (p *publisher) retiring(e *entry) {
+	if e.retiring {
+		return
+	}
+	e.retiring = true
+	if e == p.anon {
+		p.anon = nil
+		if p.replies {
+			p.route.mu.Lock()
+			p.route.anon = nil
+			p.route.mu.Unlock()
+		}
+		return
+	}
+	delete(p.dedicated, e.addr)
+	p.route.lanes.Delete(e.addr)
+	p.nRetiring++
+}
+
+// retired stops a sender that has let go of its link, and routes what
+// waited for room.
+func (p *publisher) onRetired(ctx actor.Context, pid *actor.PID) {
+	e := p.byPID[pid.Id]
+	if e == nil {
+		return
+	}
+	p.retiring(e)
+	delete(p.byPID, pid.Id)
+	if !e.addr.IsZero() {
+		p.nRetiring--
+	}
+	for i, x := range p.order {
+		if x.Id == pid.Id {
+			p.order = append(p.order[:i], p.order[i+1:]...)
+			break
+		}
+	}
+	p.retired++
+	if p.draining {
+		// The drain under way may have asked it already: it answers, and
+		// stops with the tree.
+		return
+	}
+	// After everything this publisher sent it: it hands those back first.
+	ctx.Poison(pid)
+	parked := p.parked
+	p.parked = nil
+	for _, m := range parked {
+		if err := m.Ctx.Err(); err != nil {
+			m.Done <- err
+			continue
+		}
+		p.publish(ctx, m)
+	}
+}
+
+func spawn(ctx actor.Context, props *actor.Props, name string) *actor.PID {
+	pid, err := ctx.SpawnNamed(props, name)
+	if err != nil {
+		panic(fmt.Errorf("amqpactor: spawning %s: %w", name, err))
+	}
+	return pid
+}
+
+func (p *publisher) children() []*actor.PID {
+	pids := append([]*actor.PID(nil), p.order...)
+	if p.child != nil {
+		pids = append(pids, p.child)
+	}
+	return pids
 }
 
 func (p *publisher) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		p.state = messages.StateDetached
+		if !p.replies {
+			p.child = spawn(ctx, newPublisher(p.env, p.table, true), "replies")
+		}
 	case *messages.ConnUp:
 		p.conn = m.Conn
-		p.state = messages.StateAttaching
-		openSession(p.env, ctx.Self(), m.Conn)
+		p.relay = m.Conn.Features().AnonymousRelay
+		if p.child != nil {
+			ctx.Send(p.child, m)
+		}
+		// The replies publisher begins its session on its first reply.
+		if !p.replies || len(p.byPID) > 0 {
+			p.state = messages.StateAttaching
+			p.opening = true
+			openSession(p.env, ctx.Self(), m.Conn)
+		}
 	case *retrySession:
 		p.timer = nil
 		if m.conn == p.conn && p.sess == nil && !p.draining {
+			p.opening = true
 			openSession(p.env, ctx.Self(), m.conn)
 		}
 	case *sessionResult:
+		p.opening = false
 		if m.conn != p.conn || p.draining {
 			if m.sess != nil {
 				closeSession(p.env, m.sess, context.Background(), nil)
@@ -93,6 +349,7 @@ func (p *publisher) Receive(ctx actor.Context) {
 			ctx.Send(pid, &sender.SessionDown{Err: m.Err})
 		}
 		if p.conn != nil {
+			p.opening = true
 			openSession(p.env, ctx.Self(), p.conn)
 		}
 	case *messages.ConnDown:
@@ -100,42 +357,57 @@ func (p *publisher) Receive(ctx actor.Context) {
 		for _, pid := range p.order {
 			ctx.Send(pid, &sender.SessionDown{Err: m.Err})
 		}
+		if p.child != nil {
+			ctx.Send(p.child, m)
+		}
 	case *messages.Publish:
-		if p.draining {
-			m.Done <- messages.ErrStopped
-			return
+		p.publish(ctx, m)
+	case *sender.Retiring:
+		if e := p.byPID[m.PID.Id]; e != nil {
+			p.retiring(e)
 		}
-		ref, err := p.sender(ctx, m.Address)
-		if err != nil {
-			m.Done <- err
-			return
-		}
-		ctx.Send(ref.PID, m)
-	case *messages.SenderFor:
-		if p.draining {
-			m.Reply <- messages.SenderRef{Err: messages.ErrStopped}
-			return
-		}
-		ref, err := p.sender(ctx, m.Address)
-		ref.Err = err
-		m.Reply <- ref
+	case *sender.Retired:
+		p.onRetired(ctx, m.PID)
 	case *messages.Drain:
 		p.draining = true
+		for _, q := range p.parked {
+			q.Done <- messages.ErrStopped
+		}
+		p.parked = nil
 		sess, env := p.sess, p.env
 		p.sess = nil
 		p.state = messages.StateDetached
-		drainThenClose(env, m.Ctx, p.order, sess, m.Done)
+		drainThenClose(env, m, p.children(), sess)
 	case *messages.Describe:
-		n := &messages.Node{Name: "publisher", Kind: "publisher", PID: ctx.Self().String(), State: p.state,
-			Counters: map[string]uint64{"senders": uint64(len(p.order))}}
+		name := "publisher"
+		if p.replies {
+			name = "replies"
+		}
+		anon := uint64(0)
+		if p.anon != nil {
+			anon = 1
+		}
+		n := &messages.Node{Name: name, Kind: "publisher", PID: ctx.Self().String(), State: p.state,
+			Counters: map[string]uint64{
+				"senders":   uint64(len(p.dedicated)),
+				"retiring":  uint64(p.nRetiring),
+				"anonymous": anon,
+				"parked":    uint64(len(p.parked)),
+				"retired":   p.retired,
+				"max":       uint64(p.max),
+			}}
 		if p.lastErr != nil {
 			n.LastError = p.lastErr.Error()
 		}
-		ctx.Respond(&messages.Described{Node: n, Children: p.order})
+		ctx.Respond(&messages.Described{Node: n, Children: p.children()})
 	case *actor.Stopping:
 		if p.timer != nil {
 			p.timer.Stop()
 		}
+		for _, q := range p.parked {
+			q.Done <- messages.ErrStopped
+		}
+		p.parked = nil
 		if p.sess != nil {
 			closeSession(p.env, p.sess, context.Background(), nil)
 			p.sess = nil

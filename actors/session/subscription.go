@@ -209,7 +209,7 @@ func (s *subscription) onDrain(m *messages.Drain) {
 	if s.receiver != nil {
 		pids = append(pids, s.receiver)
 	}
-	drainThenClose(env, m.Ctx, pids, sess, m.Done)
+	drainThenClose(env, m, pids, sess)
 }
 
 func (s *subscription) describe(ctx actor.Context) *messages.Described {

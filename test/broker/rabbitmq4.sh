@@ -139,6 +139,10 @@ write_config() {
 		NODENAME=$NODE
 		DIST_PORT=$dist_port
 		ERL_EPMD_PORT=$epmd_port
+		# Each classic queue with messages keeps a file open: at su's soft
+		# limit of 1,024 the node runs out after ~1,000 queues and then
+		# refuses every login until it restarts. The file is sourced by sh.
+		ulimit -S -n "\$(ulimit -H -n)" 2>/dev/null || true
 	EOF
 }
 

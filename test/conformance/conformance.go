@@ -145,6 +145,7 @@ var cases = []struct {
 	{"CloseReturnsUnsettled", testCloseReturnsUnsettled},
 	{"StopWaitsForHandlers", testStopWaitsForHandlers},
 	{"StopByDeadline", testStopByDeadline},
+	{"StopWithoutDeadline", testStopWithoutDeadline},
 	{"LifecycleErrors", testLifecycleErrors},
 
 	// Request/reply, transactions, typed handlers, the message.

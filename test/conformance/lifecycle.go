@@ -162,6 +162,52 @@ func testStopByDeadline(e *env) {
 	require.False(e, calls[1].m.FirstAcquirer)
 }
 
+// testStopWithoutDeadline: Stop(context.Background()) is bounded by
+// WithCloseTimeout even when a handler never returns. When the graceful
+// part runs out the handler's context is cancelled, and the delivery it
+// holds goes back to the broker released: the next consumer gets it with
+// its delivery-count unchanged (not modified, as a failure; not accepted).
+func testStopWithoutDeadline(e *env) {
+	q := e.queue("nodeadline")
+	rec := &recorder{}
+	holding, cancelled := e.gate(), e.gate()
+	const closeTimeout = time.Second
+	a := e.startedApp(amqpactor.WithCloseTimeout(closeTimeout))
+	e.subscribe(a, q, func(ctx context.Context, m *amqpactor.Message) error {
+		rec.add("a", m)
+		holding.open()
+		<-ctx.Done()
+		cancelled.open()
+		e.gate().wait() // and on, ignoring the cancellation, until the test ends
+		return nil
+	})
+	e.publish(a, q, msg("stuck"))
+	e.await(holding, "the handler to start")
+
+	stopped := make(chan error, 1)
+	begin := time.Now()
+	go func() { stopped <- a.Stop(context.Background()) }()
+	select {
+	case err := <-stopped:
+		e.Logf("Stop(context.Background()) returned after %v with WithCloseTimeout(%v): %v",
+			time.Since(begin).Round(time.Millisecond), closeTimeout, err)
+	case <-time.After(closeTimeout + 2*time.Second):
+		e.Fatalf("Stop(context.Background()) did not return within WithCloseTimeout (%v) and 2 s", closeTimeout)
+	}
+	require.True(e, cancelled.isOpen(), "the handler's context was cancelled")
+
+	b := e.startedApp()
+	e.subscribe(b, q, func(ctx context.Context, m *amqpactor.Message) error { rec.add("b", m); return nil })
+	e.eventually(func() bool { return rec.by("b") == 1 }, "the held message redelivered")
+	calls := rec.of("stuck")
+	require.Len(e, calls, 2)
+	require.Zero(e, calls[1].m.DeliveryCount, "released: the delivery-count is unchanged")
+	if br, ok := e.hooks(); ok {
+		e.eventually(func() bool { return br.Unsettled(q.Name()) == 0 }, "nothing out for delivery")
+		require.Empty(e, br.DeadLetters(q.Name()), "nothing rejected")
+	}
+}
+
 func errString(err error) string {
 	if err == nil {
 		return "<nil>"

@@ -55,6 +55,10 @@ const (
 // is usable.
 type Config struct {
 	// URL is amqp://[user:password@]host[:port][/vhost] or amqps://…. The
+	// userinfo ends at the last '@', so a password may hold '/', '?', '#',
+	// '@' and ':' as they are; user and password are percent-decoded when
+	// every '%' in them starts an escape (%2F), taken as written otherwise.
+	// No part of the password appears in any error, log line or String. The
 	// port defaults to 5672 (amqp) or 5671 (amqps). With the RabbitMQ4
 	// dialect a non-empty path names the virtual host (sent as the open
 	// frame's hostname "vhost:NAME"); otherwise the hostname sent is the
@@ -132,25 +136,98 @@ func (c *connector) Connect(ctx context.Context) (transport.Conn, error) {
 	return conn, nil
 }
 
-// redactURL spells raw as url.URL.Redacted does. A URL that does not parse
-// is cut down to its scheme and host part with any userinfo replaced, so
-// that not even a malformed URL leaks a password.
-func redactURL(raw string) string {
-	if u, err := url.Parse(raw); err == nil && u.Opaque == "" {
-		return u.Redacted()
+// userinfoSplit is a URL with its userinfo taken off.
+type userinfoSplit struct {
+	rest           string // the URL without userinfo
+	userinfo       string // as written
+	user, password string // decoded
+	hasUser        bool
+}
+
+// splitUserinfo takes the userinfo off a scheme://userinfo@host... URL by
+// hand: the userinfo ends at the last '@'. url.Parse ends the authority at
+// the first '/', '?' or '#', so a password holding one of them was misread
+// (as a host and port, a path, a query or a fragment: "user:1234/x@host"
+// dialled host "user", port 1234) and quoted in errors and in the
+// "redacted" URL; a '%' not followed by two hex digits made it fail with an
+// error quoting the password. Here user and password are percent-decoded
+// when every '%' in them starts an escape, and taken as written otherwise.
+// Errors never quote any of it. A URL without "://" is returned whole,
+// unless it holds an '@' (it would be "user:password@host").
+func splitUserinfo(raw string) (userinfoSplit, error) {
+	scheme, after, ok := strings.Cut(raw, "://")
+	if !ok || !validScheme(scheme) {
+		if strings.Contains(raw, "@") {
+			return userinfoSplit{}, errors.New("no scheme: want amqp://[user:password@]host[:port][/vhost]")
+		}
+		return userinfoSplit{rest: raw}, nil
 	}
-	scheme, rest, ok := strings.Cut(raw, "://")
-	if !ok {
-		// "user:password@host" parses as scheme "user" with an opaque part.
-		if at := strings.LastIndex(raw, "@"); at >= 0 {
-			return "xxxxx@" + raw[at+1:]
+	at := strings.LastIndex(after, "@")
+	if at < 0 {
+		return userinfoSplit{rest: raw}, nil
+	}
+	sp := userinfoSplit{rest: scheme + "://" + after[at+1:], userinfo: after[:at], hasUser: true}
+	for i := 0; i < len(sp.userinfo); i++ {
+		if b := sp.userinfo[i]; b < 0x20 || b == 0x7f {
+			return userinfoSplit{}, errors.New("the userinfo holds a control character")
+		}
+	}
+	user, pass, _ := strings.Cut(sp.userinfo, ":")
+	sp.user, sp.password = unescapeOrAsIs(user), unescapeOrAsIs(pass)
+	return sp, nil
+}
+
+// validScheme reports a URL scheme: a letter, then letters, digits, '+',
+// '-' or '.'.
+func validScheme(s string) bool {
+	for i, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z':
+		case i > 0 && (r >= '0' && r <= '9' || r == '+' || r == '-' || r == '.'):
+		default:
+			return false
+		}
+	}
+	return s != ""
+}
+
+func unescapeOrAsIs(s string) string {
+	if u, err := url.PathUnescape(s); err == nil {
+		return u
+	}
+	return s
+}
+
+// redactURL spells raw as url.URL.Redacted does, the password (whatever
+// its characters) replaced by xxxxx. A URL that does not parse is cut down
+// to its scheme and host part, so that not even a malformed URL leaks a
+// password.
+func redactURL(raw string) string {
+	sp, err := splitUserinfo(raw)
+	if err != nil {
+		// No scheme, or a userinfo that cannot be used: keep only what
+		// follows the last '@' (and the scheme, when there is one).
+		prefix := ""
+		if scheme, _, ok := strings.Cut(raw, "://"); ok && validScheme(scheme) {
+			prefix = scheme + "://"
+		}
+		return prefix + "xxxxx@" + raw[strings.LastIndex(raw, "@")+1:]
+	}
+	if !sp.hasUser {
+		if u, err := url.Parse(raw); err == nil && u.Opaque == "" {
+			return u.Redacted()
 		}
 		return raw
 	}
-	if at := strings.LastIndex(rest, "@"); at >= 0 {
-		rest = "xxxxx@" + rest[at+1:]
+	scheme, host, _ := strings.Cut(sp.rest, "://")
+	if u, err := url.Parse(sp.rest); err == nil {
+		host = strings.TrimPrefix(u.String(), u.Scheme+"://")
 	}
-	return scheme + "://" + rest
+	user := url.User(sp.user).String()
+	if _, _, hasPass := strings.Cut(sp.userinfo, ":"); hasPass {
+		user += ":xxxxx"
+	}
+	return scheme + "://" + user + "@" + host
 }
 
 // scrub removes every secret from msg.

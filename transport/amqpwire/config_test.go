@@ -89,3 +89,24 @@ func TestPlainToRemoteHostRefusedBeforeDial(t *testing.T) {
 		noSecret(t, err.Error(), secret)
 	}
 }
+
+// A password holding what ends a URL's authority ('/', '?', '#'), an '@',
+// a ':' or a '%' that starts no escape is the password: the URL still
+// dials its host, and neither String nor the error shows any part of it.
+func TestRedactionReservedCharacters(t *testing.T) {
+	for _, pw := range []string{"Kq7/Zv9Wm", "4817/2930xQ", "Kq7#Zv9Wm", "Kq7?Zv9Wm", "Kq7%zzZv9Wm", "Kq7@Zv9Wm", "Kq7:Zv9Wm", "Kq/7#Z?v%zz9@W:m"} {
+		c := amqpwire.New(amqpwire.Config{URL: "amqp://user:" + pw + "@127.0.0.1:1/vh", DialTimeout: time.Second})
+		expect(t, c.String() == "amqp://user:xxxxx@127.0.0.1:1/vh", "%q: String() = %q", pw, c.String())
+		_, err := c.Connect(context.Background())
+		if err == nil {
+			t.Fatalf("%q: Connect succeeded", pw)
+		}
+		expect(t, strings.Contains(err.Error(), "dial tcp 127.0.0.1:1"), "%q: not the URL's host: %v", pw, err)
+		for i := range len(pw) {
+			for j := i + 3; j <= len(pw); j++ {
+				noSecret(t, err.Error(), pw[i:j])
+				noSecret(t, c.String(), pw[i:j])
+			}
+		}
+	}
+}

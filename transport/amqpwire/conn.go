@@ -40,22 +40,29 @@ func (c *connector) parse() (endpoint, error) {
 	if raw == "" {
 		return ep, &connectError{url: "(empty URL)", msg: "no broker URL"}
 	}
-	u, err := url.Parse(raw)
+	sp, err := splitUserinfo(raw)
 	if err != nil {
-		// *url.Error repeats the whole URL, password included: keep only
-		// the reason, scrubbed of anything that looks like userinfo.
+		return ep, &connectError{url: c.redacted, msg: "invalid URL", err: err}
+	}
+	u, err := url.Parse(sp.rest)
+	if err != nil {
+		// *url.Error repeats the whole URL: keep only the reason. The URL
+		// parsed here has no userinfo, so the reason cannot quote the
+		// password; it is scrubbed anyway.
 		var ue *url.Error
 		reason := err
 		if errors.As(err, &ue) {
 			reason = ue.Err
 		}
-		secret := ""
-		if _, rest, ok := strings.Cut(raw, "://"); ok {
-			if at := strings.LastIndex(rest, "@"); at >= 0 {
-				secret = rest[:at]
-			}
-		}
-		return ep, &connectError{url: c.redacted, msg: "invalid URL", err: scrubbed(reason, secret)}
+		return ep, &connectError{url: c.redacted, msg: "invalid URL", err: scrubbed(reason, sp.userinfo, sp.password)}
+	}
+	if u.User != nil {
+		// Only possible without "://", which splitUserinfo leaves alone.
+		return ep, &connectError{url: c.redacted, msg: "invalid URL: want amqp://[user:password@]host[:port][/vhost]"}
+	}
+	if sp.hasUser {
+		ep.userinfo = true
+		ep.user, ep.password = sp.user, sp.password
 	}
 	switch u.Scheme {
 	case "amqp":
@@ -74,11 +81,6 @@ func (c *connector) parse() (endpoint, error) {
 		ep.port = p
 	}
 	ep.hostPort = net.JoinHostPort(ep.host, ep.port)
-	if u.User != nil {
-		ep.userinfo = true
-		ep.user = u.User.Username()
-		ep.password, _ = u.User.Password()
-	}
 	ep.vhost = strings.TrimPrefix(u.Path, "/")
 	return ep, nil
 }
@@ -226,6 +228,8 @@ type Conn struct {
 	// error (unix nanoseconds; 0: never), see awaitChannelReuse.
 	remoteEnd atomic.Int64
 	mgmt      *Management
+	// declared: the nodes declared for the anonymous terminus (relay.go).
+	declared declared
 
 	closeOnce sync.Once
 	closeErr  error
@@ -256,9 +260,10 @@ func (c *Conn) Err() error {
 
 // Features: dynamic sources only on Artemis (RabbitMQ 4.0 answers
 // amqp:not-implemented, Service Bus has none); transactions nowhere (go-amqp
-// v1.7 has no coordinator link).
+// v1.7 has no coordinator link); the anonymous relay where the peer offers
+// it (relay.go).
 func (c *Conn) Features() transport.Features {
-	return transport.Features{DynamicSource: c.dialect == address.Artemis}
+	return transport.Features{DynamicSource: c.dialect == address.Artemis, AnonymousRelay: c.anonymousRelay()}
 }
 
 // PeerOffers reports whether the broker's open frame offered capability

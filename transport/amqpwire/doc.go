@@ -53,6 +53,19 @@
 // first is reported as the context's error (errors.Is works), not as a
 // LinkError, because the link itself is still fine.
 //
+// # The anonymous terminus
+//
+// Where the peer offers ANONYMOUS-RELAY (Features().AnonymousRelay:
+// RabbitMQ 4 and Artemis; not Azure Service Bus), a sender attached with a
+// zero address gets a target with a null address and is a *Relay: SendTo
+// puts the dialect's spelling of each message's address in properties.to
+// (on Artemis also x-opt-jms-dest, 0 for a queue, 1 for a topic), on a copy
+// of the message. RabbitMQ 4 answers a transfer to a node that does not
+// exist with released, for that transfer only; the link and the session go
+// on. On RabbitMQ 4 SendTo declares a Queue or Topic as a named sender
+// would, once per connection (it remembers up to 4096 names, then starts
+// afresh); a Raw address, such as a reply-to, is never declared.
+//
 // # RabbitMQ 4
 //
 // RabbitMQ 4 never creates a node on attach, so with the RabbitMQ4 dialect a

@@ -63,16 +63,10 @@ func linkError(ctx context.Context, addr, op string, err error) error {
 
 // NewSender declares what the dialect needs (RabbitMQ4) and attaches a
 // sender to o.Address.
+//
+// A zero o.Address attaches to the anonymous terminus instead (the peer
+// must offer ANONYMOUS-RELAY, see Features): the Sender is a *Relay.
 func (s *Session) NewSender(ctx context.Context, o transport.SenderOptions) (transport.Sender, error) {
-	node, err := address.Render(s.conn.dialect, o.Address, address.Send, "")
-	if err != nil {
-		return nil, err
-	}
-	if s.conn.dialect == address.RabbitMQ4 {
-		if err := s.conn.declareForSend(ctx, o.Address); err != nil {
-			return nil, err
-		}
-	}
 	var mode amqp.SenderSettleMode
 	switch o.SettleMode {
 	case transport.Unsettled:
@@ -81,6 +75,18 @@ func (s *Session) NewSender(ctx context.Context, o transport.SenderOptions) (tra
 		mode = amqp.SenderSettleModeSettled
 	default:
 		mode = amqp.SenderSettleModeMixed
+	}
+	if o.Address.IsZero() {
+		return s.newRelay(ctx, mode, o)
+	}
+	node, err := address.Render(s.conn.dialect, o.Address, address.Send, "")
+	if err != nil {
+		return nil, err
+	}
+	if s.conn.dialect == address.RabbitMQ4 {
+		if err := s.conn.declareForSend(ctx, o.Address); err != nil {
+			return nil, err
+		}
 	}
 	snd, err := s.s.NewSender(ctx, node.Address, &amqp.SenderOptions{
 		TargetCapabilities: node.Capabilities,

@@ -1,0 +1,154 @@
+package receiver_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/Azure/go-amqp"
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/amqpactor/amqpactor/actors"
+	"github.com/amqpactor/amqpactor/actors/receiver"
+	"github.com/amqpactor/amqpactor/address"
+	"github.com/amqpactor/amqpactor/messages"
+	"github.com/amqpactor/amqpactor/transport"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"))
+}
+
+// fakeLink hands out the messages in its queue and records what the
+// receiver does with them, in order.
+type fakeLink struct {
+	msgs chan *amqp.Message
+	mu   sync.Mutex
+	log  []string
+	done chan struct{}
+	once sync.Once
+}
+
+func (l *fakeLink) note(s string) {
+	l.mu.Lock()
+	l.log = append(l.log, s)
+	l.mu.Unlock()
+}
+
+func (l *fakeLink) events() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.log...)
+}
+
+func (l *fakeLink) Address() string            { return "fake" }
+func (l *fakeLink) IssueCredit(n uint32) error { return nil }
+func (l *fakeLink) Receive(ctx context.Context) (*amqp.Message, error) {
+	select {
+	case m := <-l.msgs:
+		return m, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-l.done:
+		return nil, &amqp.LinkError{}
+	}
+}
+
+func (l *fakeLink) Settle(_ context.Context, m *amqp.Message, o transport.Outcome) error {
+	l.note("settle " + string(m.GetData()) + " " + o.Kind.String())
+	return nil
+}
+
+func (l *fakeLink) Close(context.Context) error {
+	l.note("close")
+	l.once.Do(func() { close(l.done) })
+	return nil
+}
+
+type fakeSession struct{ link *fakeLink }
+
+func (s *fakeSession) NewSender(context.Context, transport.SenderOptions) (transport.Sender, error) {
+	return nil, errors.New("fake: no senders")
+}
+
+func (s *fakeSession) NewReceiver(context.Context, transport.ReceiverOptions) (transport.Receiver, error) {
+	return s.link, nil
+}
+
+func (s *fakeSession) Close(context.Context) error { return nil }
+
+// When the graceful part of a drain runs out while a handler still holds a
+// delivery (and ignores its context), the delivery is settled released
+// before the link closes, the handler's context is cancelled, and the
+// drain is answered by its Ctx; the handler's own late verdict is dropped.
+func TestDrainReleasesWhatHandlersHold(t *testing.T) {
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return slog.New(slog.DiscardHandler)
+	}))
+	defer sys.Shutdown()
+	env := &actors.Env{Root: sys.Root, Log: slog.New(slog.DiscardHandler), CloseTimeout: 5 * time.Second,
+		Base: context.Background()}
+	link := &fakeLink{msgs: make(chan *amqp.Message, 2), done: make(chan struct{})}
+	link.msgs <- amqp.NewMessage([]byte("held"))
+	spec := &messages.Subscription{Address: address.Queue("q"), Credit: 8, Partitions: 1}
+
+	holding := make(chan struct{})
+	cancelled := make(chan struct{})
+	finish := make(chan struct{})
+	var handlers sync.WaitGroup
+	route := func(d *messages.Delivery) {
+		handlers.Go(func() {
+			close(holding)
+			<-d.Ctx.Done()
+			close(cancelled)
+			<-finish // a handler that goes on after its context ended
+			d.Settle(messages.Outcome{Kind: messages.Accepted})
+		})
+	}
+	// The receiver reports to its parent (a subscription): one that
+	// spawns it and takes what it says.
+	spawned := make(chan *actor.PID, 1)
+	props := receiver.New(env, &fakeSession{link: link}, spec, route, false, false)
+	sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		if _, ok := c.Message().(*actor.Started); ok {
+			spawned <- c.Spawn(props)
+		}
+	}))
+	pid := <-spawned
+	select {
+	case <-holding:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the delivery never reached the handler")
+	}
+
+	hard, cancelHard := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancelHard()
+	grace, cancelGrace := context.WithTimeout(hard, 200*time.Millisecond)
+	defer cancelGrace()
+	done := make(chan error, 1)
+	sys.Root.Send(pid, &messages.Drain{Ctx: hard, Graceful: grace, Done: done})
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, context.DeadlineExceeded, "the drain says it was cut")
+	case <-hard.Done():
+		t.Fatal("the drain was not answered by its Ctx")
+	}
+	select {
+	case <-cancelled:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the handler's context was not cancelled")
+	}
+	require.Equal(t, []string{"settle held released", "close"}, link.events(),
+		"the held delivery is released, then the link closes")
+
+	close(finish)
+	handlers.Wait()
+	require.Equal(t, []string{"settle held released", "close"}, link.events(), "the handler's late accept is dropped")
+	require.NoError(t, sys.Root.PoisonFuture(pid).Wait())
+	require.NoError(t, env.Wait(hard))
+}

@@ -1,0 +1,166 @@
+package amqpwire
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"sync"
+
+	"github.com/Azure/go-amqp"
+
+	"github.com/amqpactor/amqpactor/address"
+	"github.com/amqpactor/amqpactor/transport"
+)
+
+// anonymousRelay reports whether the peer takes transfers on the anonymous
+// terminus (ANONYMOUS-RELAY): RabbitMQ 4 (since 4.0) and Artemis offer it;
+// Azure Service Bus offers no such capability (its senders name an entity,
+// and send-via is a named link), so it is off there.
+func (c *Conn) anonymousRelay() bool {
+	// replaced by the peer's offered capabilities
+	return c.dialect == address.RabbitMQ4 || c.dialect == address.Artemis
+}
+
+// jmsDest is the message annotation by which Artemis routes a transfer on
+// the anonymous terminus to a queue (0) or a topic (1).
+const jmsDest = "x-opt-jms-dest"
+
+// maxDeclared bounds the names a connection remembers having declared for
+// the anonymous terminus; past it the memory starts afresh (a declaration
+// is idempotent, so forgetting costs a round trip, never a message).
+const maxDeclared = 4096
+
+// errNoTo is returned by Send on the anonymous terminus for a message that
+// names no destination.
+var errNoTo = errors.New("a transfer on the anonymous terminus needs properties.to")
+
+// Relay is a sender attached to the anonymous terminus. It implements
+// transport.Relay.
+type Relay struct {
+	Sender
+}
+
+var _ transport.Relay = (*Relay)(nil)
+
+// anonymousLabel names the anonymous terminus in errors.
+const anonymousLabel = "(anonymous)"
+
+func (s *Session) newRelay(ctx context.Context, mode amqp.SenderSettleMode, o transport.SenderOptions) (transport.Sender, error) {
+	// An empty target address is sent as null: the anonymous terminus.
+	snd, err := s.s.NewSender(ctx, "", &amqp.SenderOptions{SettlementMode: &mode})
+	if err != nil {
+		return nil, s.conn.linkError(ctx, anonymousLabel, "attach", err)
+	}
+	return &Relay{Sender{s: snd, addr: "", mode: o.SettleMode, conn: s.conn}}, nil
+}
+
+// Address is empty: the terminus has none.
+func (r *Relay) Address() string { return "" }
+
+// Send sends m to the node its properties.to names.
+func (r *Relay) Send(ctx context.Context, m *amqp.Message, settled bool) (transport.Receipt, error) {
+	if m == nil || m.Properties == nil || m.Properties.To == nil || *m.Properties.To == "" {
+		return nil, &transport.LinkError{Address: anonymousLabel, Op: "send", Err: errNoTo}
+	}
+	return r.send(ctx, *m.Properties.To, m, settled)
+}
+
+// SendTo sends a copy of m to a: properties.to as the dialect spells a
+// (/queues/NAME or /exchanges/NAME on RabbitMQ 4; the name, with the
+// x-opt-jms-dest annotation for a queue or a topic, on Artemis). On
+// RabbitMQ 4 a Queue or Topic is declared first, once per connection, as a
+// named sender's would be; a Raw address (a reply-to) never is.
+func (r *Relay) SendTo(ctx context.Context, a address.Address, m *amqp.Message, settled bool) (transport.Receipt, error) {
+	if m == nil {
+		return nil, fmt.Errorf("amqpactor: send to %s: nil message", a)
+	}
+	c := r.conn
+	cp, err := addressed(c.dialect, a, m)
+	if err != nil {
+		return nil, err
+	}
+	if c.dialect == address.RabbitMQ4 && a.Kind() != address.KindRaw {
+		if err := c.declareOnce(ctx, a); err != nil {
+			return nil, err
+		}
+	}
+	return r.send(ctx, *cp.Properties.To, cp, settled)
+}
+
+// addressed returns a copy of m that names a as dialect d spells it on the
+// anonymous terminus; m itself is not changed.
+func addressed(d address.Dialect, a address.Address, m *amqp.Message) (*amqp.Message, error) {
+	node, err := address.Render(d, a, address.Send, "")
+	if err != nil {
+		return nil, err
+	}
+	cp := *m
+	var props amqp.MessageProperties
+	if m.Properties != nil {
+		props = *m.Properties
+	}
+	props.To = &node.Address
+	cp.Properties = &props
+	if d == address.Artemis && a.Kind() != address.KindRaw {
+		ann := make(amqp.Annotations, len(m.Annotations)+1)
+		maps.Copy(ann, m.Annotations)
+		if a.Kind() == address.KindTopic {
+			ann[jmsDest] = int8(1)
+		} else {
+			ann[jmsDest] = int8(0)
+		}
+		cp.Annotations = ann
+	}
+	return &cp, nil
+}
+
+// send is Sender.Send with errors and receipts naming to.
+func (r *Relay) send(ctx context.Context, to string, m *amqp.Message, settled bool) (transport.Receipt, error) {
+	s := &r.Sender
+	if s.mode == transport.Settled {
+		settled = true
+	}
+	if settled {
+		if s.mode == transport.Unsettled {
+			return nil, &transport.LinkError{Address: anonymousLabel, Op: "send",
+				Err: errors.New("a settled transfer on a link attached with the unsettled sender settle mode")}
+		}
+		if err := s.s.Send(ctx, m, &amqp.SendOptions{Settled: true}); err != nil {
+			return nil, s.conn.linkError(ctx, to, "send", err)
+		}
+		return nil, nil
+	}
+	rc, err := s.s.SendWithReceipt(ctx, m, nil)
+	if err != nil {
+		return nil, s.conn.linkError(ctx, to, "send", err)
+	}
+	return &receipt{r: rc, addr: to}, nil
+}
+
+// declared remembers the nodes declared for the anonymous terminus.
+type declared struct {
+	mu    sync.Mutex
+	names map[address.Address]struct{}
+}
+
+// declareOnce declares what a sender to a needs (declareForSend), unless
+// this connection did so already.
+func (c *Conn) declareOnce(ctx context.Context, a address.Address) error {
+	c.declared.mu.Lock()
+	_, done := c.declared.names[a]
+	c.declared.mu.Unlock()
+	if done {
+		return nil
+	}
+	if err := c.declareForSend(ctx, a); err != nil {
+		return err
+	}
+	c.declared.mu.Lock()
+	if c.declared.names == nil || len(c.declared.names) >= maxDeclared {
+		c.declared.names = make(map[address.Address]struct{})
+	}
+	c.declared.names[a] = struct{}{}
+	c.declared.mu.Unlock()
+	return nil
+}

@@ -1,0 +1,64 @@
+package amqpwire
+
+import (
+	"testing"
+
+	"github.com/Azure/go-amqp"
+
+	"github.com/amqpactor/amqpactor/address"
+)
+
+// TestAnonymousRelayByDialect: until the peer's offered capabilities are
+// read, the relay is assumed where the dialect's broker offers it.
+func TestAnonymousRelayByDialect(t *testing.T) {
+	for d, want := range map[address.Dialect]bool{address.RabbitMQ4: true, address.Artemis: true, address.ServiceBus: false} {
+		c := &Conn{dialect: d}
+		if got := c.Features().AnonymousRelay; got != want {
+			t.Errorf("%s: AnonymousRelay %v, want %v", d, got, want)
+		}
+	}
+}
+
+// TestAddressed: each dialect's spelling of properties.to on the anonymous
+// terminus, on a copy that leaves the caller's message as it was.
+func TestAddressed(t *testing.T) {
+	for _, tc := range []struct {
+		d    address.Dialect
+		a    address.Address
+		to   string
+		dest any // x-opt-jms-dest, nil: none
+	}{
+		{address.RabbitMQ4, address.Queue("orders"), "/queues/orders", nil},
+		{address.RabbitMQ4, address.Queue("a/c"), "/queues/a%2Fc", nil},
+		{address.RabbitMQ4, address.Topic("events"), "/exchanges/events", nil},
+		{address.RabbitMQ4, address.Raw("/queues/amqpactor.reply.x"), "/queues/amqpactor.reply.x", nil},
+		{address.Artemis, address.Queue("orders"), "orders", int8(0)},
+		{address.Artemis, address.Topic("events"), "events", int8(1)},
+		{address.Artemis, address.Raw("x"), "x", nil},
+		{address.ServiceBus, address.Queue("orders"), "orders", nil},
+	} {
+		to := "someone-else"
+		m := amqp.NewMessage([]byte("x"))
+		m.Properties = &amqp.MessageProperties{To: &to, Subject: &to}
+		m.Annotations = amqp.Annotations{"keep": "me"}
+		cp, err := addressed(tc.d, tc.a, m)
+		if err != nil {
+			t.Fatalf("%s %s: %v", tc.d, tc.a, err)
+		}
+		if got := *cp.Properties.To; got != tc.to {
+			t.Errorf("%s %s: to %q, want %q", tc.d, tc.a, got, tc.to)
+		}
+		if *cp.Properties.Subject != to || cp.Annotations["keep"] != "me" {
+			t.Errorf("%s %s: the other fields were not kept", tc.d, tc.a)
+		}
+		if got := cp.Annotations[jmsDest]; got != tc.dest {
+			t.Errorf("%s %s: %s %v, want %v", tc.d, tc.a, jmsDest, got, tc.dest)
+		}
+		if *m.Properties.To != "someone-else" || len(m.Annotations) != 1 {
+			t.Errorf("%s %s: the caller's message changed", tc.d, tc.a)
+		}
+	}
+	if _, err := addressed(address.RabbitMQ4, address.Queue("a::b"), amqp.NewMessage(nil)); err == nil {
+		t.Error("a form the dialect cannot spell is an error")
+	}
+}
