@@ -14,13 +14,10 @@ import (
 )
 
 // anonymousRelay reports whether the peer takes transfers on the anonymous
-// terminus (ANONYMOUS-RELAY): RabbitMQ 4 (since 4.0) and Artemis offer it;
-// Azure Service Bus offers no such capability (its senders name an entity,
-// and send-via is a named link), so it is off there.
-func (c *Conn) anonymousRelay() bool {
-	// replaced by the peer's offered capabilities
-	return c.dialect == address.RabbitMQ4 || c.dialect == address.Artemis
-}
+// terminus: whether its open frame offered ANONYMOUS-RELAY, as RabbitMQ 4
+// and Artemis do. A dialect's name is no promise: a peer that does not offer
+// it gets dedicated links.
+func (c *Conn) anonymousRelay() bool { return c.PeerOffers("ANONYMOUS-RELAY") }
 
 // jmsDest is the message annotation by which Artemis routes a transfer on
 // the anonymous terminus to a queue (0) or a topic (1).

@@ -8,13 +8,16 @@ import (
 	"github.com/amqpactor/amqpactor/address"
 )
 
-// TestAnonymousRelayByDialect: until the peer's offered capabilities are
-// read, the relay is assumed where the dialect's broker offers it.
-func TestAnonymousRelayByDialect(t *testing.T) {
-	for d, want := range map[address.Dialect]bool{address.RabbitMQ4: true, address.Artemis: true, address.ServiceBus: false} {
-		c := &Conn{dialect: d}
-		if got := c.Features().AnonymousRelay; got != want {
-			t.Errorf("%s: AnonymousRelay %v, want %v", d, got, want)
+// TestAnonymousRelayFromTheOpen: the relay is used only where the peer's
+// open offered it, whatever the dialect says of its broker.
+func TestAnonymousRelayFromTheOpen(t *testing.T) {
+	for _, d := range []address.Dialect{address.RabbitMQ4, address.Artemis, address.ServiceBus} {
+		if (&Conn{dialect: d}).Features().AnonymousRelay {
+			t.Errorf("%s: AnonymousRelay without an open that offers it", d)
+		}
+		offered := &Conn{dialect: d, guard: &guard{peerCaps: []string{"SOLE-CONNECTION-FOR-CONTAINER", "ANONYMOUS-RELAY"}}}
+		if !offered.Features().AnonymousRelay {
+			t.Errorf("%s: no AnonymousRelay although the open offered it", d)
 		}
 	}
 }
