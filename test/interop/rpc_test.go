@@ -103,7 +103,8 @@ func TestPeerRequestsAmqpactorResponds(t *testing.T) {
 			}
 
 			// Each reply carries the right correlation-id, and nothing of ours
-			// but the Responder's headers.
+			// but the Responder's headers and, as it goes through the anonymous
+			// relay, its destination in properties.to.
 			for _, r := range requests {
 				var got *peerMsg
 				for i := range res.Replies {
@@ -118,7 +119,7 @@ func TestPeerRequestsAmqpactorResponds(t *testing.T) {
 				checkSeen(t, p, "reply to "+r.corr.String(), replyQ, *got, outboundCase{
 					durable:  true,
 					priority: 4,
-					props:    &peerProps{CorrelationID: ptr(r.corr)},
+					props:    &peerProps{CorrelationID: ptr(r.corr), To: ptr(queuePath(replyQ))},
 					appProps: map[string]tv{"served-by": tvStr("amqpactor")},
 					body:     dataBody([]byte(r.reply)),
 					sections: []string{"header", "message-annotations", "properties", "application-properties", "data"},
