@@ -24,6 +24,7 @@ test: check
 	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v '/test/faults$$'); \
 	$(GO) test -run '^$$' -fuzz '^FuzzCheck$$' -fuzztime 30s ./internal/amqpscan; \
 	$(GO) test -run '^$$' -fuzz '^FuzzCheckGenerated$$' -fuzztime 30s ./internal/amqpscan; \
+	$(GO) test -run '^$$' -fuzz '^FuzzGuard$$' -fuzztime 20s ./transport/amqpwire; \
 	if [ -d test/faults ]; then \
 		echo "make test: fault injection (cuts, broker restarts) runs alone, after the suites that share the broker" >&2; \
 		$(GO) test -race -count=1 -p 1 ./test/faults/; \
