@@ -987,12 +987,17 @@ func describe(ctx context.Context, sys *actor.ActorSystem, pid *actor.PID) (*Nod
 		return nil, fmt.Errorf("amqpactor: describing %s: unexpected answer %T", pid.Id, res)
 	}
 	n := d.Node
+	// The PID asked is the node's PID: kept as structured data here, so
+	// Node.ActorPID never parses the text form.
+	n.SetActorPID(pid)
 	for _, c := range d.Children {
 		cn, err := describe(ctx, sys, c)
 		if err != nil {
 			// A child that stopped between the two asks is not an error
 			// of the tree; note it and go on.
-			n.Children = append(n.Children, &Node{Name: c.Id, State: messages.StateDetached, LastError: err.Error()})
+			gone := &Node{Name: c.Id, PID: c.String(), State: messages.StateDetached, LastError: err.Error()}
+			gone.SetActorPID(c)
+			n.Children = append(n.Children, gone)
 			continue
 		}
 		n.Children = append(n.Children, cn)

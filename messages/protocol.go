@@ -193,6 +193,10 @@ type Described struct {
 }
 
 // Node is one actor in the tree returned by App.Tree.
+//
+// PID is the actor's PID as protobuf text (Address:"nonhost" Id:"…"), kept
+// for compatibility and for the JSON form; ActorPID returns the same PID as
+// an *actor.PID to send or request to.
 type Node struct {
 	Name      string            `json:"name"`
 	Kind      string            `json:"kind"`
@@ -203,6 +207,30 @@ type Node struct {
 	LastError string            `json:"lastError,omitempty"`
 	Counters  map[string]uint64 `json:"counters,omitempty"`
 	Children  []*Node           `json:"children,omitempty"`
+
+	// pidAddress and pidID are the PID's fields as structured data, set
+	// by SetActorPID when the tree is described; never parsed from PID.
+	pidAddress, pidID string
+}
+
+// ActorPID returns the node's actor as an *actor.PID, a fresh value each
+// call, or nil for a node that did not come from App.Tree (built by hand or
+// decoded from JSON): the JSON form carries only the text PID.
+func (n *Node) ActorPID() *actor.PID {
+	if n == nil || n.pidID == "" {
+		return nil
+	}
+	return actor.NewPID(n.pidAddress, n.pidID)
+}
+
+// SetActorPID records pid as the node's actor; App.Tree calls it with the
+// PID it asked, for every node. A nil pid clears it.
+func (n *Node) SetActorPID(pid *actor.PID) {
+	if pid == nil {
+		n.pidAddress, n.pidID = "", ""
+		return
+	}
+	n.pidAddress, n.pidID = pid.Address, pid.Id
 }
 
 // States of a node.
