@@ -27,7 +27,7 @@
 //     in the requests actor's book (session.Replies) and the reply pump
 //     hands each reply straight to its caller.
 //
-// DESIGN.md section 3 draws these paths through the actors (a Delivery to
-// the dispatcher, a Disposition back to the receiver); the actors and their
-// responsibilities are the same, the per-message hops are gone.
+// docs/ARCHITECTURE.md draws the tree and these paths ("Where a published
+// message goes", "Where a delivery goes"), says which goroutine owns what and
+// what a restart does at each level.
 package actors

@@ -407,10 +407,11 @@ func (c *connection) unsubscribe(ctx actor.Context, m *messages.Unsubscribe) {
 	})
 }
 
-// drain is the graceful stop of section 6: subscriptions and requests first
-// (no new work; in-flight handlers finish and settle; receivers detach), then
-// the publisher (confirmations awaited, senders detached), then the
-// connection closes. Everything is bounded by the drain's context.
+// drain is the graceful stop (docs/ARCHITECTURE.md, "Lifecycle"):
+// subscriptions and requests first (no new work; in-flight handlers finish
+// and settle; receivers detach), then the publisher (confirmations awaited,
+// senders detached), then the connection closes. Everything is bounded by
+// the drain's context.
 func (c *connection) drain(ctx actor.Context, m *messages.Drain) {
 	c.stopping = true
 	if c.timer != nil {

@@ -2,7 +2,8 @@
 // argument, or stdin) and prints the table of docs/BENCHMARKS.md: for every
 // benchmark with an "amqpactor" and a "raw-go-amqp" sub-benchmark, the
 // median of each metric on both sides and their ratio amqpactor/raw, checked
-// against the goals of the design (throughput >= 0.9, latency <= 1.2); and
+// against the performance targets (docs/ARCHITECTURE.md, "Why the fast
+// paths": throughput >= 0.9, latency <= 1.2); and
 // the in-process end-to-end rate against its target of 300,000 msg/s.
 //
 // It only reports: the exit status is 0 whether or not a goal is met, and
