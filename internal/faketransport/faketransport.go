@@ -455,7 +455,8 @@ var _ transport.Receiver = (*Receiver)(nil)
 // ErrLinkEnded is wrapped by Settle on a link that has ended.
 var ErrLinkEnded = errors.New("faketransport: link ended")
 
-// Deliver queues m for Receive; false when the link has ended.
+// Deliver queues m for Receive (it blocks once 1,024 wait); false when the
+// link has ended.
 func (r *Receiver) Deliver(m *amqp.Message) bool {
 	select {
 	case <-r.ended:
