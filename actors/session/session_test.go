@@ -278,3 +278,67 @@ func TestSubscriptionReplacesAnEndedSessionWithoutLoss(t *testing.T) {
 	require.Equal(t, map[string]int{"m1": 1, "m2": 1}, seen)
 	mu.Unlock()
 }
+
+// parent spawns props as its child and hands every Reconnect it is asked
+// for to reconnects.
+type parent struct {
+	props      *actor.Props
+	child      chan<- *actor.PID
+	reconnects chan<- *messages.Reconnect
+}
+
+func (p *parent) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		p.child <- ctx.Spawn(p.props)
+	case *messages.Reconnect:
+		p.reconnects <- m
+	}
+}
+
+// A receiver whose session ended re-attaches on a new one; when that one
+// ends too before the attach (the attach fails with the session's error),
+// the subscription stops replacing sessions and asks the connection to
+// reconnect.
+func TestSubscriptionEscalatesWhenNewSessionsEndToo(t *testing.T) {
+	r := newRig(t, nil)
+	r.c.OnSession = func(s *faketransport.Session) {
+		if len(r.conn.Sessions()) > 1 { // every session after the first is born ended
+			s.End("amqp:internal-error", "ended at once")
+		}
+	}
+	spec := &messages.Subscription{Name: "s", Address: address.Queue("q"), Credit: 8, Partitions: 1,
+		Handler: func(context.Context, *messages.Message) error { return nil },
+		Outcome: func(context.Context, error, *messages.Message) messages.Outcome {
+			return messages.Outcome{Kind: messages.Accepted}
+		}}
+	started := make(chan error, 1)
+	children := make(chan *actor.PID, 1)
+	reconnects := make(chan *messages.Reconnect, 4)
+	pp := r.sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
+		return &parent{props: session.NewSubscription(r.env, spec, started), child: children, reconnects: reconnects}
+	}))
+	defer func() { _ = r.sys.Root.PoisonFuture(pp).Wait() }()
+	r.pid = <-children
+	defer func() { _ = faketransport.Drain(t, r.sys, r.pid) }()
+	r.sys.Root.Send(r.pid, &messages.ConnUp{Conn: r.conn})
+	select {
+	case err := <-started:
+		require.NoError(t, err)
+	case <-time.After(faketransport.Bound):
+		t.Fatal("the first attach was never answered")
+	}
+	r.conn.Sessions()[0].End("amqp:internal-error", "session gone")
+	select {
+	case m := <-reconnects:
+		var se *amqp.SessionError
+		require.ErrorAs(t, m.Err, &se, "the attach on the new session failed with its end")
+		require.Equal(t, "ended at once", se.RemoteErr.Description)
+	case <-time.After(faketransport.Bound):
+		t.Fatal("the subscription never asked for a reconnect")
+	}
+	ss := r.conn.Sessions()
+	require.Len(t, ss, 2, "one replacement session, then the escalation")
+	require.Equal(t, 1, ss[1].Attaches(), "the receiver retried its attach on a session that had ended")
+	require.Equal(t, messages.StateRestarting, r.node().State)
+}

@@ -45,7 +45,10 @@ type Connector struct {
 	Features transport.Features
 	// Begin, when set, makes Conn a transport.Transactional.
 	Begin func(ctx context.Context) (transport.Txn, error)
-	Log   Log
+	// OnSession, when set, is called with every new session before
+	// NewSession returns it (e.g. to end it at once).
+	OnSession func(*Session)
+	Log       Log
 
 	dials atomic.Int64
 	mu    sync.Mutex
@@ -169,17 +172,22 @@ func (c *Conn) NewSession(ctx context.Context) (transport.Session, error) {
 		return nil, err
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.ended {
+		c.mu.Unlock()
 		return nil, c.cause
 	}
 	if len(c.fails) > 0 {
 		err := c.fails[0]
 		c.fails = c.fails[1:]
+		c.mu.Unlock()
 		return nil, err
 	}
 	s := &Session{conn: c}
 	c.sessions = append(c.sessions, s)
+	c.mu.Unlock()
+	if f := c.c.OnSession; f != nil {
+		f(s)
+	}
 	return s, nil
 }
 
@@ -219,9 +227,17 @@ type Session struct {
 	refuse    map[address.Address]error
 	senders   []*Sender
 	receivers []*Receiver
+	attaches  int
 }
 
 var _ transport.Session = (*Session)(nil)
+
+// Attaches counts NewSender and NewReceiver calls, failed ones included.
+func (s *Session) Attaches() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.attaches
+}
 
 // End ends the session from the peer's side, as go-amqp reports it: every
 // link's operations, and every later attach, fail with a
@@ -282,6 +298,7 @@ func (s *Session) Receivers() []*Receiver {
 }
 
 func (s *Session) check(ctx context.Context, a address.Address) error {
+	s.attaches++
 	if err := ctx.Err(); err != nil {
 		return err
 	}
