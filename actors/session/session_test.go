@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -341,4 +342,50 @@ func TestSubscriptionEscalatesWhenNewSessionsEndToo(t *testing.T) {
 	require.Len(t, ss, 2, "one replacement session, then the escalation")
 	require.Equal(t, 1, ss[1].Attaches(), "the receiver retried its attach on a session that had ended")
 	require.Equal(t, messages.StateRestarting, r.node().State)
+}
+
+// A broker that ends every new session at once (RabbitMQ 4 ends the session
+// when it refuses an attach): the publisher replaces the first lost session
+// at once, and the next ones after a backoff. It used to replace them in a
+// busy loop, thousands of sessions a second.
+func TestPublisherBacksOffWhenNewSessionsEndAtOnce(t *testing.T) {
+	r := newRig(t, func(e *actors.Env) {
+		e.Backoff = actors.Backoff{Initial: 50 * time.Millisecond, Max: 50 * time.Millisecond}
+	})
+	var recovered atomic.Bool
+	r.c.OnSession = func(s *faketransport.Session) {
+		if len(r.conn.Sessions()) > 2 && !recovered.Load() { // the second, first replacement, lives
+			s.End("amqp:internal-error", "ended at once")
+		}
+	}
+	r.spawn(session.NewPublisher(r.env, session.NewSenders()))
+	require.NoError(t, r.publish(address.Queue("a"), "a0"))
+	r.conn.Sessions()[0].End("amqp:internal-error", "gone")
+	require.NoError(t, r.publish(address.Queue("a"), "a1"), "the first loss is replaced at once")
+	require.Len(t, r.conn.Sessions(), 2)
+
+	r.conn.Sessions()[1].End("amqp:internal-error", "gone again")
+	ctx, cancel := context.WithTimeout(context.Background(), faketransport.Bound)
+	defer cancel()
+	done := make(chan error, 1)
+	r.sys.Root.Send(r.pid, &messages.Publish{Ctx: ctx, Address: address.Queue("a"), Message: amqp.NewMessage([]byte("a2")), Done: done})
+	require.Eventually(t, func() bool { return len(r.conn.Sessions()) >= 4 }, faketransport.Bound, tick, "sessions are replaced")
+	// At least 25 ms between two replacements: at most a dozen in 300 ms.
+	require.Never(t, func() bool { return len(r.conn.Sessions()) > 20 }, 300*time.Millisecond, tick,
+		"sessions replaced in a busy loop")
+	recovered.Store(true)
+	select {
+	case err := <-done:
+		// An attach on a session the broker ended with an error is the
+		// broker's answer: the publish waiting for it may hear it.
+		if err != nil {
+			require.ErrorContains(t, err, "ended at once")
+		}
+	case <-ctx.Done():
+		t.Fatal("the publish was never answered")
+	}
+	// The sender answers the refusal for one backoff, then tries again.
+	require.Eventually(t, func() bool { return r.publish(address.Queue("a"), "a3") == nil }, faketransport.Bound, 10*time.Millisecond,
+		"sessions live again")
+	require.Subset(t, r.sent()["a"], []string{"a0", "a1", "a3"})
 }
