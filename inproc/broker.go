@@ -35,6 +35,8 @@ type Broker struct {
 type link interface {
 	// end ends the link with cause (what Send/Receive then report).
 	end(cause error)
+	// session is the session the link was attached on.
+	session() *session
 }
 
 type config struct {
@@ -296,6 +298,48 @@ func (b *Broker) DropConnections(err error) int {
 		c.end(&amqp.ConnError{RemoteErr: remote}, true)
 	}
 	return len(cs)
+}
+
+// EndSessions ends sessions as a broker that ends them with an error would:
+// every session on every open connection when a is the zero Address, else
+// every session with a link attached to a (exactly that kind and name; a
+// dynamic receiver is attached to address.Raw of its node name). Every link
+// on such a session ends, not only those on a: their Send and Receive then
+// return a *transport.LinkError whose Err is an *amqp.SessionError with
+// RemoteErr {Condition: condition, Description: description}, unsettled
+// deliveries go back to the head of their queues, and a new link on the
+// session fails to attach with that error. The connections stay open, so a
+// new session can be begun on them. It returns how many sessions it ended.
+func (b *Broker) EndSessions(a address.Address, condition, description string) int {
+	b.mu.Lock()
+	ss := make(map[*session]struct{})
+	if a.IsZero() {
+		cs := make([]*conn, 0, len(b.conns))
+		for c := range b.conns {
+			cs = append(cs, c)
+		}
+		b.mu.Unlock()
+		for _, c := range cs {
+			c.mu.Lock()
+			for s := range c.sessions {
+				ss[s] = struct{}{}
+			}
+			c.mu.Unlock()
+		}
+	} else {
+		for l := range b.links[a] {
+			ss[l.session()] = struct{}{}
+		}
+		b.mu.Unlock()
+	}
+	n := 0
+	for s := range ss {
+		if s.end(&amqp.SessionError{RemoteErr: &amqp.Error{Condition: amqp.ErrCond(condition), Description: description}}) {
+			n++
+		}
+		s.c.forget(s)
+	}
+	return n
 }
 
 // RefuseAttach makes every later attach of a sender or receiver to a (exactly

@@ -126,11 +126,12 @@ func (s *session) Close(context.Context) error {
 	return nil
 }
 
-func (s *session) end(cause error) {
+// end ends the session once; it reports whether this call ended it.
+func (s *session) end(cause error) bool {
 	s.mu.Lock()
 	if s.ended {
 		s.mu.Unlock()
-		return
+		return false
 	}
 	s.ended = true
 	s.cause = cause
@@ -143,6 +144,7 @@ func (s *session) end(cause error) {
 	for _, l := range ls {
 		l.end(cause)
 	}
+	return true
 }
 
 // add records l; it fails when the session has ended.

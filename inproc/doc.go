@@ -51,7 +51,7 @@
 //     (Conn implements transport.Transactional): nothing published in a
 //     transaction is visible before Commit.
 //   - Fault injection and introspection for tests: DetachLinks,
-//     DropConnections, RefuseAttach, RejectPublish, QueueDepth, Unsettled,
+//     EndSessions, DropConnections, RefuseAttach, RejectPublish, QueueDepth, Unsettled,
 //     DeadLetters, Links.
 //
 // Errors look like go-amqp's, wrapped in the seam's *transport.LinkError
@@ -62,6 +62,10 @@
 //     RemoteErr;
 //   - DetachLinks and RefuseAttach: Err is an *amqp.LinkError whose RemoteErr
 //     (an *amqp.Error) carries the condition and description;
+//   - EndSessions: Err is an *amqp.SessionError whose RemoteErr carries the
+//     condition and description, for every link of each session it ended
+//     (an attach on that session fails the same way); the connection stays
+//     open;
 //   - DropConnections: Err is an *amqp.ConnError with a RemoteErr, and the
 //     Conn's Err returns that *amqp.ConnError;
 //   - Settle after the link ended: Err wraps ErrLinkEnded and the link's

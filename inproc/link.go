@@ -362,3 +362,7 @@ func (r *receiverLink) end(cause error) {
 	r.b.unregister(r.addr, r)
 	r.s.forget(r)
 }
+
+func (l *senderLink) session() *session   { return l.s }
+func (r *receiverLink) session() *session { return r.s }
+func (l *relayLink) session() *session    { return l.s }

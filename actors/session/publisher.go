@@ -127,7 +127,15 @@ type publisher struct {
 	attempt  int
 	timer    *time.Timer
 	draining bool
+	// lost counts the sessions lost in a row that each lived less than
+	// stableSession; from the second, the next session waits a backoff.
+	lost   int
+	sessAt time.Time // when the current session began
 }
+
+// stableSession is how long a session lives before its loss counts as a
+// first one again, replaced at once.
+const stableSession = time.Second
 
 func (p *publisher) spawn(ctx actor.Context, addr address.Address) *entry {
 	lane := sender.NewLane()
@@ -316,7 +324,7 @@ func (p *publisher) Receive(ctx actor.Context) {
 		}
 	case *retrySession:
 		p.timer = nil
-		if m.conn == p.conn && p.sess == nil && !p.draining {
+		if m.conn == p.conn && p.sess == nil && !p.draining && !p.opening {
 			p.opening = true
 			openSession(p.env, ctx.Self(), m.conn)
 		}
@@ -336,6 +344,7 @@ func (p *publisher) Receive(ctx actor.Context) {
 			return
 		}
 		p.sess, p.attempt, p.state = m.sess, 0, messages.StateAttached
+		p.sessAt = time.Now()
 		for _, pid := range p.order {
 			ctx.Send(pid, &sender.SessionUp{Session: p.sess})
 		}
@@ -348,9 +357,20 @@ func (p *publisher) Receive(ctx actor.Context) {
 		for _, pid := range p.order {
 			ctx.Send(pid, &sender.SessionDown{Err: m.Err})
 		}
-		if p.conn != nil {
+		if time.Since(p.sessAt) >= stableSession {
+			p.lost = 0
+		}
+		p.lost++
+		switch {
+		case p.conn == nil || p.timer != nil:
+		case p.lost == 1:
 			p.opening = true
 			openSession(p.env, ctx.Self(), p.conn)
+		default:
+			// New sessions end as soon as they begin (a broker that
+			// ends the session on every refused attach): replacing
+			// them at once was a busy loop of sessions.
+			p.timer = p.env.After(p.env.Backoff.Delay(p.lost-1), ctx.Self(), &retrySession{conn: p.conn})
 		}
 	case *messages.ConnDown:
 		p.conn, p.sess, p.state = nil, nil, messages.StateDetached

@@ -75,7 +75,7 @@ type Features struct {
 	// (live brokers: go-amqp has no coordinator link).
 	Transactions bool
 	// FaultHooks: New returns an *inproc.Broker, and the suite uses its
-	// fault hooks (RefuseAttach, RejectPublish, DetachLinks,
+	// fault hooks (RefuseAttach, RejectPublish, DetachLinks, EndSessions,
 	// DropConnections) and introspection (QueueDepth, Unsettled,
 	// DeadLetters). Tests that need a fault a live broker cannot be made to
 	// produce on demand are skipped without it.
@@ -170,6 +170,7 @@ var cases = []struct {
 	{"SenderDetachResends", testSenderDetach},
 	{"Reconnect", testReconnect},
 	{"PauseAcrossReattach", testPauseAcrossReattach},
+	{"EndSessions", testEndSessions},
 }
 
 func randomSuffix() string {

@@ -1,0 +1,103 @@
+package txn_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/Azure/go-amqp"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/amqpactor/amqpactor/actors/txn"
+	"github.com/amqpactor/amqpactor/address"
+	"github.com/amqpactor/amqpactor/internal/faketransport"
+	"github.com/amqpactor/amqpactor/messages"
+	"github.com/amqpactor/amqpactor/transport"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"))
+}
+
+type fakeTxn struct{}
+
+func (fakeTxn) Publish(context.Context, address.Address, *amqp.Message) error { return nil }
+func (fakeTxn) Commit(context.Context) error                                  { return nil }
+func (fakeTxn) Rollback(context.Context) error                                { return nil }
+
+func begin(t *testing.T, send func(any)) messages.BeginResult {
+	t.Helper()
+	reply := make(chan messages.BeginResult, 1)
+	send(&messages.Begin{Ctx: context.Background(), Reply: reply})
+	select {
+	case r := <-reply:
+		return r
+	case <-time.After(faketransport.Bound):
+		t.Fatal("Begin never answered")
+		return messages.BeginResult{}
+	}
+}
+
+func TestBeginFollowsTheConnection(t *testing.T) {
+	sys, env := faketransport.NewSystem(t)
+	var begun atomic.Int64
+	refused := errors.New("coordinator refused")
+	c := &faketransport.Connector{Features: transport.Features{Transactions: true}}
+	c.Begin = func(context.Context) (transport.Txn, error) {
+		if begun.Add(1) == 2 {
+			return nil, refused
+		}
+		return fakeTxn{}, nil
+	}
+	pid := sys.Root.Spawn(txn.New(env, "fake"))
+	defer func() { require.NoError(t, sys.Root.PoisonFuture(pid).Wait()) }()
+	send := func(m any) { sys.Root.Send(pid, m) }
+
+	// not connected: an error naming the connector, no Begin on the wire
+	r := begin(t, send)
+	require.ErrorContains(t, r.Err, "transaction on fake: not connected")
+	require.Equal(t, messages.StateDetached, faketransport.Describe(t, sys, pid).Node.State)
+
+	conn, err := c.Connect(context.Background())
+	require.NoError(t, err)
+	send(&messages.ConnUp{Conn: conn})
+	r = begin(t, send)
+	require.NoError(t, r.Err)
+	require.Equal(t, fakeTxn{}, r.Txn)
+	r = begin(t, send)
+	require.ErrorIs(t, r.Err, refused, "the coordinator's refusal reaches the caller")
+	require.EqualValues(t, 2, begun.Load())
+
+	send(&messages.TxnEnded{Committed: true})
+	send(&messages.TxnEnded{Committed: false})
+	send(&messages.TxnEnded{Committed: true})
+	n := faketransport.Describe(t, sys, pid).Node
+	require.Equal(t, messages.StateAttached, n.State)
+	require.Equal(t, map[string]uint64{"begun": 2, "committed": 2, "rolledBack": 1}, n.Counters)
+
+	// the connection goes: not connected again, nothing begun
+	send(&messages.ConnDown{Err: errors.New("cut")})
+	r = begin(t, send)
+	require.ErrorContains(t, r.Err, "not connected")
+	require.EqualValues(t, 2, begun.Load())
+	require.NoError(t, faketransport.Drain(t, sys, pid))
+}
+
+func TestBeginWithoutACoordinatorIsNotSupported(t *testing.T) {
+	sys, env := faketransport.NewSystem(t)
+	var called atomic.Bool
+	c := &faketransport.Connector{} // no Transactions feature
+	c.Begin = func(context.Context) (transport.Txn, error) { called.Store(true); return fakeTxn{}, nil }
+	pid := sys.Root.Spawn(txn.New(env, "fake"))
+	defer func() { require.NoError(t, sys.Root.PoisonFuture(pid).Wait()) }()
+	conn, err := c.Connect(context.Background())
+	require.NoError(t, err)
+	sys.Root.Send(pid, &messages.ConnUp{Conn: conn})
+	r := begin(t, func(m any) { sys.Root.Send(pid, m) })
+	require.ErrorIs(t, r.Err, transport.ErrNotSupported)
+	require.False(t, called.Load(), "Begin called on a connection without transactions")
+	require.Zero(t, faketransport.Describe(t, sys, pid).Node.Counters["begun"])
+}
