@@ -129,6 +129,18 @@ type publisher struct {
 	draining bool
 }
 
+// node is the publisher's node in the tree: "publisher" under the
+// connection, or "replies" under the publisher.
+func (p *publisher) node() actors.Node {
+	if p.replies {
+		return actors.RootNode.Child("publisher", "publisher", "").Child("replies", "publisher", "")
+	}
+	return actors.RootNode.Child("publisher", "publisher", "")
+}
+
+// set changes the publisher's state (see actors.Env.SetState).
+func (p *publisher) set(to string, err error) { p.env.SetState(&p.state, p.node(), to, err) }
+
 func (p *publisher) spawn(ctx actor.Context, addr address.Address) *entry {
 	lane := sender.NewLane()
 	name := "sender:" + addr.String()
@@ -137,7 +149,7 @@ func (p *publisher) spawn(ctx actor.Context, addr address.Address) *entry {
 	}
 	// A prefix, not a name: a retiring sender of the same address may
 	// still be there.
-	pid := ctx.SpawnPrefix(sender.New(p.env, sender.Config{Address: addr, Session: p.sess, Lane: lane, Idle: p.idle}), name)
+	pid := ctx.SpawnPrefix(sender.New(p.env, sender.Config{Address: addr, Session: p.sess, Lane: lane, Idle: p.idle, Parent: p.node()}), name)
 	e := &entry{addr: addr, pid: pid, lane: lane, at: time.Now()}
 	p.byPID[pid.Id] = e
 	p.order = append(p.order, pid)
@@ -298,7 +310,7 @@ func (p *publisher) children() []*actor.PID {
 func (p *publisher) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		p.state = messages.StateDetached
+		p.set(messages.StateDetached, nil)
 		if !p.replies {
 			p.child = spawn(ctx, newPublisher(p.env, p.table, true), "replies")
 		}
@@ -310,7 +322,7 @@ func (p *publisher) Receive(ctx actor.Context) {
 		}
 		// The replies publisher begins its session on its first reply.
 		if !p.replies || len(p.byPID) > 0 {
-			p.state = messages.StateAttaching
+			p.set(messages.StateAttaching, nil)
 			p.opening = true
 			openSession(p.env, ctx.Self(), m.Conn)
 		}
@@ -330,12 +342,13 @@ func (p *publisher) Receive(ctx actor.Context) {
 		}
 		if m.err != nil {
 			p.lastErr = m.err
-			p.state = messages.StateRestarting
+			p.set(messages.StateRestarting, m.err)
 			p.attempt++
 			p.timer = p.env.After(p.env.Backoff.Delay(p.attempt), ctx.Self(), &retrySession{conn: m.conn})
 			return
 		}
-		p.sess, p.attempt, p.state = m.sess, 0, messages.StateAttached
+		p.sess, p.attempt = m.sess, 0
+		p.set(messages.StateAttached, nil)
 		for _, pid := range p.order {
 			ctx.Send(pid, &sender.SessionUp{Session: p.sess})
 		}
@@ -344,7 +357,8 @@ func (p *publisher) Receive(ctx actor.Context) {
 			return
 		}
 		p.lastErr = m.Err
-		p.sess, p.state = nil, messages.StateRestarting
+		p.sess = nil
+		p.set(messages.StateRestarting, m.Err)
 		for _, pid := range p.order {
 			ctx.Send(pid, &sender.SessionDown{Err: m.Err})
 		}
@@ -353,7 +367,8 @@ func (p *publisher) Receive(ctx actor.Context) {
 			openSession(p.env, ctx.Self(), p.conn)
 		}
 	case *messages.ConnDown:
-		p.conn, p.sess, p.state = nil, nil, messages.StateDetached
+		p.conn, p.sess = nil, nil
+		p.set(messages.StateDetached, m.Err)
 		for _, pid := range p.order {
 			ctx.Send(pid, &sender.SessionDown{Err: m.Err})
 		}
@@ -376,7 +391,7 @@ func (p *publisher) Receive(ctx actor.Context) {
 		p.parked = nil
 		sess, env := p.sess, p.env
 		p.sess = nil
-		p.state = messages.StateDetached
+		p.set(messages.StateDetached, nil)
 		drainThenClose(env, m, p.children(), sess)
 	case *messages.Describe:
 		name := "publisher"
@@ -400,6 +415,8 @@ func (p *publisher) Receive(ctx actor.Context) {
 			n.LastError = p.lastErr.Error()
 		}
 		ctx.Respond(&messages.Described{Node: n, Children: p.children()})
+	case *actor.Stopped:
+		p.set(messages.StateStopped, nil)
 	case *actor.Stopping:
 		if p.timer != nil {
 			p.timer.Stop()
