@@ -165,7 +165,7 @@ func (r *receiver) Receive(ctx actor.Context) {
 		if r.timer != nil {
 			r.timer.Stop()
 		}
-		r.endLink(context.Background())
+		r.endLink(context.Background(), nil)
 		r.finishDrain(messages.ErrStopped)
 	}
 }
@@ -485,7 +485,7 @@ func (r *receiver) onLinkEnded(ctx actor.Context, m *linkEnded) {
 	}
 	r.lastErr = m.err
 	r.env.Log.Warn("amqpactor: link ended", "address", r.spec.Address.String(), "error", m.err)
-	r.endLink(context.Background())
+	r.endLink(context.Background(), m.err)
 	if r.stopping || r.drain != nil {
 		r.finishDrain(m.err)
 		return
@@ -513,8 +513,9 @@ func (r *receiver) scheduleReattachAfter(ctx actor.Context, d time.Duration) {
 }
 
 // endLink forgets the current link: handler contexts end, unsettled
-// deliveries are the broker's again, and the link is closed off the actor.
-func (r *receiver) endLink(ctx context.Context) {
+// deliveries are the broker's again, and the link is closed off the actor;
+// why (nil when the receiver stops) is why the node is detached.
+func (r *receiver) endLink(ctx context.Context, why error) {
 	if r.link == nil {
 		return
 	}
@@ -525,7 +526,7 @@ func (r *receiver) endLink(ctx context.Context) {
 	r.settleQ, r.flow = nil, nil
 	q.Close()
 	r.closeLink(link, ctx, nil)
-	r.set(messages.StateDetached, nil)
+	r.set(messages.StateDetached, why)
 }
 
 func (r *receiver) closeLink(link transport.Receiver, ctx context.Context, done func(error)) {

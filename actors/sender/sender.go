@@ -201,7 +201,7 @@ func (s *sender) name() string {
 	if s.addr.IsZero() {
 		return "sender:(anonymous)"
 	}
-	return "sender:" + s.addr.String()
+	return "sender:" + s.addr.Name()
 }
 
 // set changes the sender's state (see actors.Env.SetState).
@@ -789,12 +789,8 @@ func (s *sender) onDrain(m *messages.Drain) {
 }
 
 func (s *sender) describe(ctx actor.Context) *messages.Described {
-	name := "sender:" + s.addr.Name()
-	if s.addr.IsZero() {
-		name = "sender:(anonymous)"
-	}
 	n := &messages.Node{
-		Name: name, Kind: "sender", PID: ctx.Self().String(),
+		Name: s.name(), Kind: "sender", PID: ctx.Self().String(),
 		Address: s.label(), State: s.state, Restarts: s.restarts,
 		Counters: map[string]uint64{
 			"published": s.published.Load(),
