@@ -26,7 +26,9 @@ import (
 type StateChange struct {
 	// Path names the node as App.Tree does: the names of the nodes from the
 	// root, joined by "/", e.g. "connection/publisher/sender:orders" or
-	// "connection/subscription:orders/receiver".
+	// "connection/subscription:orders/receiver". Paths are the App's own:
+	// Apps that share an actor system (WithActorSystem) share its
+	// EventStream too, and use WithStateChanges to tell theirs apart.
 	Path string
 	// Kind is the node's kind (connection, publisher, subscription,
 	// requests, sender, receiver), Address its address, if it has one.
@@ -95,7 +97,7 @@ type stateEvents struct {
 }
 
 // startStateEvents starts the delivery of the state changes of an App
-// running on sys; put is what the actors report them to (Env.OnState).
+// running on sys; its put is what the actors report them to (Env.OnState).
 func (a *App) startStateEvents(sys *actor.ActorSystem) *stateEvents {
 	e := &stateEvents{
 		ch:      make(chan messages.StateChange, StateChangeQueue),
