@@ -56,6 +56,14 @@ type App struct {
 	seq       atomic.Uint64
 	addrCache sync.Map // Address -> error, for addresses already checked
 
+	// State changes (state.go): events delivers them while the App
+	// runs; watchers are the WatchStateChanges functions.
+	events       *stateEvents
+	stateDropped atomic.Uint64
+	watchMu      sync.Mutex
+	watchers     map[uint64]func(StateChange)
+	watchSeq     uint64
+
 	tel *telemetry // OpenTelemetry and what AsyncAPI reports of publishes (telemetry.go)
 }
 
@@ -443,6 +451,7 @@ func (a *App) Start(ctx context.Context) error {
 		}))
 	}
 	a.pool = actors.NewPool(4 * runtime.GOMAXPROCS(0))
+	a.events = a.startStateEvents(a.sys)
 	a.env = &actors.Env{
 		Dispatcher: a.pool,
 		Base:       context.WithValue(context.Background(), appKey{}, a),
@@ -452,6 +461,7 @@ func (a *App) Start(ctx context.Context) error {
 		MaxSenders:   a.cfg.maxSenders,
 		SenderIdle:   a.cfg.senderIdle,
 		Publish:      a.publishRaw,
+		OnState:      a.events.put,
 	}
 	started := make(chan connection.Started, 1)
 	root, err := a.sys.Root.SpawnNamed(connection.New(a.env, connector, started), "amqpactor:"+a.cfg.name)
@@ -661,7 +671,7 @@ func stopBounds(ctx context.Context, d time.Duration) (hard, grace context.Conte
 func (a *App) teardown(ctx context.Context) error {
 	a.mu.Lock()
 	a.live.Store(nil)
-	root, env, sys, own, pool := a.root, a.env, a.sys, a.ownSys, a.pool
+	root, env, sys, own, pool, events := a.root, a.env, a.sys, a.ownSys, a.pool, a.events
 	a.root = nil
 	a.mu.Unlock()
 	if env == nil {
@@ -688,6 +698,11 @@ func (a *App) teardown(ctx context.Context) error {
 	env.MarkStopped()
 	if err := env.Wait(hard); err != nil {
 		errs = append(errs, fmt.Errorf("amqpactor: stop: waiting for the actors' goroutines: %w", err))
+	}
+	// Every node's stopped is queued by now (the root has stopped, and
+	// with it every actor): deliver them before the system goes.
+	if err := events.stop(hard); err != nil {
+		errs = append(errs, fmt.Errorf("amqpactor: stop: delivering state changes: %w", err))
 	}
 	pool.Close()
 	if own {

@@ -24,4 +24,8 @@
 // and WithPropagator; nothing is exported unless a provider is given or set
 // globally. App.AsyncAPI describes the App as an AsyncAPI 3.0 document, and
 // package debug serves it, with the live actor tree, on a debug port.
+// Every state change of the connection, a session or a link (attached,
+// detached, restarting, ..., stopped) is a StateChange, published on the
+// actor system's EventStream and handed to WithStateChanges; package debug
+// streams them too.
 package amqpactor

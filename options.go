@@ -21,6 +21,7 @@ type appConfig struct {
 	senderIdle   time.Duration
 	name         string
 	otel         otelConfig
+	onState      func(StateChange)
 }
 
 // WithLogger sets the logger. The zero value logs nothing.

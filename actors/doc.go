@@ -27,6 +27,14 @@
 //     in the requests actor's book (session.Replies) and the reply pump
 //     hands each reply straight to its caller.
 //
+// # State changes
+//
+// An actor never assigns its node's state: it calls Env.SetState with its
+// Node (its path as App.Tree names it, kind and address), which reports the
+// change to Env.OnState without blocking. The App queues it and hands it to
+// the EventStream and WithStateChanges from a goroutine of its own. Every
+// node reports messages.StateStopped when its actor stops.
+//
 // docs/ARCHITECTURE.md draws the tree and these paths ("Where a published
 // message goes", "Where a delivery goes"), says which goroutine owns what and
 // what a restart does at each level.

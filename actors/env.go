@@ -39,6 +39,9 @@ type Env struct {
 	// means the defaults of package session.
 	MaxSenders int
 	SenderIdle time.Duration
+	// OnState takes every state change of a node (SetState). It is called
+	// from the actor's Receive, so it must never block; nil drops them.
+	OnState func(messages.StateChange)
 
 	wg sync.WaitGroup
 
@@ -104,6 +107,41 @@ func (e *Env) CloseCtx(ctx context.Context) (context.Context, context.CancelFunc
 		d = 5 * time.Second
 	}
 	return context.WithTimeout(context.WithoutCancel(ctx), d)
+}
+
+// Node names a node of the tree in its state changes: its path from the
+// root as App.Tree names it (e.g. "connection/publisher/sender:orders"),
+// its kind and its address.
+type Node struct{ Path, Kind, Address string }
+
+// Child returns the node named name under n.
+func (n Node) Child(name, kind, addr string) Node {
+	return Node{Path: n.Path + "/" + name, Kind: kind, Address: addr}
+}
+
+// RootNode is the connection actor's node, the root of every path.
+var RootNode = Node{Path: "connection", Kind: "connection"}
+
+// SubscriptionNode is the node of the subscription name (on addr).
+func SubscriptionNode(name, addr string) Node {
+	return RootNode.Child("subscription:"+name, "subscription", addr)
+}
+
+// SetState is the one way an actor changes the state of its node: it sets
+// *state to to and, when that is a change, reports it (with err, why, when
+// there is one) to OnState. It never blocks, so it is called from Receive;
+// the changes of one node are reported in the order they happen.
+func (e *Env) SetState(state *string, n Node, to string, err error) {
+	from := *state
+	if from == to {
+		return
+	}
+	*state = to
+	if e == nil || e.OnState == nil {
+		return
+	}
+	e.OnState(messages.StateChange{Path: n.Path, Kind: n.Kind, Address: n.Address,
+		From: from, To: to, Err: err, At: time.Now()})
 }
 
 // Backoff is exponential backoff with full jitter. The zero value means

@@ -2,12 +2,15 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/amqpactor/amqpactor/messages"
 )
 
 func TestBackoffBounds(t *testing.T) {
@@ -58,4 +61,33 @@ func TestEnvWaitsForItsGoroutines(t *testing.T) {
 	require.ErrorIs(t, e.Wait(ctx), context.DeadlineExceeded, "Wait honours its context")
 	close(release)
 	require.NoError(t, e.Wait(context.Background()))
+}
+
+func TestSetStateReportsChangesOnly(t *testing.T) {
+	var got []messages.StateChange
+	env := &Env{OnState: func(sc messages.StateChange) { got = append(got, sc) }}
+	n := SubscriptionNode("s", "queue:q").Child("receiver", "receiver", "queue:q")
+	var state string
+	env.SetState(&state, n, messages.StateAttaching, nil)
+	env.SetState(&state, n, messages.StateAttaching, nil) // no change: no report
+	cause := errors.New("link detached")
+	env.SetState(&state, n, messages.StateRestarting, cause)
+	if state != messages.StateRestarting || len(got) != 2 {
+		t.Fatalf("state %q, %d changes: %+v", state, len(got), got)
+	}
+	want := []string{"→attaching", "attaching→restarting"}
+	for i, sc := range got {
+		if sc.From+"→"+sc.To != want[i] || sc.Path != "connection/subscription:s/receiver" || sc.Kind != "receiver" || sc.At.IsZero() {
+			t.Fatalf("change %d: %+v", i, sc)
+		}
+	}
+	if got[1].Err != cause {
+		t.Fatalf("err %v", got[1].Err)
+	}
+	// Without OnState (or an Env) the state still changes.
+	var e *Env
+	e.SetState(&state, n, messages.StateStopped, nil)
+	if state != messages.StateStopped {
+		t.Fatal(state)
+	}
 }

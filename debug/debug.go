@@ -10,6 +10,15 @@
 //	GET /tree          the tree as JSON (?format=text for text)
 //	GET /tree.txt      the tree as indented text
 //	GET /asyncapi.json the AsyncAPI 3.0 document
+//	GET /events        the App's state changes as server-sent events
+//
+// /events streams every state change of the App's tree (see
+// amqpactor.StateChange) from the moment the client connects, as
+// text/event-stream: one "state" event per change, its data one JSON object
+// ({"path", "kind", "address", "from", "to", "error", "at"}). It ends when
+// the client goes. Each client has a buffer of EventBuffer changes; a client
+// that falls that far behind gets a last "dropped" event and is
+// disconnected, so a slow client never holds up the App.
 //
 // The handler only reads: it changes nothing in the App. It shows addresses,
 // counters and last errors, never credentials, but it is meant for a port
@@ -25,6 +34,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/amqpactor/amqpactor"
@@ -48,13 +58,17 @@ func Handler(app *amqpactor.App) http.Handler {
 		fmt.Fprint(w, "amqpactor debug\n\n"+
 			"tree           the live actor tree as JSON (tree?format=text for text)\n"+
 			"tree.txt       the live actor tree as indented text\n"+
-			"asyncapi.json  the AsyncAPI 3.0 document of the App\n")
+			"asyncapi.json  the AsyncAPI 3.0 document of the App\n"+
+			"events         the App's state changes as server-sent events\n")
 	})
 	mux.HandleFunc("GET /tree", func(w http.ResponseWriter, r *http.Request) {
 		serveTree(w, r, app, r.URL.Query().Get("format") == "text")
 	})
 	mux.HandleFunc("GET /tree.txt", func(w http.ResponseWriter, r *http.Request) {
 		serveTree(w, r, app, true)
+	})
+	mux.HandleFunc("GET /events", func(w http.ResponseWriter, r *http.Request) {
+		serveEvents(w, r, app)
 	})
 	mux.HandleFunc("GET /asyncapi.json", func(w http.ResponseWriter, r *http.Request) {
 		doc, err := app.AsyncAPI()
@@ -66,6 +80,79 @@ func Handler(app *amqpactor.App) http.Handler {
 		_, _ = w.Write(doc)
 	})
 	return mux
+}
+
+// EventBuffer is how many state changes may wait to be written to one
+// /events client before it is dropped.
+const EventBuffer = 256
+
+// EventWriteTimeout bounds each write to an /events client (where the
+// server supports write deadlines): a client that stops reading is cut off.
+const EventWriteTimeout = 10 * time.Second
+
+// Event is the JSON of one state change on /events.
+type Event struct {
+	Path    string    `json:"path"`
+	Kind    string    `json:"kind,omitempty"`
+	Address string    `json:"address,omitempty"`
+	From    string    `json:"from"`
+	To      string    `json:"to"`
+	Error   string    `json:"error,omitempty"`
+	At      time.Time `json:"at"`
+}
+
+func serveEvents(w http.ResponseWriter, r *http.Request, app *amqpactor.App) {
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		http.Error(w, "amqpactor debug: this server cannot stream", http.StatusInternalServerError)
+		return
+	}
+	// The App's delivery goroutine only ever tries to put a change in ch:
+	// when the client's buffer is full, the client is dropped instead.
+	ch := make(chan amqpactor.StateChange, EventBuffer)
+	full := make(chan struct{})
+	var once sync.Once
+	stop := app.WatchStateChanges(func(sc amqpactor.StateChange) {
+		select {
+		case ch <- sc:
+		default:
+			once.Do(func() { close(full) })
+		}
+	})
+	defer stop()
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	rc := http.NewResponseController(w)
+	w.WriteHeader(http.StatusOK)
+	_ = rc.SetWriteDeadline(time.Now().Add(EventWriteTimeout))
+	_, _ = io.WriteString(w, ": amqpactor state changes\n\n")
+	fl.Flush()
+	for {
+		select {
+		case sc := <-ch:
+			e := Event{Path: sc.Path, Kind: sc.Kind, Address: sc.Address, From: sc.From, To: sc.To, At: sc.At}
+			if sc.Err != nil {
+				e.Error = sc.Err.Error()
+			}
+			b, err := json.Marshal(e)
+			if err != nil {
+				return
+			}
+			_ = rc.SetWriteDeadline(time.Now().Add(EventWriteTimeout))
+			if _, err := fmt.Fprintf(w, "event: state\ndata: %s\n\n", b); err != nil {
+				return
+			}
+			fl.Flush()
+		case <-full:
+			_, _ = fmt.Fprintf(w, "event: dropped\ndata: {\"reason\":\"the client fell %d state changes behind\"}\n\n", EventBuffer)
+			fl.Flush()
+			return
+		case <-r.Context().Done():
+			return
+		}
+	}
 }
 
 func serveTree(w http.ResponseWriter, r *http.Request, app *amqpactor.App, text bool) {

@@ -239,4 +239,17 @@ const (
 	StateAttached   = "attached"
 	StateDetached   = "detached"
 	StateRestarting = "restarting"
+	// StateStopped is the last state of every node: its actor has stopped
+	// (the App stopped, or the node was removed from the tree).
+	StateStopped = "stopped"
 )
+
+// StateChange is one change of a node's state, as an actor reports it; the
+// App hands it on as an amqpactor.StateChange. Path is the node's path in
+// the tree (the names of the nodes from the root, joined by "/").
+type StateChange struct {
+	Path, Kind, Address string
+	From, To            string
+	Err                 error
+	At                  time.Time
+}

@@ -146,7 +146,9 @@ func (c *connection) Receive(ctx actor.Context) {
 	case *messages.Drain:
 		c.drain(ctx, m)
 	case *closed:
-		c.state = messages.StateDetached
+		c.set(messages.StateDetached, nil)
+	case *actor.Stopped:
+		c.set(messages.StateStopped, nil)
 	case *messages.Describe:
 		ctx.Respond(c.describe(ctx))
 	case *actor.Stopping:
@@ -227,7 +229,7 @@ func (h *handoff) abandon() transport.Conn {
 }
 
 func (c *connection) dial(ctx actor.Context, attempt int) {
-	c.state = messages.StateAttaching
+	c.set(messages.StateAttaching, nil)
 	self, connector, env := ctx.Self(), c.connector, c.env
 	dctx, cancel := env.CloseCtx(context.Background())
 	h := &handoff{cancel: cancel}
@@ -281,7 +283,7 @@ func (c *connection) onDialed(ctx actor.Context, m *dialed) {
 			// The first dial decides Start; the App gives up on us.
 			c.started <- Started{Err: m.err}
 			c.started = nil
-			c.state = messages.StateDetached
+			c.set(messages.StateDetached, m.err)
 			return
 		}
 		delay := c.env.Backoff.Delay(m.attempt + 1)
@@ -291,7 +293,7 @@ func (c *connection) onDialed(ctx actor.Context, m *dialed) {
 			// refuse them), then the connection is failed for good.
 			c.terminal++
 			if c.terminal > actors.TerminalRetries {
-				c.state = actors.StateFailed
+				c.set(actors.StateFailed, m.err)
 				c.env.Log.Error("amqpactor: giving up reconnecting", "connector", c.connector.String(),
 					"attempts", m.attempt, "error", m.err)
 				return
@@ -299,7 +301,7 @@ func (c *connection) onDialed(ctx actor.Context, m *dialed) {
 			delay = c.env.Backoff.Delay(1 << 20)
 		}
 		c.env.Log.Warn("amqpactor: reconnect failed", "connector", c.connector.String(), "attempt", m.attempt, "error", m.err)
-		c.state = messages.StateRestarting
+		c.set(messages.StateRestarting, m.err)
 		c.timer = c.env.After(delay, ctx.Self(), &redial{attempt: m.attempt + 1})
 		return
 	}
@@ -310,7 +312,7 @@ func (c *connection) onDialed(ctx actor.Context, m *dialed) {
 	}
 	c.conn = conn
 	c.connectedAt = time.Now()
-	c.state = messages.StateAttached
+	c.set(messages.StateAttached, nil)
 	var wctx context.Context
 	wctx, c.cancel = context.WithCancel(context.Background())
 	self := ctx.Self()
@@ -346,7 +348,7 @@ func (c *connection) onLost(ctx actor.Context, m *lost) {
 	c.cancel()
 	c.lastErr = err
 	c.restarts++
-	c.state = messages.StateRestarting
+	c.set(messages.StateRestarting, err)
 	down := &messages.ConnDown{Err: err}
 	for _, pid := range c.all() {
 		ctx.Send(pid, down)
@@ -440,6 +442,13 @@ func (c *connection) drain(ctx actor.Context, m *messages.Drain) {
 		env.Root.Send(self, &closed{})
 		m.Done <- errors.Join(errs...)
 	})
+}
+
+// set changes the connection's state (see actors.Env.SetState).
+func (c *connection) set(to string, err error) {
+	n := actors.RootNode
+	n.Address = c.connector.String()
+	c.env.SetState(&c.state, n, to, err)
 }
 
 func (c *connection) describe(ctx actor.Context) *messages.Described {

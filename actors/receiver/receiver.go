@@ -158,14 +158,22 @@ func (r *receiver) Receive(ctx actor.Context) {
 		r.onDrain(ctx, m)
 	case *messages.Describe:
 		ctx.Respond(r.describe(ctx))
+	case *actor.Stopped:
+		r.set(messages.StateStopped, nil)
 	case *actor.Stopping:
 		r.stopping = true
 		if r.timer != nil {
 			r.timer.Stop()
 		}
-		r.endLink(context.Background())
+		r.endLink(context.Background(), nil)
 		r.finishDrain(messages.ErrStopped)
 	}
+}
+
+// set changes the receiver's state (see actors.Env.SetState).
+func (r *receiver) set(to string, err error) {
+	n := actors.SubscriptionNode(r.spec.Name, r.spec.Address.String()).Child("receiver", "receiver", r.spec.Address.String())
+	r.env.SetState(&r.state, n, to, err)
 }
 
 func (r *receiver) opts() transport.ReceiverOptions {
@@ -179,7 +187,7 @@ func (r *receiver) opts() transport.ReceiverOptions {
 }
 
 func (r *receiver) attach(ctx actor.Context, attempt int) {
-	r.state = messages.StateAttaching
+	r.set(messages.StateAttaching, nil)
 	self, sess, opts, env := ctx.Self(), r.sess, r.opts(), r.env
 	env.Go(func() {
 		actx, cancel := env.CloseCtx(context.Background())
@@ -191,7 +199,7 @@ func (r *receiver) attach(ctx actor.Context, attempt int) {
 
 func (r *receiver) onAttach(ctx actor.Context, m *attachResult) {
 	if m.err != nil {
-		r.state = messages.StateDetached
+		r.set(messages.StateDetached, m.err)
 		r.lastErr = m.err
 		r.env.Log.Warn("amqpactor: attach failed", "address", r.spec.Address.String(), "error", m.err)
 		if (r.gen == 0 && !r.replacement) || r.stopping {
@@ -202,14 +210,14 @@ func (r *receiver) onAttach(ctx actor.Context, m *attachResult) {
 		}
 		if sessionEnded(m.err) {
 			// The parent counts terminal refusals across sessions.
-			r.state = messages.StateRestarting
+			r.set(messages.StateRestarting, m.err)
 			ctx.Send(ctx.Parent(), &SessionLost{Err: m.err})
 			return
 		}
 		if actors.Terminal(m.err) {
 			r.terminal++
 			if r.terminal > actors.TerminalRetries {
-				r.state = actors.StateFailed
+				r.set(actors.StateFailed, m.err)
 				r.env.Log.Error("amqpactor: receiver gave up re-attaching", "address", r.spec.Address.String(),
 					"attempts", r.terminal, "error", m.err)
 				ctx.Send(ctx.Parent(), &Attached{Err: m.err, Failed: true})
@@ -223,7 +231,7 @@ func (r *receiver) onAttach(ctx actor.Context, m *attachResult) {
 			// parent replaces the session and this receiver.
 			r.env.Log.Warn("amqpactor: re-attach keeps failing; replacing the session", "address", r.spec.Address.String(),
 				"attempts", r.attempt, "error", m.err)
-			r.state = messages.StateRestarting
+			r.set(messages.StateRestarting, m.err)
 			ctx.Send(ctx.Parent(), &SessionLost{Err: m.err})
 			return
 		}
@@ -237,7 +245,7 @@ func (r *receiver) onAttach(ctx actor.Context, m *attachResult) {
 	r.link = m.link
 	r.gen++
 	r.attempt, r.terminal = 0, 0
-	r.state = messages.StateAttached
+	r.set(messages.StateAttached, nil)
 	base := r.env.Base
 	if base == nil {
 		base = context.Background()
@@ -477,14 +485,14 @@ func (r *receiver) onLinkEnded(ctx actor.Context, m *linkEnded) {
 	}
 	r.lastErr = m.err
 	r.env.Log.Warn("amqpactor: link ended", "address", r.spec.Address.String(), "error", m.err)
-	r.endLink(context.Background())
+	r.endLink(context.Background(), m.err)
 	if r.stopping || r.drain != nil {
 		r.finishDrain(m.err)
 		return
 	}
 	r.restarts++
 	if sessionEnded(m.err) {
-		r.state = messages.StateRestarting
+		r.set(messages.StateRestarting, m.err)
 		ctx.Send(ctx.Parent(), &SessionLost{Err: m.err})
 		return
 	}
@@ -499,14 +507,15 @@ func (r *receiver) scheduleReattach(ctx actor.Context) {
 }
 
 func (r *receiver) scheduleReattachAfter(ctx actor.Context, d time.Duration) {
-	r.state = messages.StateRestarting
+	r.set(messages.StateRestarting, r.lastErr)
 	r.attempt++
 	r.timer = r.env.After(d, ctx.Self(), &reattach{attempt: r.attempt})
 }
 
 // endLink forgets the current link: handler contexts end, unsettled
-// deliveries are the broker's again, and the link is closed off the actor.
-func (r *receiver) endLink(ctx context.Context) {
+// deliveries are the broker's again, and the link is closed off the actor;
+// why (nil when the receiver stops) is why the node is detached.
+func (r *receiver) endLink(ctx context.Context, why error) {
 	if r.link == nil {
 		return
 	}
@@ -517,7 +526,7 @@ func (r *receiver) endLink(ctx context.Context) {
 	r.settleQ, r.flow = nil, nil
 	q.Close()
 	r.closeLink(link, ctx, nil)
-	r.state = messages.StateDetached
+	r.set(messages.StateDetached, why)
 }
 
 func (r *receiver) closeLink(link transport.Receiver, ctx context.Context, done func(error)) {
@@ -574,7 +583,7 @@ func (r *receiver) finishDrainedLink() {
 		cancelLink()
 		answer(err)
 	}})
-	r.state = messages.StateDetached
+	r.set(messages.StateDetached, nil)
 }
 
 // cutDrainedLink ends a drain whose graceful part ran out: settles are
@@ -592,7 +601,7 @@ func (r *receiver) cutDrainedLink() {
 	// After the cut: a handler that returns now cannot settle any more.
 	cancelLink()
 	r.lastErr = cut
-	r.state = messages.StateDetached
+	r.set(messages.StateDetached, cut)
 }
 
 // answerer returns what answers the drain in progress and every later

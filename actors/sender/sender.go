@@ -79,6 +79,9 @@ type Config struct {
 	Lane *Lane
 	// Idle, when > 0, retires the sender after that long without a publish.
 	Idle time.Duration
+	// Parent is the node of the publisher that spawns the sender: the
+	// sender's own node (in its state changes) is its child.
+	Parent actors.Node
 }
 
 func sessionEnded(err error) bool {
@@ -92,7 +95,7 @@ func New(env *actors.Env, c Config) *actor.Props {
 		c.Lane = NewLane()
 	}
 	return env.Props(func() actor.Actor {
-		return &sender{env: env, addr: c.Address, sess: c.Session, lane: c.Lane, idle: c.Idle}
+		return &sender{env: env, addr: c.Address, sess: c.Session, lane: c.Lane, idle: c.Idle, parent: c.Parent}
 	})
 }
 
@@ -152,10 +155,11 @@ type (
 )
 
 type sender struct {
-	env  *actors.Env
-	addr address.Address
-	sess transport.Session
-	lane *Lane
+	env    *actors.Env
+	addr   address.Address
+	parent actors.Node // the publisher's node
+	sess   transport.Session
+	lane   *Lane
 
 	link     transport.Sender
 	gen      uint64
@@ -190,6 +194,19 @@ type sender struct {
 	attachingNow bool
 
 	published, confirmed, failed, resent atomic.Uint64
+}
+
+// name is the sender's name in the tree.
+func (s *sender) name() string {
+	if s.addr.IsZero() {
+		return "sender:(anonymous)"
+	}
+	return "sender:" + s.addr.Name()
+}
+
+// set changes the sender's state (see actors.Env.SetState).
+func (s *sender) set(to string, err error) {
+	s.env.SetState(&s.state, s.parent.Child(s.name(), "sender", s.label()), to, err)
 }
 
 // label names the sender's target in logs.
@@ -238,7 +255,7 @@ func (s *sender) Receive(ctx actor.Context) {
 	}
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		s.state = messages.StateDetached
+		s.set(messages.StateDetached, nil)
 		if s.sess != nil {
 			s.attach(ctx)
 		}
@@ -322,6 +339,8 @@ func (s *sender) Receive(ctx actor.Context) {
 		s.onDrain(m)
 	case *messages.Describe:
 		ctx.Respond(s.describe(ctx))
+	case *actor.Stopped:
+		s.set(messages.StateStopped, nil)
 	case *actor.Stopping:
 		if s.timer != nil {
 			s.timer.Stop()
@@ -379,7 +398,7 @@ func (s *sender) retire(ctx actor.Context) {
 		ctx.Send(parent, p)
 	}
 	s.resend, s.pending = nil, nil
-	s.state = StateRetiring
+	s.set(StateRetiring, nil)
 	if s.attachingNow {
 		return // whileRetiring finishes it when the attach answers
 	}
@@ -451,7 +470,7 @@ func (s *sender) attach(ctx actor.Context) {
 		s.timer = nil
 	}
 	s.attaching = s.sess
-	s.state = messages.StateAttaching
+	s.set(messages.StateAttaching, nil)
 	s.attachingNow = true
 	self, sess, env := ctx.Self(), s.sess, s.env
 	opts := transport.SenderOptions{Address: s.addr}
@@ -482,7 +501,7 @@ func (s *sender) onAttach(ctx actor.Context, m *attachResult) {
 			s.closeLink(m.link, context.Background())
 		}
 		if s.attaching == nil {
-			s.state = messages.StateDetached
+			s.set(messages.StateDetached, nil)
 			if s.sess != nil && s.drain == nil {
 				s.attach(ctx)
 			}
@@ -490,7 +509,7 @@ func (s *sender) onAttach(ctx actor.Context, m *attachResult) {
 		return
 	}
 	if m.err != nil {
-		s.state = messages.StateDetached
+		s.set(messages.StateDetached, m.err)
 		s.lastErr = m.err
 		if sessionEnded(m.err) && s.sess != nil {
 			ctx.Send(ctx.Parent(), &SessionLost{Session: s.sess, Err: m.err})
@@ -502,7 +521,7 @@ func (s *sender) onAttach(ctx actor.Context, m *attachResult) {
 			// Transient (the session or connection went, a declare
 			// timed out): what waits keeps waiting, bounded by each
 			// publisher's context, and the attach is tried again.
-			s.state = messages.StateRestarting
+			s.set(messages.StateRestarting, m.err)
 			if s.sess != nil && s.timer == nil {
 				s.timer = s.env.After(s.env.Backoff.Delay(s.attempt), ctx.Self(), &retry{})
 			}
@@ -525,7 +544,7 @@ func (s *sender) onAttach(ctx actor.Context, m *attachResult) {
 	s.gen++
 	s.attempt = 0
 	s.wasAttached, s.refusal = true, nil
-	s.state = messages.StateAttached
+	s.set(messages.StateAttached, nil)
 	s.writeQ = workq.New[job]()
 	confirmQ := workq.New[job]()
 	done := make(chan struct{})
@@ -706,7 +725,7 @@ func (s *sender) endLink(ctx actor.Context, err error, unsent []*messages.Publis
 	s.writeQ = nil
 	s.closeLink(link, context.Background())
 	s.lastErr = err
-	s.state = messages.StateDetached
+	s.set(messages.StateDetached, err)
 	if errors.Is(err, messages.ErrStopped) || s.drain != nil {
 		return
 	}
@@ -718,7 +737,7 @@ func (s *sender) endLink(ctx actor.Context, err error, unsent []*messages.Publis
 		return
 	}
 	if s.sess != nil && s.waiting() > 0 {
-		s.state = messages.StateRestarting
+		s.set(messages.StateRestarting, err)
 		s.restarts++
 		s.attempt++
 		s.timer = s.env.After(s.env.Backoff.Delay(s.attempt), ctx.Self(), &retry{})
@@ -745,7 +764,7 @@ func (s *sender) onDrain(m *messages.Drain) {
 	}
 	link, wq := s.link, s.writeQ
 	s.link, s.writeQ = nil, nil
-	s.state = messages.StateDetached
+	s.set(messages.StateDetached, nil)
 	env := s.env
 	confirmed := make(chan error, 1)
 	// Nothing offered on the lane may follow the drain marker: it would be
@@ -770,12 +789,8 @@ func (s *sender) onDrain(m *messages.Drain) {
 }
 
 func (s *sender) describe(ctx actor.Context) *messages.Described {
-	name := "sender:" + s.addr.Name()
-	if s.addr.IsZero() {
-		name = "sender:(anonymous)"
-	}
 	n := &messages.Node{
-		Name: name, Kind: "sender", PID: ctx.Self().String(),
+		Name: s.name(), Kind: "sender", PID: ctx.Self().String(),
 		Address: s.label(), State: s.state, Restarts: s.restarts,
 		Counters: map[string]uint64{
 			"published": s.published.Load(),

@@ -137,6 +137,18 @@ type publisher struct {
 // first one again, replaced at once.
 const stableSession = time.Second
 
+// node is the publisher's node in the tree: "publisher" under the
+// connection, or "replies" under the publisher.
+func (p *publisher) node() actors.Node {
+	if p.replies {
+		return actors.RootNode.Child("publisher", "publisher", "").Child("replies", "publisher", "")
+	}
+	return actors.RootNode.Child("publisher", "publisher", "")
+}
+
+// set changes the publisher's state (see actors.Env.SetState).
+func (p *publisher) set(to string, err error) { p.env.SetState(&p.state, p.node(), to, err) }
+
 func (p *publisher) spawn(ctx actor.Context, addr address.Address) *entry {
 	lane := sender.NewLane()
 	name := "sender:" + addr.String()
@@ -145,7 +157,7 @@ func (p *publisher) spawn(ctx actor.Context, addr address.Address) *entry {
 	}
 	// A prefix, not a name: a retiring sender of the same address may
 	// still be there.
-	pid := ctx.SpawnPrefix(sender.New(p.env, sender.Config{Address: addr, Session: p.sess, Lane: lane, Idle: p.idle}), name)
+	pid := ctx.SpawnPrefix(sender.New(p.env, sender.Config{Address: addr, Session: p.sess, Lane: lane, Idle: p.idle, Parent: p.node()}), name)
 	e := &entry{addr: addr, pid: pid, lane: lane, at: time.Now()}
 	p.byPID[pid.Id] = e
 	p.order = append(p.order, pid)
@@ -306,7 +318,7 @@ func (p *publisher) children() []*actor.PID {
 func (p *publisher) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		p.state = messages.StateDetached
+		p.set(messages.StateDetached, nil)
 		if !p.replies {
 			p.child = spawn(ctx, newPublisher(p.env, p.table, true), "replies")
 		}
@@ -318,7 +330,7 @@ func (p *publisher) Receive(ctx actor.Context) {
 		}
 		// The replies publisher begins its session on its first reply.
 		if !p.replies || len(p.byPID) > 0 {
-			p.state = messages.StateAttaching
+			p.set(messages.StateAttaching, nil)
 			p.opening = true
 			openSession(p.env, ctx.Self(), m.Conn)
 		}
@@ -338,13 +350,14 @@ func (p *publisher) Receive(ctx actor.Context) {
 		}
 		if m.err != nil {
 			p.lastErr = m.err
-			p.state = messages.StateRestarting
+			p.set(messages.StateRestarting, m.err)
 			p.attempt++
 			p.timer = p.env.After(p.env.Backoff.Delay(p.attempt), ctx.Self(), &retrySession{conn: m.conn})
 			return
 		}
-		p.sess, p.attempt, p.state = m.sess, 0, messages.StateAttached
+		p.sess, p.attempt = m.sess, 0
 		p.sessAt = time.Now()
+		p.set(messages.StateAttached, nil)
 		for _, pid := range p.order {
 			ctx.Send(pid, &sender.SessionUp{Session: p.sess})
 		}
@@ -353,7 +366,8 @@ func (p *publisher) Receive(ctx actor.Context) {
 			return
 		}
 		p.lastErr = m.Err
-		p.sess, p.state = nil, messages.StateRestarting
+		p.sess = nil
+		p.set(messages.StateRestarting, m.Err)
 		for _, pid := range p.order {
 			ctx.Send(pid, &sender.SessionDown{Err: m.Err})
 		}
@@ -373,7 +387,8 @@ func (p *publisher) Receive(ctx actor.Context) {
 			p.timer = p.env.After(p.env.Backoff.Delay(p.lost-1), ctx.Self(), &retrySession{conn: p.conn})
 		}
 	case *messages.ConnDown:
-		p.conn, p.sess, p.state = nil, nil, messages.StateDetached
+		p.conn, p.sess = nil, nil
+		p.set(messages.StateDetached, m.Err)
 		for _, pid := range p.order {
 			ctx.Send(pid, &sender.SessionDown{Err: m.Err})
 		}
@@ -396,7 +411,7 @@ func (p *publisher) Receive(ctx actor.Context) {
 		p.parked = nil
 		sess, env := p.sess, p.env
 		p.sess = nil
-		p.state = messages.StateDetached
+		p.set(messages.StateDetached, nil)
 		drainThenClose(env, m, p.children(), sess)
 	case *messages.Describe:
 		name := "publisher"
@@ -420,6 +435,8 @@ func (p *publisher) Receive(ctx actor.Context) {
 			n.LastError = p.lastErr.Error()
 		}
 		ctx.Respond(&messages.Described{Node: n, Children: p.children()})
+	case *actor.Stopped:
+		p.set(messages.StateStopped, nil)
 	case *actor.Stopping:
 		if p.timer != nil {
 			p.timer.Stop()

@@ -136,7 +136,7 @@ type requests struct {
 func (r *requests) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		r.state = messages.StateDetached
+		r.set(messages.StateDetached, nil)
 	case *messages.ConnUp:
 		r.conn = m.Conn
 		if len(r.queued) > 0 {
@@ -171,7 +171,7 @@ func (r *requests) Receive(ctx actor.Context) {
 		r.failAll(messages.ErrStopped)
 		sess, link, cancel, env := r.sess, r.link, r.cancel, r.env
 		r.sess, r.link, r.cancel = nil, nil, nil
-		r.state = messages.StateDetached
+		r.set(messages.StateDetached, nil)
 		env.Go(func() {
 			var err error
 			if link != nil {
@@ -199,15 +199,27 @@ func (r *requests) Receive(ctx actor.Context) {
 			n.LastError = r.lastErr.Error()
 		}
 		ctx.Respond(&messages.Described{Node: n})
+	case *actor.Stopped:
+		r.set(messages.StateStopped, nil)
 	case *actor.Stopping:
 		r.drop()
 		r.failAll(messages.ErrStopped)
 	}
 }
 
+// set changes the requests actor's state (see actors.Env.SetState); its
+// address is the reply link's, while it has one.
+func (r *requests) set(to string, err error) {
+	n := actors.RootNode.Child("requests", "requests", "")
+	if r.link != nil {
+		n.Address = r.link.Address()
+	}
+	r.env.SetState(&r.state, n, to, err)
+}
+
 func (r *requests) attach(ctx actor.Context) {
 	r.attaching = true
-	r.state = messages.StateAttaching
+	r.set(messages.StateAttaching, nil)
 	self, conn, env := ctx.Self(), r.conn, r.env
 	env.Go(func() {
 		actx, cancel := env.CloseCtx(context.Background())
@@ -235,7 +247,7 @@ func (r *requests) onLink(ctx actor.Context, m *replyLink) {
 	}
 	if m.err != nil {
 		r.lastErr = fmt.Errorf("amqpactor: attaching the reply receiver: %w", m.err)
-		r.state = messages.StateRestarting
+		r.set(messages.StateRestarting, m.err)
 		// Requests waiting now learn why; later ones try again.
 		for _, q := range r.queued {
 			q.Reply <- messages.Reply{Err: r.lastErr}
@@ -243,7 +255,8 @@ func (r *requests) onLink(ctx actor.Context, m *replyLink) {
 		r.queued = nil
 		return
 	}
-	r.sess, r.link, r.state = m.sess, m.link, messages.StateAttached
+	r.sess, r.link = m.sess, m.link
+	r.set(messages.StateAttached, nil)
 	var lctx context.Context
 	lctx, r.cancel = context.WithCancel(context.Background())
 	self, link := ctx.Self(), m.link
@@ -330,7 +343,7 @@ func (r *requests) drop() {
 		})
 	}
 	r.link, r.sess = nil, nil
-	r.state = messages.StateDetached
+	r.set(messages.StateDetached, nil)
 }
 
 func (r *requests) failAll(err error) {

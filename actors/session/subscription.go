@@ -45,7 +45,7 @@ type subscription struct {
 func (s *subscription) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		s.state = messages.StateDetached
+		s.set(messages.StateDetached, nil)
 		s.paused = s.spec.Paused
 		// The dispatcher outlives links and sessions: partitions keep their
 		// order across a re-attach.
@@ -58,7 +58,7 @@ func (s *subscription) Receive(ctx actor.Context) {
 	case *messages.ConnUp:
 		s.conn = m.Conn
 		s.terminal = 0
-		s.state = messages.StateAttaching
+		s.set(messages.StateAttaching, nil)
 		openSession(s.env, ctx.Self(), m.Conn)
 	case *retrySession:
 		s.timer = nil
@@ -80,7 +80,7 @@ func (s *subscription) Receive(ctx actor.Context) {
 			s.restarts++
 		}
 		s.sess = nil
-		s.state = messages.StateRestarting
+		s.set(messages.StateRestarting, m.Err)
 		s.attempt++
 		delay := s.env.Backoff.Delay(s.attempt)
 		if actors.Terminal(m.Err) {
@@ -89,7 +89,7 @@ func (s *subscription) Receive(ctx actor.Context) {
 			// only after the longest backoff, a bounded number of times.
 			s.terminal++
 			if s.terminal > actors.TerminalRetries {
-				s.state = actors.StateFailed
+				s.set(actors.StateFailed, m.Err)
 				s.env.Log.Error("amqpactor: subscription gave up re-attaching", "address", s.spec.Address.String(),
 					"attempts", s.terminal, "error", m.Err)
 				return
@@ -117,7 +117,7 @@ func (s *subscription) Receive(ctx actor.Context) {
 		}
 	case *messages.ConnDown:
 		s.conn, s.sess = nil, nil
-		s.state = messages.StateDetached
+		s.set(messages.StateDetached, m.Err)
 		s.lastErr = m.Err
 		if s.receiver != nil {
 			ctx.Stop(s.receiver)
@@ -138,6 +138,8 @@ func (s *subscription) Receive(ctx actor.Context) {
 		s.onDrain(m)
 	case *messages.Describe:
 		ctx.Respond(s.describe(ctx))
+	case *actor.Stopped:
+		s.set(messages.StateStopped, nil)
 	case *actor.Stopping:
 		if s.timer != nil {
 			s.timer.Stop()
@@ -163,7 +165,7 @@ func (s *subscription) onSession(ctx actor.Context, m *sessionResult) {
 			s.report(m.err)
 			return
 		}
-		s.state = messages.StateRestarting
+		s.set(messages.StateRestarting, m.err)
 		s.attempt++
 		s.timer = s.env.After(s.env.Backoff.Delay(s.attempt), ctx.Self(), &retrySession{conn: m.conn})
 		return
@@ -180,14 +182,20 @@ func (s *subscription) onAttached(ctx actor.Context, m *receiver.Attached) {
 	switch {
 	case m.Failed:
 		s.lastErr = m.Err
-		s.state = actors.StateFailed
+		s.set(actors.StateFailed, m.Err)
 	case m.Err != nil:
 		s.lastErr = m.Err
-		s.state = messages.StateDetached
+		s.set(messages.StateDetached, m.Err)
 	default:
-		s.state, s.terminal, s.replaced = messages.StateAttached, 0, 0
+		s.terminal, s.replaced = 0, 0
+		s.set(messages.StateAttached, nil)
 	}
 	s.report(m.Err)
+}
+
+// set changes the subscription's state (see actors.Env.SetState).
+func (s *subscription) set(to string, err error) {
+	s.env.SetState(&s.state, actors.SubscriptionNode(s.spec.Name, s.spec.Address.String()), to, err)
 }
 
 // report answers the first attach, once.
@@ -204,7 +212,7 @@ func (s *subscription) onDrain(m *messages.Drain) {
 	s.draining = true
 	sess, env := s.sess, s.env
 	s.sess = nil
-	s.state = messages.StateDetached
+	s.set(messages.StateDetached, nil)
 	var pids []*actor.PID
 	if s.receiver != nil {
 		pids = append(pids, s.receiver)
