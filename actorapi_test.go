@@ -271,3 +271,25 @@ func TestPublisherErrors(t *testing.T) {
 	require.NoError(t, app.Stop(ctx))
 	require.Nil(t, app.Publisher(), "stopped with the App")
 }
+
+// An actor that is gone is a failure at once, not at the deadline: the
+// delivery is modified, and the retry policy ends it.
+func TestActorHandlerDeadActor(t *testing.T) {
+	noLeaks(t)
+	sys := sharedSystem(t)
+	pid := sys.Root.Spawn(actor.PropsFromFunc(func(actor.Context) {}))
+	require.NoError(t, sys.Root.StopFuture(pid).Wait())
+	broker := inproc.New()
+	app, ctx := startActorApp(t, broker, sys, func(app *amqpactor.App) {
+		_, err := app.Subscribe(amqpactor.Queue("gone"), amqpactor.ActorHandler(pid),
+			amqpactor.WithRetry(amqpactor.RetryPolicy{MaxDeliveries: 2}))
+		require.NoError(t, err)
+	})
+	start := time.Now()
+	require.NoError(t, app.Publish(ctx, amqpactor.Queue("gone"), &amqpactor.Message{Body: []byte("x")}))
+	require.Eventually(t, func() bool { return len(broker.DeadLetters("gone")) == 1 }, 5*time.Second, 5*time.Millisecond)
+	require.Less(t, time.Since(start), amqpactor.DefaultActorTimeout/2, "failed at once")
+	dl := broker.DeadLetters("gone")[0]
+	require.Equal(t, amqpactor.CondMaxDeliveries, dl.Annotations["x-opt-inproc-condition"])
+	require.Contains(t, dl.Annotations["x-opt-inproc-description"], "did not answer")
+}
