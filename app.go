@@ -64,6 +64,8 @@ type App struct {
 	watchers     map[uint64]func(StateChange)
 	watchSeq     uint64
 
+	pub *actorPublisher // the Publisher actor, once asked for (actorapi.go)
+
 	tel *telemetry // OpenTelemetry and what AsyncAPI reports of publishes (telemetry.go)
 }
 
@@ -590,7 +592,7 @@ func (a *App) Stop(ctx context.Context) error {
 		close(a.startDone)
 		a.mu.Unlock()
 		a.stopCancel()
-		return nil
+		return a.stopPublisher()(ctx)
 	case stateStopped:
 		tearing, done := a.tearing, a.stopDone
 		a.mu.Unlock()
@@ -669,13 +671,16 @@ func stopBounds(ctx context.Context, d time.Duration) (hard, grace context.Conte
 }
 
 func (a *App) teardown(ctx context.Context) error {
+	// The Publisher actor takes no request from now on; its publishes in
+	// flight end with the drain.
+	waitPublishes := a.stopPublisher()
 	a.mu.Lock()
 	a.live.Store(nil)
 	root, env, sys, own, pool, events := a.root, a.env, a.sys, a.ownSys, a.pool, a.events
 	a.root = nil
 	a.mu.Unlock()
 	if env == nil {
-		return nil
+		return waitPublishes(ctx)
 	}
 	hard, grace, cancel := stopBounds(ctx, a.cfg.closeTimeout)
 	defer cancel()
@@ -694,6 +699,9 @@ func (a *App) teardown(ctx context.Context) error {
 		if err := sys.Root.PoisonFuture(root).Wait(); err != nil && !errors.Is(err, actor.ErrTimeout) {
 			errs = append(errs, err)
 		}
+	}
+	if err := waitPublishes(hard); err != nil {
+		errs = append(errs, err)
 	}
 	env.MarkStopped()
 	if err := env.Wait(hard); err != nil {

@@ -253,3 +253,23 @@ type StateChange struct {
 	Err                 error
 	At                  time.Time
 }
+
+type partitionKey struct{}
+
+// Partition is what a handler's context carries of the partition that runs
+// it: the subscription's address and the partition's index.
+type Partition struct {
+	Address address.Address
+	Index   int
+}
+
+// WithPartition returns ctx carrying p.
+func WithPartition(ctx context.Context, p *Partition) context.Context {
+	return context.WithValue(ctx, partitionKey{}, p)
+}
+
+// PartitionFrom is the partition ctx carries, or nil.
+func PartitionFrom(ctx context.Context) *Partition {
+	p, _ := ctx.Value(partitionKey{}).(*Partition)
+	return p
+}

@@ -120,6 +120,45 @@ func TestGroupsRunInOrder(t *testing.T) {
 	}
 }
 
+// A handler's context carries the subscription's address and the index of
+// the partition that runs it: one partition per group-id.
+func TestHandlerContextCarriesPartition(t *testing.T) {
+	var mu sync.Mutex
+	parts := map[string]map[int]bool{}
+	var missing atomic.Bool
+	handler := func(ctx context.Context, m *messages.Message) error {
+		p := messages.PartitionFrom(ctx)
+		if p == nil || p.Address != address.Queue("bench") || p.Index < 0 || p.Index >= 4 {
+			missing.Store(true)
+			return nil
+		}
+		mu.Lock()
+		if parts[m.GroupID] == nil {
+			parts[m.GroupID] = map[int]bool{}
+		}
+		parts[m.GroupID][p.Index] = true
+		mu.Unlock()
+		return nil
+	}
+	var verdicts atomic.Int64
+	r := newRig(t, 4, handler, func(messages.Outcome) { verdicts.Add(1) })
+	for i := range 200 {
+		r.deliver(uint64(i+1), &messages.Message{GroupID: fmt.Sprintf("g%d", i%20)})
+	}
+	require.Eventually(t, func() bool { return verdicts.Load() == 200 }, 10*time.Second, time.Millisecond)
+	require.False(t, missing.Load(), "a handler's context without its partition")
+	mu.Lock()
+	defer mu.Unlock()
+	used := map[int]bool{}
+	for g, ps := range parts {
+		require.Len(t, ps, 1, "group %s on more than one partition", g)
+		for p := range ps {
+			used[p] = true
+		}
+	}
+	require.Greater(t, len(used), 1)
+}
+
 // BenchmarkDispatch: a delivery in, routed to a partition, the handler run,
 // the outcome settled with the link. One op is one delivery; Deliveries are
 // recycled as the receiver recycles them.

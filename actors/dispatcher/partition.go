@@ -23,15 +23,17 @@ type partition struct {
 	spec    *messages.Subscription
 	index   int
 	q       *workq.Q[*messages.Delivery]
-	started *atomic.Bool // shared by every incarnation: one worker per queue
+	started *atomic.Bool        // shared by every incarnation: one worker per queue
+	info    *messages.Partition // what the handlers' context carries of it
 
 	handled, failed, running atomic.Uint64
 }
 
 func newPartition(env *actors.Env, spec *messages.Subscription, index int, q *workq.Q[*messages.Delivery]) *actor.Props {
 	started := new(atomic.Bool)
+	info := &messages.Partition{Address: spec.Address, Index: index}
 	return env.Props(func() actor.Actor {
-		return &partition{env: env, spec: spec, index: index, q: q, started: started}
+		return &partition{env: env, spec: spec, index: index, q: q, started: started, info: info}
 	})
 }
 
@@ -64,6 +66,9 @@ func (p *partition) Receive(ctx actor.Context) {
 }
 
 func (p *partition) worker(q *workq.Q[*messages.Delivery]) {
+	// hctx is the handlers' context: the link's, carrying the partition
+	// index; made again only when the link (and so its context) changes.
+	var base, hctx context.Context
 	for range q.Ready() {
 		items, closed := q.Take()
 		for _, d := range items {
@@ -73,7 +78,10 @@ func (p *partition) worker(q *workq.Q[*messages.Delivery]) {
 			if d.Ctx.Err() != nil {
 				continue // its link is gone; the broker redelivers it
 			}
-			err := p.run(d.Ctx, func(ctx context.Context) error { return p.spec.Handler(ctx, d.Message) })
+			if d.Ctx != base {
+				base, hctx = d.Ctx, messages.WithPartition(d.Ctx, p.info)
+			}
+			err := p.run(hctx, func(ctx context.Context) error { return p.spec.Handler(ctx, d.Message) })
 			d.Settle(p.spec.Outcome(d.Ctx, err, d.Message))
 		}
 		if closed {
@@ -149,7 +157,7 @@ func (p *partition) runBatch(batch []*messages.Delivery) {
 	if len(live) == 0 {
 		return
 	}
-	ctx := live[0].Ctx
+	ctx := messages.WithPartition(live[0].Ctx, p.info)
 	err := p.run(ctx, func(ctx context.Context) error { return p.spec.BatchHandler(ctx, msgs) })
 	for _, d := range live {
 		d.Settle(p.spec.Outcome(d.Ctx, err, d.Message))

@@ -1,0 +1,250 @@
+package amqpactor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/amqpactor/amqpactor/messages"
+)
+
+// Delivery is what ActorHandler sends its actor for each delivery, as a
+// request: the actor answers it with ctx.Respond(Done(err)).
+type Delivery struct {
+	Message *Message
+	// Address is the subscription's address.
+	Address Address
+	// Partition is the index of the partition that runs the delivery
+	// (WithPartitions): deliveries of one group-id come from one partition,
+	// in order.
+	Partition int
+}
+
+// DeliveryDone is an actor's answer to a *Delivery; Done makes it.
+type DeliveryDone struct {
+	Err error
+}
+
+// Done is the answer of an actor to a *Delivery: err decides the outcome as
+// a Handler's return does (nil accepts; Reject, Release, Undeliverable; any
+// other error modifies).
+func Done(err error) *DeliveryDone { return &DeliveryDone{Err: err} }
+
+// DefaultActorTimeout bounds how long ActorHandler waits for its actor's
+// answer when the handler's context has no deadline.
+const DefaultActorTimeout = 30 * time.Second
+
+var errNilActor = errors.New("amqpactor: ActorHandler(nil): no actor to handle messages")
+
+// ActorHandler returns a Handler that sends each delivery to the actor pid
+// as a *Delivery request and waits for its answer, Done(err): err decides
+// the outcome exactly as a Handler's return does.
+//
+// The actor must answer every Delivery with ctx.Respond(Done(err)). No
+// answer by the handler's deadline (its context's, or DefaultActorTimeout
+// when it has none), or an actor that is gone, is a failure: the delivery
+// is modified and the broker redelivers it. The partition waits for the
+// answer before it hands the actor the next delivery, so the order of a
+// group-id holds; an actor that blocks in its Receive blocks the partition.
+//
+// pid must be an actor of the App's actor system (WithActorSystem).
+// ActorHandler(nil) returns a handler that Subscribe refuses with an error;
+// called anyway, it rejects every message.
+func ActorHandler(pid *actor.PID) Handler {
+	if pid == nil {
+		return invalidAdapter(errNilActor)
+	}
+	h := func(ctx context.Context, m *Message) error {
+		if m == nil {
+			return probed(ctx, nil, false) // asyncapi.go: what AsyncAPI says of this handler
+		}
+		app := appFrom(ctx)
+		if app == nil {
+			return errors.New("amqpactor: ActorHandler used outside a subscription of an App")
+		}
+		sys := app.actorSystem()
+		if sys == nil {
+			return ErrStopped
+		}
+		timeout := DefaultActorTimeout
+		if dl, ok := ctx.Deadline(); ok {
+			timeout = time.Until(dl)
+			if timeout <= 0 {
+				return fmt.Errorf("amqpactor: actor %s: %w", pid, context.DeadlineExceeded)
+			}
+		}
+		d := &Delivery{Message: m}
+		if p := messages.PartitionFrom(ctx); p != nil {
+			d.Address, d.Partition = p.Address, p.Index
+		}
+		res, err := sys.Root.RequestFuture(pid, d, timeout).Result()
+		if err != nil {
+			return fmt.Errorf("amqpactor: actor %s did not answer the delivery: %w", pid, err)
+		}
+		if r, ok := res.(*DeliveryDone); ok && r != nil {
+			return r.Err
+		}
+		return fmt.Errorf("amqpactor: actor %s answered a delivery with %T, not Done", pid, res)
+	}
+	registerAdapter(h)
+	return h
+}
+
+// actorSystem is the system the App's actors run on: its own once started,
+// or the one WithActorSystem gave it.
+func (a *App) actorSystem() *actor.ActorSystem {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.sys != nil {
+		return a.sys
+	}
+	return a.cfg.system
+}
+
+// PublishRequest asks the App.Publisher actor to publish Message to
+// Address; it answers a *PublishResult.
+type PublishRequest struct {
+	Address Address
+	Message *Message
+}
+
+// PublishResult answers a PublishRequest once the broker has settled the
+// message: Err is what Publish would have returned.
+type PublishResult struct {
+	Err error
+}
+
+// maxActorPublishes bounds the publishes the Publisher actor has in flight;
+// more requests wait their turn (its Receive never blocks).
+const maxActorPublishes = 256
+
+// Publisher returns the PID of the App's publisher actor: send it a
+// *PublishRequest with ctx.Request (or RequestFuture) and it answers the
+// sender a *PublishResult once the broker has settled the message. Its
+// Receive never blocks: the publish runs on a goroutine of its own (at most
+// 256 at once; more wait their turn), so a requesting actor goes on with its
+// own messages meanwhile.
+//
+// Requests before Start are answered ErrNotStarted, those made while Start
+// runs wait for it. Before Start the actor runs on the system given by
+// WithActorSystem; an App with a system of its own has none until Start, and
+// Publisher returns nil then. It stops with the App: after Stop, Publisher
+// returns nil and requests to the old PID are dead letters. A nil Message or
+// a zero Address is answered with an error.
+func (a *App) Publisher() *actor.PID {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.pub != nil {
+		return a.pub.pid
+	}
+	sys := a.sys
+	if sys == nil {
+		sys = a.cfg.system
+	}
+	if sys == nil || a.state == stateStopped {
+		return nil
+	}
+	p := &actorPublisher{app: a, sys: sys}
+	p.ctx, p.cancel = context.WithCancel(context.Background())
+	p.pid = sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return p }))
+	a.pub = p
+	return p.pid
+}
+
+// actorPublisher is the Publisher actor and the goroutines that run its
+// publishes.
+type actorPublisher struct {
+	app    *App
+	sys    *actor.ActorSystem
+	pid    *actor.PID
+	ctx    context.Context // publishes' context: ends when the App's stop gives up on them
+	cancel context.CancelFunc
+
+	mu      sync.Mutex
+	running int
+	pending []pubJob
+	wg      sync.WaitGroup
+}
+
+type pubJob struct {
+	to  *actor.PID
+	req *PublishRequest
+}
+
+func (p *actorPublisher) Receive(ctx actor.Context) {
+	req, ok := ctx.Message().(*PublishRequest)
+	if !ok {
+		return
+	}
+	switch {
+	case req == nil || req.Message == nil:
+		ctx.Respond(&PublishResult{Err: errNil("Publisher", "message")})
+		return
+	case req.Address.IsZero():
+		ctx.Respond(&PublishResult{Err: errors.New("amqpactor: Publisher: zero address")})
+		return
+	}
+	j := pubJob{to: ctx.Sender(), req: req}
+	p.mu.Lock()
+	if p.running >= maxActorPublishes {
+		p.pending = append(p.pending, j)
+		p.mu.Unlock()
+		return
+	}
+	p.running++
+	p.wg.Add(1)
+	p.mu.Unlock()
+	go p.run(j)
+}
+
+// run publishes j, then what waits its turn, until nothing does.
+func (p *actorPublisher) run(j pubJob) {
+	defer p.wg.Done()
+	for {
+		err := p.app.Publish(p.ctx, j.req.Address, j.req.Message)
+		if j.to != nil {
+			p.sys.Root.Send(j.to, &PublishResult{Err: err})
+		}
+		p.mu.Lock()
+		if len(p.pending) == 0 {
+			p.running--
+			p.mu.Unlock()
+			return
+		}
+		j = p.pending[0]
+		p.pending[0] = pubJob{}
+		p.pending = p.pending[1:]
+		p.mu.Unlock()
+	}
+}
+
+// stopPublisher stops the Publisher actor, so no request is taken any more,
+// and returns a function that waits, bounded by its context, for the
+// publishes in flight to end (Stop ends them), then cancels what is left.
+func (a *App) stopPublisher() func(context.Context) error {
+	a.mu.Lock()
+	p := a.pub
+	a.pub = nil
+	a.mu.Unlock()
+	if p == nil {
+		return func(context.Context) error { return nil }
+	}
+	_ = p.sys.Root.StopFuture(p.pid).Wait()
+	return func(ctx context.Context) error {
+		done := make(chan struct{})
+		go func() { p.wg.Wait(); close(done) }()
+		var err error
+		select {
+		case <-done:
+		case <-ctx.Done():
+			err = fmt.Errorf("amqpactor: stop: publishes of the Publisher actor: %w", ctx.Err())
+		}
+		p.cancel()
+		<-done
+		return err
+	}
+}
