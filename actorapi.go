@@ -81,7 +81,18 @@ func ActorHandler(pid *actor.PID) Handler {
 		if p := messages.PartitionFrom(ctx); p != nil {
 			d.Address, d.Partition = p.Address, p.Index
 		}
-		res, err := sys.Root.RequestFuture(pid, d, timeout).Result()
+		fut := sys.Root.RequestFuture(pid, d, timeout)
+		// A cancelled handler context (Stop past its graceful part) ends
+		// the wait at once rather than at the future's timeout.
+		stop := context.AfterFunc(ctx, func() { sys.Root.Stop(fut.PID()) })
+		res, err := fut.Result()
+		stop()
+		if r, ok := res.(*DeliveryDone); ok && r != nil && err == nil {
+			return r.Err
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("amqpactor: actor %s: %w", pid, ctx.Err())
+		}
 		if err != nil {
 			return fmt.Errorf("amqpactor: actor %s did not answer the delivery: %w", pid, err)
 		}
