@@ -1,0 +1,139 @@
+package sender_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/Azure/go-amqp"
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/stretchr/testify/require"
+
+	"github.com/amqpactor/amqpactor/actors"
+	"github.com/amqpactor/amqpactor/actors/sender"
+	"github.com/amqpactor/amqpactor/address"
+	"github.com/amqpactor/amqpactor/messages"
+	"github.com/amqpactor/amqpactor/transport"
+)
+
+// countingSession attaches links that record every message they send.
+type countingSession struct {
+	mu    sync.Mutex
+	sent  map[string]int
+	links int
+}
+
+func (s *countingSession) NewSender(context.Context, transport.SenderOptions) (transport.Sender, error) {
+	s.mu.Lock()
+	s.links++
+	s.mu.Unlock()
+	return &countingLink{s: s}, nil
+}
+
+func (s *countingSession) NewReceiver(context.Context, transport.ReceiverOptions) (transport.Receiver, error) {
+	return nil, fmt.Errorf("fake: no receivers")
+}
+
+func (s *countingSession) Close(context.Context) error { return nil }
+
+type countingLink struct{ s *countingSession }
+
+func (l *countingLink) Send(_ context.Context, m *amqp.Message, _ bool) (transport.Receipt, error) {
+	l.s.mu.Lock()
+	l.s.sent[string(m.GetData())]++
+	l.s.mu.Unlock()
+	return accepted{}, nil
+}
+
+func (l *countingLink) Address() string             { return "fake" }
+func (l *countingLink) Close(context.Context) error { return nil }
+
+// parent routes publishes as the publisher does: on the sender's lane, or
+// to its mailbox; what the sender hands back comes here and goes again.
+type parent struct {
+	env   *actors.Env
+	sess  transport.Session
+	lane  *sender.Lane
+	child *actor.PID
+	ready chan *actor.PID
+}
+
+func (p *parent) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		p.lane = sender.NewLane()
+		p.child = ctx.Spawn(sender.New(p.env, sender.Config{Address: address.Queue("q"), Session: p.sess, Lane: p.lane}))
+		p.ready <- p.child
+	case *messages.Publish:
+		if !p.lane.Offer(m) {
+			ctx.Send(p.child, m)
+		}
+	}
+}
+
+// A sender that panics mid-stream, several times, loses no publish: what
+// waited in the dead incarnation goes back through the parent, what its
+// writer had goes out on its link, and the next incarnation takes the rest.
+func TestRestartMidStream(t *testing.T) {
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return slog.New(slog.DiscardHandler)
+	}))
+	defer sys.Shutdown()
+	env := &actors.Env{Root: sys.Root, Log: slog.New(slog.DiscardHandler), CloseTimeout: 5 * time.Second,
+		Backoff: actors.Backoff{Initial: time.Millisecond, Max: 10 * time.Millisecond}}
+	sess := &countingSession{sent: map[string]int{}}
+	ready := make(chan *actor.PID, 1)
+	ppid := sys.Root.Spawn(env.Props(func() actor.Actor { return &parent{env: env, sess: sess, ready: ready} },
+		actor.WithSupervisor(actors.Supervisor())))
+	pid := <-ready
+
+	const n, crashes = 10000, 5
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	done := make(chan error, n)
+	for i := range n {
+		sys.Root.Send(ppid, &messages.Publish{Ctx: ctx, Address: address.Queue("q"),
+			Message: amqp.NewMessage(fmt.Appendf(nil, "%d", i)), Done: done})
+		if i%(n/crashes) == n/(2*crashes) {
+			sys.Root.Send(pid, &actors.Crash{Reason: "test"})
+		}
+	}
+	for range n {
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-ctx.Done():
+			t.Fatal("a publish was never answered")
+		}
+	}
+	sess.mu.Lock()
+	lost, dups := 0, 0
+	for i := range n {
+		c := sess.sent[fmt.Sprint(i)]
+		if c == 0 {
+			lost++
+		}
+		dups += max(c-1, 0)
+	}
+	links := sess.links
+	sess.mu.Unlock()
+	t.Logf("lost %d, duplicates %d, links %d", lost, dups, links)
+	require.Zero(t, lost)
+
+	res, err := sys.Root.RequestFuture(pid, &messages.Describe{}, time.Second).Result()
+	require.NoError(t, err)
+	node := res.(*messages.Described).Node
+	require.EqualValues(t, crashes, node.Counters["panics"], "the tree shows every restart")
+	require.GreaterOrEqual(t, node.Restarts, crashes)
+
+	dctx, dcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer dcancel()
+	drained := make(chan error, 1)
+	sys.Root.Send(pid, &messages.Drain{Ctx: dctx, Done: drained})
+	require.NoError(t, <-drained)
+	require.NoError(t, sys.Root.PoisonFuture(ppid).Wait())
+	require.NoError(t, env.Wait(dctx), "every goroutine of every incarnation ended")
+}
