@@ -141,3 +141,38 @@ func TestRestartMidStream(t *testing.T) {
 	require.NoError(t, sys.Root.PoisonFuture(ppid).Wait())
 	require.NoError(t, env.Wait(dctx), "every goroutine of every incarnation ended")
 }
+
+// A drained sender that panics stays drained: its next incarnation never
+// attaches and answers publishes ErrStopped.
+func TestRestartAfterDrainStaysDrained(t *testing.T) {
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return slog.New(slog.DiscardHandler)
+	}))
+	defer sys.Shutdown()
+	env := &actors.Env{Root: sys.Root, Log: slog.New(slog.DiscardHandler), CloseTimeout: 5 * time.Second,
+		Backoff: actors.Backoff{Initial: time.Millisecond, Max: 10 * time.Millisecond}}
+	sess := &countingSession{sent: map[string]int{}}
+	ready := make(chan *actor.PID, 1)
+	ppid := sys.Root.Spawn(env.Props(func() actor.Actor { return &parent{env: env, sess: sess, ready: ready} },
+		actor.WithSupervisor(actors.Supervisor())))
+	pid := <-ready
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	publish := func() error {
+		done := make(chan error, 1)
+		sys.Root.Send(ppid, &messages.Publish{Ctx: ctx, Address: address.Queue("q"), Message: amqp.NewMessage([]byte("x")), Done: done})
+		return <-done
+	}
+	require.NoError(t, publish())
+	drained := make(chan error, 1)
+	sys.Root.Send(pid, &messages.Drain{Ctx: ctx, Done: drained})
+	require.NoError(t, <-drained)
+	sys.Root.Send(pid, &actors.Crash{Reason: "test"})
+	require.ErrorIs(t, publish(), messages.ErrStopped)
+	sess.mu.Lock()
+	links := sess.links
+	sess.mu.Unlock()
+	require.Equal(t, 1, links, "the next incarnation did not attach")
+	require.NoError(t, sys.Root.PoisonFuture(ppid).Wait())
+	require.NoError(t, env.Wait(ctx))
+}

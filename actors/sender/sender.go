@@ -114,7 +114,13 @@ func New(env *actors.Env, c Config) *actor.Props {
 	return env.Props(func() actor.Actor {
 		// Every incarnation starts from here: a restart builds a new
 		// struct, which takes the session its predecessor had last.
-		return &sender{env: env, addr: c.Address, sess: k.sess, lane: c.Lane, idle: c.Idle, parent: c.Parent, kept: k}
+		s := &sender{env: env, addr: c.Address, sess: k.sess, lane: c.Lane, idle: c.Idle, parent: c.Parent, kept: k}
+		if k.drained {
+			// Its predecessor was drained: this one never attaches and
+			// answers publishes ErrStopped.
+			s.drain, s.sess = &messages.Drain{}, nil
+		}
+		return s
 	})
 }
 
@@ -122,8 +128,9 @@ func New(env *actors.Env, c Config) *actor.Props {
 // had, and how many panicked. Only the actor's mailbox run touches sess
 // (Restarting, then the producer of the next incarnation).
 type kept struct {
-	sess   transport.Session
-	panics atomic.Uint64
+	sess    transport.Session
+	drained bool
+	panics  atomic.Uint64
 }
 
 // gens numbers the links of every sender in the process: a restarted
@@ -471,7 +478,7 @@ func (s *sender) retire(ctx actor.Context) {
 // which closes after its confirmer returns.
 func (s *sender) onRestarting(ctx actor.Context) {
 	s.kept.panics.Add(1)
-	s.kept.sess = s.sess
+	s.kept.sess, s.kept.drained = s.sess, s.drain != nil
 	for _, t := range []**time.Timer{&s.idleTimer, &s.timer} {
 		if *t != nil {
 			(*t).Stop()
