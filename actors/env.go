@@ -262,3 +262,9 @@ func LinkGone(err error) bool {
 	var ce *amqp.ConnError
 	return errors.As(err, &le) || errors.As(err, &se) || errors.As(err, &ce)
 }
+
+// Crash is for tests only: the sender, receiver, dispatcher, partition and
+// subscription actors panic when they receive one,
+// so a test can make its supervisor restart it mid-stream. Nothing in the
+// runtime sends it.
+type Crash struct{ Reason string }

@@ -2,11 +2,28 @@
 // deliveries with the same group-id go to the same partition and run in
 // order, one at a time; different group-ids run in parallel; deliveries
 // without a group-id are spread round robin.
+//
+// # Restarts
+//
+// The Router and its queues belong to the subscription and outlive every
+// incarnation of the dispatcher and its partitions; a worker goroutine
+// belongs to one partition incarnation. A partition that panics is
+// restarted by the dispatcher: on Restarting its worker is told to quit,
+// finishes (handles and settles, in order) what it had already taken and
+// returns; the next incarnation's worker waits for it, then takes the rest
+// of the same queue, so group-id order holds and nothing is dropped. A
+// dispatcher that panics marks its Router as handed over before its
+// partitions are stopped, so they quit their workers the same way instead
+// of closing their queues, and the next incarnation's partitions carry on
+// with the same queues. A partition stopped for good (the subscription
+// stops the dispatcher) closes its queue, as before: Route then drops, and
+// the link ending gives those deliveries back to the broker.
 package dispatcher
 
 import (
 	"hash/maphash"
 	"strconv"
+	"sync"
 	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -27,11 +44,30 @@ type Router struct {
 	seed   maphash.Seed
 	next   atomic.Uint64
 	routed atomic.Uint64
+
+	// handover: the dispatcher is restarting, its partitions stop to be
+	// replaced; their queues stay open.
+	handover atomic.Bool
+	// last[i] is closed when the last worker started on queue i returns.
+	mu   sync.Mutex
+	last []chan struct{}
+	// panics counts the dispatcher's restarts (its node shows them).
+	panics atomic.Uint64
+}
+
+// follow records done as queue i's worker, and returns its predecessor's.
+func (r *Router) follow(i int, done chan struct{}) chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	prev := r.last[i]
+	r.last[i] = done
+	return prev
 }
 
 // NewRouter returns the router of spec, with one queue per partition.
 func NewRouter(spec *messages.Subscription) *Router {
 	r := &Router{seed: maphash.MakeSeed(), queues: make([]*workq.Q[*messages.Delivery], max(spec.Partitions, 1))}
+	r.last = make([]chan struct{}, len(r.queues))
 	for i := range r.queues {
 		r.queues[i] = workq.New[*messages.Delivery]()
 	}
@@ -72,22 +108,33 @@ type dispatcher struct {
 }
 
 func (d *dispatcher) Receive(ctx actor.Context) {
-	switch ctx.Message().(type) {
+	switch m := ctx.Message().(type) {
 	case *actor.Started:
+		// Its partitions were stopped by now (protoactor restarts an actor
+		// once its children have stopped): the queues are theirs again.
+		d.rt.handover.Store(false)
 		d.partitions = make([]*actor.PID, len(d.rt.queues))
-		for i, q := range d.rt.queues {
-			pid, err := ctx.SpawnNamed(newPartition(d.env, d.spec, i, q), "partition-"+strconv.Itoa(i))
+		for i := range d.rt.queues {
+			pid, err := ctx.SpawnNamed(newPartition(d.env, d.spec, i, d.rt), "partition-"+strconv.Itoa(i))
 			if err != nil {
 				panic(err) // a name clash is a bug; let the supervisor see it
 			}
 			d.partitions[i] = pid
 		}
+	case *actors.Crash:
+		panic("amqpactor: dispatcher " + d.spec.Address.String() + ": " + m.Reason)
+	case *actor.Restarting:
+		// Before protoactor stops the partitions: they hand their queues
+		// over instead of closing them.
+		d.rt.panics.Add(1)
+		d.rt.handover.Store(true)
 	case *messages.Describe:
 		ctx.Respond(&messages.Described{
 			Node: &messages.Node{
 				Name: "dispatcher", Kind: "dispatcher", PID: ctx.Self().String(),
-				Address: d.spec.Address.String(), State: messages.StateAttached,
-				Counters: map[string]uint64{"partitions": uint64(len(d.partitions)), "routed": d.rt.routed.Load()},
+				Address: d.spec.Address.String(), State: messages.StateAttached, Restarts: int(d.rt.panics.Load()),
+				Counters: map[string]uint64{"partitions": uint64(len(d.partitions)), "routed": d.rt.routed.Load(),
+					"panics": d.rt.panics.Load()},
 			},
 			Children: d.partitions,
 		})

@@ -18,42 +18,60 @@ import (
 // A partition actor owns one worker goroutine that runs the handler for the
 // deliveries the dispatcher puts on its queue, one at a time, in arrival
 // order; the worker settles each delivery straight with its link (Delivery.To).
+// The worker is the incarnation's own (see Restarts in the package
+// documentation); the counters are shared by every incarnation of one
+// partition, so its node counts across restarts.
 type partition struct {
-	env     *actors.Env
-	spec    *messages.Subscription
-	index   int
-	q       *workq.Q[*messages.Delivery]
-	started *atomic.Bool        // shared by every incarnation: one worker per queue
-	info    *messages.Partition // what the handlers' context carries of it
-
-	handled, failed, running atomic.Uint64
+	env   *actors.Env
+	spec  *messages.Subscription
+	index int
+	rt    *Router
+	q     *workq.Q[*messages.Delivery]
+	info  *messages.Partition // what the handlers' context carries of it
+	quit  chan struct{}       // closed to make this incarnation's worker return
+	*counts
 }
 
-func newPartition(env *actors.Env, spec *messages.Subscription, index int, q *workq.Q[*messages.Delivery]) *actor.Props {
-	started := new(atomic.Bool)
+type counts struct {
+	handled, failed, running, panics atomic.Uint64
+}
+
+func newPartition(env *actors.Env, spec *messages.Subscription, index int, rt *Router) *actor.Props {
+	c := new(counts)
 	info := &messages.Partition{Address: spec.Address, Index: index}
 	return env.Props(func() actor.Actor {
-		return &partition{env: env, spec: spec, index: index, q: q, started: started, info: info}
+		return &partition{env: env, spec: spec, index: index, rt: rt, q: rt.queues[index], info: info, counts: c}
 	})
 }
 
 func (p *partition) Receive(ctx actor.Context) {
-	switch ctx.Message().(type) {
+	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		if p.started.Swap(true) {
-			return // restarted: the first incarnation's worker still drains q
-		}
-		q := p.q
-		if p.spec.BatchHandler != nil {
-			p.env.Go(func() { p.batchWorker(q) })
-		} else {
-			p.env.Go(func() { p.worker(q) })
-		}
+		q, quit, done := p.q, make(chan struct{}), make(chan struct{})
+		p.quit = quit
+		prev := p.rt.follow(p.index, done)
+		p.env.Go(func() {
+			defer close(done)
+			if prev != nil {
+				<-prev // the last incarnation's worker finishes what it took
+			}
+			if p.spec.BatchHandler != nil {
+				p.batchWorker(q, quit)
+			} else {
+				p.worker(q, quit)
+			}
+		})
+	case *actors.Crash:
+		panic(fmt.Sprintf("amqpactor: partition-%d of %s: %s", p.index, p.spec.Address, m.Reason))
+	case *actor.Restarting:
+		p.panics.Add(1)
+		close(p.quit)
 	case *messages.Describe:
 		ctx.Respond(&messages.Described{Node: &messages.Node{
 			Name: "partition-" + strconv.Itoa(p.index), Kind: "partition", PID: ctx.Self().String(),
-			State: messages.StateAttached,
+			State: messages.StateAttached, Restarts: int(p.panics.Load()),
 			Counters: map[string]uint64{
+				"panics":  p.panics.Load(),
 				"queued":  uint64(p.q.Len()),
 				"running": p.running.Load(),
 				"handled": p.handled.Load(),
@@ -61,15 +79,33 @@ func (p *partition) Receive(ctx actor.Context) {
 			},
 		}})
 	case *actor.Stopping:
+		if p.rt.handover.Load() {
+			// The dispatcher restarts: the next partition takes the queue.
+			close(p.quit)
+			return
+		}
 		p.q.Close()
 	}
 }
 
-func (p *partition) worker(q *workq.Q[*messages.Delivery]) {
+// worker runs the handler for each delivery of q in order, until q is
+// closed (what it had taken and not run stays unsettled: its link's end
+// gives it back) or quit is (it first runs everything it had taken).
+func (p *partition) worker(q *workq.Q[*messages.Delivery], quit <-chan struct{}) {
 	// hctx is the handlers' context: the link's, carrying the partition
 	// index; made again only when the link (and so its context) changes.
 	var base, hctx context.Context
-	for range q.Ready() {
+	for {
+		select {
+		case <-quit:
+			return
+		default:
+		}
+		select {
+		case <-q.Ready():
+		case <-quit:
+			return
+		}
 		items, closed := q.Take()
 		for _, d := range items {
 			if closed {
@@ -92,7 +128,8 @@ func (p *partition) worker(q *workq.Q[*messages.Delivery]) {
 
 // batchWorker hands the handler what has arrived, up to the batch size, or
 // what arrived within the batch wait after the first delivery.
-func (p *partition) batchWorker(q *workq.Q[*messages.Delivery]) {
+// On quit it runs what it holds, then returns.
+func (p *partition) batchWorker(q *workq.Q[*messages.Delivery], quit <-chan struct{}) {
 	size := max(min(p.spec.BatchSize, int(p.spec.Credit)), 1)
 	wait := p.spec.BatchWait
 	if wait <= 0 {
@@ -128,6 +165,13 @@ func (p *partition) batchWorker(q *workq.Q[*messages.Delivery]) {
 		case <-timer.C:
 			armed = false
 			flush = true
+		case <-quit:
+			for len(pending) > 0 {
+				n := min(len(pending), size)
+				p.runBatch(pending[:n])
+				pending = pending[n:]
+			}
+			return
 		}
 		for flush && len(pending) > 0 {
 			n := min(len(pending), size)

@@ -59,12 +59,25 @@ func sessionEnded(err error) bool {
 // attach; the first receiver of a subscription reports it instead, since it
 // decides Subscribe and Start.
 func New(env *actors.Env, sess transport.Session, spec *messages.Subscription, route func(*messages.Delivery), paused, replacement bool) *actor.Props {
+	k := &kept{paused: paused}
 	return env.Props(func() actor.Actor {
-		r := &receiver{env: env, sess: sess, spec: spec, route: route, replacement: replacement}
-		r.paused.Store(paused)
+		// Every incarnation starts from here (see Restarts above).
+		r := &receiver{env: env, sess: sess, spec: spec, route: route, kept: k,
+			replacement: replacement || k.panics.Load() > 0, stopping: k.drained}
+		r.paused.Store(k.paused)
 		return r
 	})
 }
+
+// kept is what one receiver's incarnations share; only the actor's mailbox
+// run writes paused and drained (on Restarting, before the producer runs).
+type kept struct {
+	paused, drained bool
+	panics          atomic.Uint64
+}
+
+// gens numbers the links of every receiver in the process (see Restarts).
+var gens atomic.Uint64
 
 type (
 	attachResult struct {
@@ -123,6 +136,7 @@ type receiver struct {
 	alsoDone    []chan<- error // drains that came while drain was in progress
 	paused      atomic.Bool
 	timer       *time.Timer
+	kept        *kept
 
 	delivered, dropped, poison atomic.Uint64
 	byOutcome                  [5]atomic.Uint64
@@ -131,7 +145,9 @@ type receiver struct {
 func (r *receiver) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		r.attach(ctx, 1)
+		if !r.stopping {
+			r.attach(ctx, 1)
+		}
 	case *attachResult:
 		r.onAttach(ctx, m)
 	case *flowIdle:
@@ -158,6 +174,18 @@ func (r *receiver) Receive(ctx actor.Context) {
 		r.onDrain(ctx, m)
 	case *messages.Describe:
 		ctx.Respond(r.describe(ctx))
+	case *actors.Crash:
+		panic(fmt.Sprintf("amqpactor: receiver %s: %s", r.spec.Address, m.Reason))
+	case *actor.Restarting:
+		r.kept.panics.Add(1)
+		r.kept.paused = r.paused.Load()
+		r.kept.drained = r.stopping
+		if r.timer != nil {
+			r.timer.Stop()
+		}
+		r.endLink(context.Background(), nil)
+		r.finishDrain(messages.ErrStopped)
+		r.set(messages.StateRestarting, nil)
 	case *actor.Stopped:
 		r.set(messages.StateStopped, nil)
 	case *actor.Stopping:
@@ -202,6 +230,9 @@ func (r *receiver) onAttach(ctx actor.Context, m *attachResult) {
 		r.set(messages.StateDetached, m.err)
 		r.lastErr = m.err
 		r.env.Log.Warn("amqpactor: attach failed", "address", r.spec.Address.String(), "error", m.err)
+		if r.link != nil {
+			return // an attach of a dead incarnation; this one has a link
+		}
 		if (r.gen == 0 && !r.replacement) || r.stopping {
 			// The first attach decides Start: its error goes to the
 			// caller, who gives up on this subscription.
@@ -238,12 +269,14 @@ func (r *receiver) onAttach(ctx actor.Context, m *attachResult) {
 		r.scheduleReattach(ctx)
 		return
 	}
-	if r.stopping {
+	if r.stopping || r.link != nil {
+		// Stopping, or a link already attached (an attach of a dead
+		// incarnation answered this one): never two pumps.
 		r.closeLink(m.link, context.Background(), nil)
 		return
 	}
 	r.link = m.link
-	r.gen++
+	r.gen = gens.Add(1)
 	r.attempt, r.terminal = 0, 0
 	r.set(messages.StateAttached, nil)
 	base := r.env.Base
@@ -377,6 +410,11 @@ func (r *receiver) pump(f *flow, link transport.Receiver, ctx context.Context) {
 			if ctx.Err() == nil {
 				r.env.Root.Send(f.self, &linkEnded{link: f.gen, err: err})
 			}
+			return
+		}
+		if ctx.Err() != nil {
+			// The link is ending (a restart, a stop): the delivery stays
+			// unsettled and its link's close gives it back to the broker.
 			return
 		}
 		r.delivered.Add(1)
@@ -637,8 +675,9 @@ func (r *receiver) describe(ctx actor.Context) *messages.Described {
 		PID:      ctx.Self().String(),
 		Address:  r.spec.Address.String(),
 		State:    r.state,
-		Restarts: r.restarts,
+		Restarts: r.restarts + int(r.kept.panics.Load()),
 		Counters: map[string]uint64{
+			"panics":    r.kept.panics.Load(),
 			"credit":    uint64(r.spec.Credit),
 			"unsettled": r.unsettledNow(),
 			"delivered": r.delivered.Load(),

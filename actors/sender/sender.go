@@ -22,6 +22,22 @@
 // back, goes to its parent, which routes it anew: a publish racing a
 // retirement is written exactly once (or, when the link dies under it,
 // sent again like any other).
+//
+// # Restarts
+//
+// A sender that panics is restarted by its parent's strategy, and the dying
+// incarnation lets go of everything it owns on Restarting, as a retirement
+// does: it closes its lane, hands the publishes waiting for a link back to
+// its parent (which routes them again, to the next incarnation), and lets
+// the writer and the confirmer finish what was handed to them on the old
+// link, which closes after them. Whatever they give back reaches the next
+// incarnation, which sends it again. Restart, rather than stop and rebuild
+// from the spec: the PID, the Lane and the parent's routing stay valid, and
+// no publish is answered with an error. The next incarnation is a new
+// struct (built by the props' producer) that starts from the session its
+// predecessor had; link generations come from one process-wide counter, so
+// no report of a dead incarnation's goroutines is taken for the new link's.
+// Node.Restarts counts the panics too ("panics" counter).
 package sender
 
 import (
@@ -94,10 +110,33 @@ func New(env *actors.Env, c Config) *actor.Props {
 	if c.Lane == nil {
 		c.Lane = NewLane()
 	}
+	k := &kept{sess: c.Session}
 	return env.Props(func() actor.Actor {
-		return &sender{env: env, addr: c.Address, sess: c.Session, lane: c.Lane, idle: c.Idle, parent: c.Parent}
+		// Every incarnation starts from here: a restart builds a new
+		// struct, which takes the session its predecessor had last.
+		s := &sender{env: env, addr: c.Address, sess: k.sess, lane: c.Lane, idle: c.Idle, parent: c.Parent, kept: k}
+		if k.drained {
+			// Its predecessor was drained: this one never attaches and
+			// answers publishes ErrStopped.
+			s.drain, s.sess = &messages.Drain{}, nil
+		}
+		return s
 	})
 }
+
+// kept is what one sender's incarnations share: the session the last one
+// had, and how many panicked. Only the actor's mailbox run touches sess
+// (Restarting, then the producer of the next incarnation).
+type kept struct {
+	sess    transport.Session
+	drained bool
+	panics  atomic.Uint64
+}
+
+// gens numbers the links of every sender in the process: a restarted
+// sender's first link must not share its generation with a link of its
+// predecessor, whose goroutines may still report.
+var gens atomic.Uint64
 
 // Lane takes publishes past the sender's mailbox. While the sender has a
 // link attached, Offer puts a Publish straight on the queue of the link's
@@ -192,6 +231,8 @@ type sender struct {
 	retiring   bool
 	// attachingNow: an attach is under way, its answer still to come.
 	attachingNow bool
+
+	kept *kept
 
 	published, confirmed, failed, resent atomic.Uint64
 }
@@ -339,6 +380,10 @@ func (s *sender) Receive(ctx actor.Context) {
 		s.onDrain(m)
 	case *messages.Describe:
 		ctx.Respond(s.describe(ctx))
+	case *actors.Crash:
+		panic(fmt.Sprintf("amqpactor: sender %s: %s", s.label(), m.Reason))
+	case *actor.Restarting:
+		s.onRestarting(ctx)
 	case *actor.Stopped:
 		s.set(messages.StateStopped, nil)
 	case *actor.Stopping:
@@ -423,6 +468,52 @@ func (s *sender) retire(ctx actor.Context) {
 		// sender before Retired reaches the parent, which stops it.
 		<-done
 		env.Root.Send(parent, &Retired{PID: self})
+	})
+}
+
+// onRestarting lets go of what this incarnation holds before the next one
+// is built (see the package documentation): the publishes waiting for a
+// link go back to the parent, which routes them to the next incarnation;
+// what was handed to the writer is written and confirmed on the old link,
+// which closes after its confirmer returns.
+func (s *sender) onRestarting(ctx actor.Context) {
+	s.kept.panics.Add(1)
+	s.kept.sess, s.kept.drained = s.sess, s.drain != nil
+	for _, t := range []**time.Timer{&s.idleTimer, &s.timer} {
+		if *t != nil {
+			(*t).Stop()
+			*t = nil
+		}
+	}
+	s.set(messages.StateRestarting, nil)
+	s.lane.q.Store(nil)
+	parent := ctx.Parent()
+	for _, p := range s.resend {
+		ctx.Send(parent, p)
+	}
+	for _, p := range s.pending {
+		ctx.Send(parent, p)
+	}
+	s.resend, s.pending = nil, nil
+	if s.link == nil {
+		// An attach in flight answers the next incarnation, which takes
+		// its link or closes it.
+		return
+	}
+	link, wq, done, env := s.link, s.writeQ, s.confirmerDone, s.env
+	s.link, s.writeQ = nil, nil
+	// What the writer or the confirmer hands back (linkEnded) reaches the
+	// next incarnation, whose generations are new: it sends them again.
+	wq.PushClose(job{drain: &messages.Drain{Ctx: context.Background(), Done: make(chan error, 1)}})
+	env.Go(func() {
+		cctx, cancel := env.CloseCtx(context.Background())
+		defer cancel()
+		select {
+		case <-done:
+		case <-cctx.Done():
+		}
+		_ = link.Close(cctx)
+		<-done
 	})
 }
 
@@ -541,7 +632,7 @@ func (s *sender) onAttach(ctx actor.Context, m *attachResult) {
 		return
 	}
 	s.link = m.link
-	s.gen++
+	s.gen = gens.Add(1)
 	s.attempt = 0
 	s.wasAttached, s.refusal = true, nil
 	s.set(messages.StateAttached, nil)
@@ -791,8 +882,9 @@ func (s *sender) onDrain(m *messages.Drain) {
 func (s *sender) describe(ctx actor.Context) *messages.Described {
 	n := &messages.Node{
 		Name: s.name(), Kind: "sender", PID: ctx.Self().String(),
-		Address: s.label(), State: s.state, Restarts: s.restarts,
+		Address: s.label(), State: s.state, Restarts: s.restarts + int(s.kept.panics.Load()),
 		Counters: map[string]uint64{
+			"panics":    s.kept.panics.Load(),
 			"published": s.published.Load(),
 			"confirmed": s.confirmed.Load(),
 			"failed":    s.failed.Load(),

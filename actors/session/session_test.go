@@ -389,3 +389,48 @@ func TestPublisherBacksOffWhenNewSessionsEndAtOnce(t *testing.T) {
 		"sessions live again")
 	require.Subset(t, r.sent()["a"], []string{"a0", "a1", "a3"})
 }
+
+// A subscription that panics ends its session, and its next incarnation
+// opens a new one and attaches a receiver at once, on the same connection,
+// without waiting for a ConnUp.
+func TestSubscriptionRestartReattachesAtOnce(t *testing.T) {
+	r := newRig(t, nil)
+	var mu sync.Mutex
+	seen := map[string]int{}
+	spec := &messages.Subscription{Name: "s", Address: address.Queue("q"), Credit: 8, Partitions: 2,
+		Handler: func(_ context.Context, m *messages.Message) error {
+			mu.Lock()
+			seen[string(m.Body)]++
+			mu.Unlock()
+			return nil
+		},
+		Outcome: func(context.Context, error, *messages.Message) messages.Outcome {
+			return messages.Outcome{Kind: messages.Accepted}
+		}}
+	started := make(chan error, 1)
+	pid := r.spawn(session.NewSubscription(r.env, spec, started))
+	select {
+	case err := <-started:
+		require.NoError(t, err)
+	case <-time.After(faketransport.Bound):
+		t.Fatal("the first attach was never answered")
+	}
+	handled := func(body string) func() bool {
+		return func() bool { mu.Lock(); defer mu.Unlock(); return seen[body] > 0 }
+	}
+	first := r.conn.Sessions()[0]
+	require.True(t, first.Receivers()[0].Deliver(amqp.NewMessage([]byte("m1"))))
+	require.Eventually(t, handled("m1"), faketransport.Bound, tick)
+
+	r.sys.Root.Send(pid, &actors.Crash{Reason: "test"})
+	require.Eventually(t, func() bool {
+		ss := r.conn.Sessions()
+		return len(ss) == 2 && len(ss[1].Receivers()) == 1 && r.node().State == messages.StateAttached
+	}, faketransport.Bound, tick, "a new session and receiver, with no ConnUp")
+	require.Eventually(t, first.Closed, faketransport.Bound, tick, "the dead incarnation's session is ended")
+	require.True(t, r.conn.Sessions()[1].Receivers()[0].Deliver(amqp.NewMessage([]byte("m2"))))
+	require.Eventually(t, handled("m2"), faketransport.Bound, tick)
+	n := r.node()
+	require.EqualValues(t, 1, n.Counters["panics"])
+	require.Equal(t, 1, n.Restarts)
+}

@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -16,10 +17,28 @@ import (
 
 // NewSubscription returns the props of the session actor of one
 // subscription. started receives the result of its first attach.
+//
+// A subscription that panics is restarted by the connection's strategy:
+// on Restarting the dying incarnation stops its timer and ends its session
+// (protoactor then stops its receiver, whose link's end gives back what it
+// had not settled, and its dispatcher); the next incarnation makes a new
+// Router and dispatcher and, when the connection is up, opens a session
+// and spawns a receiver at once rather than on the next ConnUp.
 func NewSubscription(env *actors.Env, spec *messages.Subscription, started chan<- error) *actor.Props {
+	k := &subKept{started: started, paused: spec.Paused}
 	return env.Props(func() actor.Actor {
-		return &subscription{env: env, spec: spec, started: started}
+		return &subscription{env: env, spec: spec, started: k.started, kept: k}
 	}, actor.WithSupervisor(actors.Supervisor()))
+}
+
+// subKept is what one subscription's incarnations share; only the actor's
+// mailbox run writes it (on Restarting, before the producer runs).
+type subKept struct {
+	started  chan<- error
+	conn     transport.Conn
+	paused   bool
+	draining bool
+	panics   atomic.Uint64
 }
 
 type subscription struct {
@@ -40,13 +59,14 @@ type subscription struct {
 	timer      *time.Timer
 	paused     bool
 	draining   bool
+	kept       *subKept
 }
 
 func (s *subscription) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		s.set(messages.StateDetached, nil)
-		s.paused = s.spec.Paused
+		s.paused, s.draining = s.kept.paused, s.kept.draining
 		// The dispatcher outlives links and sessions: partitions keep their
 		// order across a re-attach.
 		s.router = dispatcher.NewRouter(s.spec)
@@ -55,6 +75,25 @@ func (s *subscription) Receive(ctx actor.Context) {
 			panic(err)
 		}
 		s.dispatcher = pid
+		if c := s.kept.conn; c != nil && !s.draining {
+			// Restarted on a live connection: no ConnUp will come.
+			s.conn = c
+			s.set(messages.StateAttaching, nil)
+			openSession(s.env, ctx.Self(), c)
+		}
+	case *actors.Crash:
+		panic("amqpactor: subscription " + s.spec.Name + ": " + m.Reason)
+	case *actor.Restarting:
+		s.kept.panics.Add(1)
+		s.kept.started, s.kept.conn, s.kept.paused, s.kept.draining = s.started, s.conn, s.paused, s.draining
+		if s.timer != nil {
+			s.timer.Stop()
+		}
+		if s.sess != nil {
+			closeSession(s.env, s.sess, context.Background(), nil)
+			s.sess = nil
+		}
+		s.set(messages.StateRestarting, nil)
 	case *messages.ConnUp:
 		s.conn = m.Conn
 		s.terminal = 0
@@ -153,7 +192,9 @@ func (s *subscription) Receive(ctx actor.Context) {
 }
 
 func (s *subscription) onSession(ctx actor.Context, m *sessionResult) {
-	if m.conn != s.conn || s.draining {
+	if m.conn != s.conn || s.draining || s.sess != nil {
+		// Another connection's, a drained subscription's, or one a dead
+		// incarnation asked for while this one has its own session.
 		if m.sess != nil {
 			closeSession(s.env, m.sess, context.Background(), nil)
 		}
@@ -223,8 +264,9 @@ func (s *subscription) onDrain(m *messages.Drain) {
 func (s *subscription) describe(ctx actor.Context) *messages.Described {
 	n := &messages.Node{
 		Name: "subscription:" + s.spec.Name, Kind: "subscription", PID: ctx.Self().String(),
-		Address: s.spec.Address.String(), State: s.state, Restarts: s.restarts,
-		Counters: map[string]uint64{"credit": uint64(s.spec.Credit), "partitions": uint64(max(s.spec.Partitions, 1))},
+		Address: s.spec.Address.String(), State: s.state, Restarts: s.restarts + int(s.kept.panics.Load()),
+		Counters: map[string]uint64{"credit": uint64(s.spec.Credit), "partitions": uint64(max(s.spec.Partitions, 1)),
+			"panics": s.kept.panics.Load()},
 	}
 	if s.lastErr != nil {
 		n.LastError = s.lastErr.Error()

@@ -1,0 +1,178 @@
+package sender_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/Azure/go-amqp"
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/stretchr/testify/require"
+
+	"github.com/amqpactor/amqpactor/actors"
+	"github.com/amqpactor/amqpactor/actors/sender"
+	"github.com/amqpactor/amqpactor/address"
+	"github.com/amqpactor/amqpactor/messages"
+	"github.com/amqpactor/amqpactor/transport"
+)
+
+// countingSession attaches links that record every message they send.
+type countingSession struct {
+	mu    sync.Mutex
+	sent  map[string]int
+	links int
+}
+
+func (s *countingSession) NewSender(context.Context, transport.SenderOptions) (transport.Sender, error) {
+	// An attach takes a while: publishes wait for it in the sender.
+	time.Sleep(2 * time.Millisecond)
+	s.mu.Lock()
+	s.links++
+	s.mu.Unlock()
+	return &countingLink{s: s}, nil
+}
+
+func (s *countingSession) NewReceiver(context.Context, transport.ReceiverOptions) (transport.Receiver, error) {
+	return nil, fmt.Errorf("fake: no receivers")
+}
+
+func (s *countingSession) Close(context.Context) error { return nil }
+
+type countingLink struct{ s *countingSession }
+
+func (l *countingLink) Send(_ context.Context, m *amqp.Message, _ bool) (transport.Receipt, error) {
+	l.s.mu.Lock()
+	l.s.sent[string(m.GetData())]++
+	l.s.mu.Unlock()
+	return accepted{}, nil
+}
+
+func (l *countingLink) Address() string             { return "fake" }
+func (l *countingLink) Close(context.Context) error { return nil }
+
+// parent routes publishes as the publisher does: on the sender's lane, or
+// to its mailbox; what the sender hands back comes here and goes again.
+type parent struct {
+	env   *actors.Env
+	sess  transport.Session
+	lane  *sender.Lane
+	child *actor.PID
+	ready chan *actor.PID
+}
+
+func (p *parent) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		p.lane = sender.NewLane()
+		p.child = ctx.Spawn(sender.New(p.env, sender.Config{Address: address.Queue("q"), Session: p.sess, Lane: p.lane}))
+		p.ready <- p.child
+	case *messages.Publish:
+		if !p.lane.Offer(m) {
+			ctx.Send(p.child, m)
+		}
+	}
+}
+
+// A sender that panics mid-stream, ten times, five of them while its
+// attach is in flight, loses no publish: what
+// waited in the dead incarnation goes back through the parent, what its
+// writer had goes out on its link, and the next incarnation takes the rest.
+func TestRestartMidStream(t *testing.T) {
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return slog.New(slog.DiscardHandler)
+	}))
+	defer sys.Shutdown()
+	env := &actors.Env{Root: sys.Root, Log: slog.New(slog.DiscardHandler), CloseTimeout: 5 * time.Second,
+		Backoff: actors.Backoff{Initial: time.Millisecond, Max: 10 * time.Millisecond}}
+	sess := &countingSession{sent: map[string]int{}}
+	ready := make(chan *actor.PID, 1)
+	ppid := sys.Root.Spawn(env.Props(func() actor.Actor { return &parent{env: env, sess: sess, ready: ready} },
+		actor.WithSupervisor(actors.Supervisor())))
+	pid := <-ready
+
+	const n, crashes = 10000, 5
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	done := make(chan error, n)
+	for i := range n {
+		sys.Root.Send(ppid, &messages.Publish{Ctx: ctx, Address: address.Queue("q"),
+			Message: amqp.NewMessage(fmt.Appendf(nil, "%d", i)), Done: done})
+		// Twice close together: the second incarnation panics while
+		// its attach is in flight, with publishes waiting for it.
+		if j := i % (n / crashes); j == n/(2*crashes) || j == n/(2*crashes)+300 {
+			sys.Root.Send(pid, &actors.Crash{Reason: "test"})
+		}
+	}
+	for range n {
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-ctx.Done():
+			t.Fatal("a publish was never answered")
+		}
+	}
+	sess.mu.Lock()
+	lost, dups := 0, 0
+	for i := range n {
+		c := sess.sent[fmt.Sprint(i)]
+		if c == 0 {
+			lost++
+		}
+		dups += max(c-1, 0)
+	}
+	links := sess.links
+	sess.mu.Unlock()
+	res, err := sys.Root.RequestFuture(pid, &messages.Describe{}, time.Second).Result()
+	require.NoError(t, err)
+	node := res.(*messages.Described).Node
+	t.Logf("lost %d, duplicates %d, links %d", lost, dups, links)
+	require.Zero(t, lost)
+	require.EqualValues(t, 2*crashes, node.Counters["panics"], "the tree shows every restart")
+	require.GreaterOrEqual(t, node.Restarts, 2*crashes)
+
+	dctx, dcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer dcancel()
+	drained := make(chan error, 1)
+	sys.Root.Send(pid, &messages.Drain{Ctx: dctx, Done: drained})
+	require.NoError(t, <-drained)
+	require.NoError(t, sys.Root.PoisonFuture(ppid).Wait())
+	require.NoError(t, env.Wait(dctx), "every goroutine of every incarnation ended")
+}
+
+// A drained sender that panics stays drained: its next incarnation never
+// attaches and answers publishes ErrStopped.
+func TestRestartAfterDrainStaysDrained(t *testing.T) {
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return slog.New(slog.DiscardHandler)
+	}))
+	defer sys.Shutdown()
+	env := &actors.Env{Root: sys.Root, Log: slog.New(slog.DiscardHandler), CloseTimeout: 5 * time.Second,
+		Backoff: actors.Backoff{Initial: time.Millisecond, Max: 10 * time.Millisecond}}
+	sess := &countingSession{sent: map[string]int{}}
+	ready := make(chan *actor.PID, 1)
+	ppid := sys.Root.Spawn(env.Props(func() actor.Actor { return &parent{env: env, sess: sess, ready: ready} },
+		actor.WithSupervisor(actors.Supervisor())))
+	pid := <-ready
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	publish := func() error {
+		done := make(chan error, 1)
+		sys.Root.Send(ppid, &messages.Publish{Ctx: ctx, Address: address.Queue("q"), Message: amqp.NewMessage([]byte("x")), Done: done})
+		return <-done
+	}
+	require.NoError(t, publish())
+	drained := make(chan error, 1)
+	sys.Root.Send(pid, &messages.Drain{Ctx: ctx, Done: drained})
+	require.NoError(t, <-drained)
+	sys.Root.Send(pid, &actors.Crash{Reason: "test"})
+	require.ErrorIs(t, publish(), messages.ErrStopped)
+	sess.mu.Lock()
+	links := sess.links
+	sess.mu.Unlock()
+	require.Equal(t, 1, links, "the next incarnation did not attach")
+	require.NoError(t, sys.Root.PoisonFuture(ppid).Wait())
+	require.NoError(t, env.Wait(ctx))
+}
