@@ -25,6 +25,7 @@ import (
 //   - Start fails (a refused connection or attach): the error is Start's;
 //   - the connection goes "failed" (it gave up reconnecting): the error
 //     wraps the connection's last error;
+//   - the connection actor (its child) stops while the App runs;
 //   - the App was already started or stopped when the actor started (an App
 //     starts once), or runs on another actor system.
 //
@@ -60,6 +61,13 @@ func (p *appActor) Receive(ctx actor.Context) {
 		}
 	case *appConnFailed:
 		panic(fmt.Errorf("amqpactor: App.Props: the connection failed: %w", m.err))
+	case *actor.Terminated:
+		// The only child is the connection actor: gone while the App is
+		// not stopping (its restarts ran out, or someone stopped it), the
+		// App has no tree left.
+		if !p.app.stopped() {
+			panic(fmt.Errorf("amqpactor: App.Props: the connection actor %s stopped while the App runs", m.Who))
+		}
 	case *actor.Stopping, *actor.Restarting:
 		p.stop()
 	}
@@ -90,4 +98,11 @@ func (p *appActor) stop() {
 	}
 	// No deadline: Stop is bounded by WithCloseTimeout.
 	_ = p.app.Stop(context.Background())
+}
+
+// stopped reports whether the App is stopped (or stopping).
+func (a *App) stopped() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.state == stateStopped
 }

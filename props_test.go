@@ -198,3 +198,31 @@ func TestPropsFailedConnectionEscalates(t *testing.T) {
 	require.NoError(t, sys.Root.PoisonFuture(parent).Wait())
 	require.ErrorIs(t, app.Publish(context.Background(), amqpactor.Queue("x"), &amqpactor.Message{}), amqpactor.ErrStopped)
 }
+
+// The connection actor stopping under a running App makes the app actor
+// fail too.
+func TestPropsLostTreeEscalates(t *testing.T) {
+	noLeaks(t)
+	sys := sharedSystem(t)
+	// The drain goes to a root that is gone: Stop ends at its bound.
+	app := amqpactor.New(inproc.New(), amqpactor.WithActorSystem(sys), amqpactor.WithCloseTimeout(time.Second))
+	d := newDecisions()
+	parent, _ := spawnOwner(t, sys, app, d)
+	var tree *amqpactor.Node
+	require.Eventually(t, func() bool {
+		var err error
+		tree, err = app.Tree(context.Background())
+		return err == nil
+	}, 10*time.Second, 10*time.Millisecond)
+	sys.Root.Stop(tree.ActorPID())
+	select {
+	case <-d.got:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the parent's supervisor saw no failure")
+	}
+	rerr, ok := d.all()[0].(error)
+	require.True(t, ok)
+	require.Contains(t, rerr.Error(), "connection actor")
+	require.NoError(t, sys.Root.PoisonFuture(parent).Wait())
+	require.ErrorIs(t, app.Publish(context.Background(), amqpactor.Queue("x"), &amqpactor.Message{}), amqpactor.ErrStopped)
+}
