@@ -32,7 +32,7 @@ import (
 // On *actor.Stopping (and on *actor.Restarting: an App cannot start again,
 // so a restarted actor fails at once, and the strategy should stop it) it
 // stops the App. That Stop blocks the actor's Receive, as protoactor's
-// cleanup does, bounded by WithCloseTimeout (10 s by default): the actor's
+// cleanup does, bounded by WithCloseTimeout (5 s by default): the actor's
 // children, the App's tree, stop after it, once drained.
 func (a *App) Props() *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor { return &appActor{app: a} })
