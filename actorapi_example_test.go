@@ -97,3 +97,54 @@ func ExampleApp_Publisher() {
 	fmt.Println("published:", <-results == nil)
 	// Output: published: true
 }
+
+// A user's actor owns the App: App.Props starts it under that actor, whose
+// supervisor sees its failures; stopping the actor stops the App.
+func ExampleApp_Props() {
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return slog.New(slog.DiscardHandler)
+	}))
+	defer sys.Shutdown()
+
+	app := amqpactor.New(inproc.New(), amqpactor.WithActorSystem(sys))
+	got := make(chan string, 1)
+	if _, err := app.Subscribe(amqpactor.Queue("owned"), func(_ context.Context, m *amqpactor.Message) error {
+		got <- string(m.Body)
+		return nil
+	}); err != nil {
+		fmt.Println(err)
+		return
+	}
+	service := sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		if _, ok := c.Message().(*actor.Started); ok {
+			c.Spawn(app.Props()) // starts the App; its tree hangs under this actor
+		}
+	}, actor.WithSupervisor(actor.NewOneForOneStrategy(1, time.Second, func(reason any) actor.Directive {
+		fmt.Println("the App failed:", reason)
+		return actor.StopDirective
+	}))))
+
+	// A publish waits for a Start in progress; before the app actor has
+	// begun it, the App is not started yet.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for {
+		err := app.Publish(ctx, amqpactor.Queue("owned"), &amqpactor.Message{Body: []byte("hello")})
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, amqpactor.ErrNotStarted) {
+			fmt.Println(err)
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	fmt.Println(<-got)
+
+	_ = sys.Root.PoisonFuture(service).Wait() // stops the App
+	err := app.Publish(ctx, amqpactor.Queue("owned"), &amqpactor.Message{Body: []byte("late")})
+	fmt.Println(errors.Is(err, amqpactor.ErrStopped))
+	// Output:
+	// hello
+	// true
+}

@@ -419,14 +419,33 @@ func (a *App) Start(ctx context.Context) error {
 	if ctx == nil {
 		return errNil("Start", "context")
 	}
+	finish, err := a.begin(ctx, nil, nil)
+	if err != nil {
+		return err
+	}
+	return finish()
+}
+
+// begin is the part of Start that never waits for the broker: it checks
+// the state, prepares the environment and spawns the connection actor, from
+// parent when it is not nil (App.Props spawns it from the app actor's
+// context, so the tree hangs under that actor), else from the system's root
+// context. sys, when not nil, is the actor system to run on (the app
+// actor's). finish does the rest: it waits for the connection and attaches
+// the subscriptions, and returns what Start returns.
+func (a *App) begin(ctx context.Context, sys *actor.ActorSystem, parent actor.SpawnerContext) (finish func() error, err error) {
 	a.mu.Lock()
 	switch a.state {
 	case stateStopped:
 		a.mu.Unlock()
-		return fmt.Errorf("amqpactor: Start: %w", ErrStopped)
+		return nil, fmt.Errorf("amqpactor: Start: %w", ErrStopped)
 	case stateStarting, stateStarted:
 		a.mu.Unlock()
-		return errors.New("amqpactor: Start called twice")
+		return nil, errors.New("amqpactor: Start called twice")
+	}
+	if sys != nil && a.cfg.system != nil && a.cfg.system != sys {
+		a.mu.Unlock()
+		return nil, errors.New("amqpactor: Start: the App's actor system (WithActorSystem) is not the one it is spawned on")
 	}
 	connector := a.connector
 	if connector == nil {
@@ -434,7 +453,7 @@ func (a *App) Start(ctx context.Context) error {
 		a.startErr = errNilConnector
 		close(a.startDone)
 		a.mu.Unlock()
-		return a.startErr
+		return nil, a.startErr
 	}
 	if err := ctx.Err(); err != nil {
 		// Nothing was opened: the App is stopped, as after any failed Start.
@@ -442,10 +461,13 @@ func (a *App) Start(ctx context.Context) error {
 		a.startErr = fmt.Errorf("amqpactor: connecting to %s: %w", connector, err)
 		close(a.startDone)
 		a.mu.Unlock()
-		return a.startErr
+		return nil, a.startErr
 	}
 	a.state = stateStarting
 	a.sys, a.ownSys = a.cfg.system, false
+	if sys != nil {
+		a.sys = sys
+	}
 	if a.sys == nil {
 		a.ownSys = true
 		a.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
@@ -466,15 +488,22 @@ func (a *App) Start(ctx context.Context) error {
 		OnState:      a.events.put,
 	}
 	started := make(chan connection.Started, 1)
-	root, err := a.sys.Root.SpawnNamed(connection.New(a.env, connector, started), "amqpactor:"+a.cfg.name)
+	if parent == nil {
+		parent = a.sys.Root
+	}
+	root, err := parent.SpawnNamed(connection.New(a.env, connector, started), "amqpactor:"+a.cfg.name)
 	if err != nil {
 		a.mu.Unlock()
-		return a.failStart(ctx, err)
+		return nil, a.failStart(ctx, err)
 	}
 	a.root = root
 	subs := append([]*Subscription(nil), a.subs...)
 	a.mu.Unlock()
+	return func() error { return a.finishStart(ctx, connector, root, subs, started) }, nil
+}
 
+// finishStart is the waiting part of Start (see begin).
+func (a *App) finishStart(ctx context.Context, connector Connector, root *actor.PID, subs []*Subscription, started chan connection.Started) error {
 	// Stop while Start runs cancels the Start.
 	sctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
