@@ -127,7 +127,8 @@ var evNodes = []string{"connection", "connection/publisher", evSub, evReceiver, 
 // eventApp is an App on the in-process broker whose state changes are
 // recorded twice: from its actor system's EventStream and from
 // WithStateChanges. It publishes to and consumes from "orders".
-func eventApp(t *testing.T, sys *actor.ActorSystem) (*amqpactor.App, *inproc.Broker, *changes, *changes, func()) {
+// Each setup runs on the App before it starts.
+func eventApp(t *testing.T, sys *actor.ActorSystem, setup ...func(*amqpactor.App)) (*amqpactor.App, *inproc.Broker, *changes, *changes, func()) {
 	t.Helper()
 	fromStream, fromOption := newChanges(), newChanges()
 	sub := sys.EventStream.Subscribe(func(evt any) {
@@ -142,6 +143,9 @@ func eventApp(t *testing.T, sys *actor.ActorSystem) (*amqpactor.App, *inproc.Bro
 	_, err := app.Subscribe(amqpactor.Queue("orders"), func(ctx context.Context, m *amqpactor.Message) error { return nil },
 		amqpactor.WithSubscriptionName("orders-sub"))
 	require.NoError(t, err)
+	for _, f := range setup {
+		f(app)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	require.NoError(t, app.Start(ctx))
@@ -239,6 +243,57 @@ func TestStateChangesOnDropConnections(t *testing.T) {
 	cs := fromOption.of("connection")[marks[1]["connection"]:]
 	require.Equal(t, "restarting", cs[0].To, states(cs))
 	require.ErrorContains(t, cs[0].Err, "connection")
+}
+
+func TestStateChangesOnEndSessions(t *testing.T) {
+	const evRequests = "connection/requests"
+	rpc := amqpactor.Queue("rpc")
+	app, b, fromStream, fromOption, unsubscribe := eventApp(t, newSystem(t), func(app *amqpactor.App) {
+		_, err := app.Subscribe(rpc, amqpactor.Responder(func(ctx context.Context, req *amqpactor.Message) (*amqpactor.Message, error) {
+			return &amqpactor.Message{Body: req.Body}, nil
+		}), amqpactor.WithSubscriptionName("rpc-sub"))
+		require.NoError(t, err)
+	})
+	defer unsubscribe()
+	defer stopApp(t, app)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// The requests actor attaches its reply link on the first request.
+	_, err := app.Request(ctx, rpc, &amqpactor.Message{Body: []byte("before")})
+	require.NoError(t, err)
+	nodes := append(slices.Clone(evNodes), evRequests, "connection/subscription:rpc-sub", "connection/subscription:rpc-sub/receiver")
+	for _, rec := range []*changes{fromStream, fromOption} {
+		require.Eventually(t, func() bool { return rec.attached(evRequests) }, 10*time.Second, 5*time.Millisecond,
+			"%s: %s", evRequests, states(rec.of(evRequests)))
+	}
+	marks := [2]map[string]int{fromStream.marks(), fromOption.marks()}
+
+	// Every session ends; the connection stays.
+	require.GreaterOrEqual(t, b.EndSessions(amqpactor.Address{}, "amqp:internal-error", "test end sessions"), 3)
+	// A sender with nothing to send, and the requests actor, re-attach on
+	// the next publish and request. A request in flight when its reply
+	// link ended fails by design: the next one attaches anew.
+	require.NoError(t, app.Publish(ctx, amqpactor.Queue("orders"), &amqpactor.Message{Body: []byte("y")}))
+	require.Eventually(t, func() bool {
+		rctx, rcancel := context.WithTimeout(ctx, 2*time.Second)
+		defer rcancel()
+		_, err := app.Request(rctx, rpc, &amqpactor.Message{Body: []byte("after")})
+		return err == nil
+	}, 10*time.Second, 5*time.Millisecond, "a request after the sessions ended")
+
+	for i, rec := range []*changes{fromStream, fromOption} {
+		for _, p := range nodes[1:] {
+			require.Eventually(t, func() bool { return rec.recovered(p, marks[i][p]) }, 10*time.Second, 5*time.Millisecond,
+				"%s: %s", p, states(rec.of(p)))
+		}
+		// The connection did not change.
+		require.Len(t, rec.of("connection"), marks[i]["connection"], states(rec.of("connection")))
+	}
+	for _, p := range nodes {
+		chained(t, "EventStream", p, fromStream.of(p))
+		chained(t, "WithStateChanges", p, fromOption.of(p))
+		require.Equal(t, states(fromStream.of(p)), states(fromOption.of(p)), p)
+	}
 }
 
 func TestStateChangesStopEveryNode(t *testing.T) {
