@@ -2,11 +2,13 @@ package amqpactor_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -130,4 +132,96 @@ func TestRestartsMidStream(t *testing.T) {
 	// goleak (deferred above) checks that none is left but the actor
 	// system's dead-letter throttle, started on the first dead letter.
 	t.Logf("goroutines: %d before Start, %d after Stop", baseline, runtime.NumGoroutine())
+}
+
+// While 10,000 requests flow to a responder of the same App on the
+// in-process broker, the requests actor panics three times: a caller
+// waiting for its reply then fails at once with ErrRequestsRestarted (its
+// reply link is gone) and sends again; every request gets its reply
+// (lost 0; the responder's second answers counted as duplicates), the
+// tree shows the restarts, and Stop leaves no goroutine.
+func TestRequestsRestartMidStream(t *testing.T) {
+	defer goleak.VerifyNone(t, ignoreThrottle)
+	sys := sharedSystem(t)
+	app := amqpactor.New(inproc.New(), amqpactor.WithActorSystem(sys), amqpactor.WithName("requests-restarts"))
+	const n = 10000
+	var mu sync.Mutex
+	handled := make(map[string]int, n)
+	_, err := app.Subscribe(amqpactor.Queue("rpc"), amqpactor.Responder(func(_ context.Context, m *amqpactor.Message) (*amqpactor.Message, error) {
+		mu.Lock()
+		handled[string(m.Body)]++
+		mu.Unlock()
+		return &amqpactor.Message{Body: m.Body}, nil
+	}))
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	require.NoError(t, app.Start(ctx))
+	stopped := false
+	defer func() {
+		if !stopped {
+			_ = app.Stop(ctx)
+		}
+	}()
+
+	var answered, retried atomic.Int64
+	const callers = 8
+	var wg sync.WaitGroup
+	errs := make(chan error, callers)
+	for p := range callers {
+		wg.Go(func() {
+			for i := p; i < n; i += callers {
+				body := strconv.Itoa(i)
+				for {
+					rep, err := app.Request(ctx, amqpactor.Queue("rpc"), &amqpactor.Message{Body: []byte(body)})
+					if errors.Is(err, amqpactor.ErrRequestsRestarted) {
+						retried.Add(1)
+						continue
+					}
+					if err != nil {
+						errs <- fmt.Errorf("request %d: %w", i, err)
+						return
+					}
+					if string(rep.Body) != body {
+						errs <- fmt.Errorf("request %d got reply %q", i, rep.Body)
+						return
+					}
+					answered.Add(1)
+					break
+				}
+			}
+		})
+	}
+	const panics = 3
+	for i := range panics {
+		require.Eventually(t, func() bool { return answered.Load() >= int64((i+1)*n/(panics+2)) }, 60*time.Second, time.Millisecond)
+		tree, err := app.Tree(ctx)
+		require.NoError(t, err)
+		node := find(tree, "requests", "")
+		require.NotNil(t, node, "no requests node")
+		sys.Root.Send(node.ActorPID(), &actors.Crash{Reason: "test"})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.EqualValues(t, n, answered.Load(), "every request answered")
+	mu.Lock()
+	dups := 0
+	for _, c := range handled {
+		dups += c - 1
+	}
+	lost := n - len(handled)
+	mu.Unlock()
+	require.Zero(t, lost)
+	tree, err := app.Tree(ctx)
+	require.NoError(t, err)
+	node := find(tree, "requests", "")
+	require.NotNil(t, node)
+	require.EqualValues(t, panics, node.Counters["panics"], "the requests node shows its restarts")
+	require.Equal(t, panics, node.Restarts)
+	t.Logf("requests %d, lost %d, sent again after a restart %d, duplicates %d", n, lost, retried.Load(), dups)
+	stopped = true
+	require.NoError(t, app.Stop(ctx))
 }

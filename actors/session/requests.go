@@ -2,7 +2,6 @@ package session
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -40,7 +39,7 @@ func NewRequests(env *actors.Env, book *Replies) *actor.Props {
 
 // ErrRestarted answers a request whose reply link ended because the
 // requests actor was restarted.
-var ErrRestarted = errors.New("amqpactor: request: the requests actor restarted; its reply link is gone")
+var ErrRestarted = messages.ErrRequestsRestarted
 
 // reqKept is what one requests actor's incarnations share; only the
 // actor's mailbox run writes it.
