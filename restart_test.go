@@ -332,3 +332,95 @@ func TestPublisherRestartMidStream(t *testing.T) {
 	stopped = true
 	require.NoError(t, app.Stop(ctx))
 }
+
+// While 10,000 messages are published, half of them in transactions of 10,
+// on the in-process broker, the txn actor panics twice: every transaction
+// commits (a Begin under way answers its caller itself; the next
+// incarnation keeps the connection), every message is handled, the tree
+// shows the restarts, and Stop leaves no goroutine.
+func TestTxnRestartMidStream(t *testing.T) {
+	defer goleak.VerifyNone(t, ignoreThrottle)
+	sys := sharedSystem(t)
+	app := amqpactor.New(inproc.New(), amqpactor.WithActorSystem(sys), amqpactor.WithName("txn-restarts"))
+	const n, batch = 10000, 10
+	var mu sync.Mutex
+	handled := make(map[int]int, n)
+	_, err := app.Subscribe(amqpactor.Queue("orders"), func(_ context.Context, m *amqpactor.Message) error {
+		id, _ := strconv.Atoi(string(m.Body))
+		mu.Lock()
+		handled[id]++
+		mu.Unlock()
+		return nil
+	})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	require.NoError(t, app.Start(ctx))
+	stopped := false
+	defer func() {
+		if !stopped {
+			_ = app.Stop(ctx)
+		}
+	}()
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	wg.Go(func() { // the even ones, plainly
+		for i := 0; i < n; i += 2 {
+			if err := app.Publish(ctx, amqpactor.Queue("orders"), &amqpactor.Message{Body: []byte(strconv.Itoa(i))}); err != nil {
+				errs <- fmt.Errorf("publish %d: %w", i, err)
+				return
+			}
+		}
+	})
+	wg.Go(func() { // the odd ones, in transactions
+		for i := 1; i < n; i += 2 * batch {
+			err := app.Transaction(ctx, func(tx *amqpactor.Tx) error {
+				for j := i; j < i+2*batch && j < n; j += 2 {
+					if err := tx.Publish(ctx, amqpactor.Queue("orders"), &amqpactor.Message{Body: []byte(strconv.Itoa(j))}); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				errs <- fmt.Errorf("transaction from %d: %w", i, err)
+				return
+			}
+		}
+	})
+	progress := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(handled)
+	}
+	const panics = 2
+	for i := range panics {
+		require.Eventually(t, func() bool { return progress() >= (i+1)*n/(panics+2) }, 60*time.Second, time.Millisecond)
+		tree, err := app.Tree(ctx)
+		require.NoError(t, err)
+		node := find(tree, "txn", "")
+		require.NotNil(t, node, "no txn node")
+		sys.Root.Send(node.ActorPID(), &actors.Crash{Reason: "test"})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool { return progress() == n }, 30*time.Second, time.Millisecond, "every published message handled")
+	mu.Lock()
+	dups := 0
+	for _, c := range handled {
+		dups += c - 1
+	}
+	mu.Unlock()
+	tree, err := app.Tree(ctx)
+	require.NoError(t, err)
+	node := find(tree, "txn", "")
+	require.NotNil(t, node)
+	require.EqualValues(t, panics, node.Counters["panics"], "the txn node shows its restarts")
+	require.Equal(t, panics, node.Restarts)
+	t.Logf("published %d, lost %d, duplicates %d, transactions begun %d", n, n-progress(), dups, node.Counters["begun"])
+	stopped = true
+	require.NoError(t, app.Stop(ctx))
+}
