@@ -61,4 +61,9 @@ var (
 	// ErrStopped is returned for work handed to an App that is stopping or
 	// stopped.
 	ErrStopped = messages.ErrStopped
+	// ErrRequestsRestarted is wrapped by App.Request's error when the
+	// requests actor restarted while the request waited for its reply (its
+	// reply link is gone). Sending the request again is safe if the
+	// responder is idempotent.
+	ErrRequestsRestarted = messages.ErrRequestsRestarted
 )

@@ -2,11 +2,13 @@ package amqpactor_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -130,4 +132,295 @@ func TestRestartsMidStream(t *testing.T) {
 	// goleak (deferred above) checks that none is left but the actor
 	// system's dead-letter throttle, started on the first dead letter.
 	t.Logf("goroutines: %d before Start, %d after Stop", baseline, runtime.NumGoroutine())
+}
+
+// While 10,000 requests flow to a responder of the same App on the
+// in-process broker, the requests actor panics three times: a caller
+// waiting for its reply then fails at once with ErrRequestsRestarted (its
+// reply link is gone) and sends again; every request gets its reply
+// (lost 0; the responder's second answers counted as duplicates), the
+// tree shows the restarts, and Stop leaves no goroutine.
+func TestRequestsRestartMidStream(t *testing.T) {
+	defer goleak.VerifyNone(t, ignoreThrottle)
+	sys := sharedSystem(t)
+	app := amqpactor.New(inproc.New(), amqpactor.WithActorSystem(sys), amqpactor.WithName("requests-restarts"))
+	const n = 10000
+	var mu sync.Mutex
+	handled := make(map[string]int, n)
+	_, err := app.Subscribe(amqpactor.Queue("rpc"), amqpactor.Responder(func(_ context.Context, m *amqpactor.Message) (*amqpactor.Message, error) {
+		mu.Lock()
+		handled[string(m.Body)]++
+		mu.Unlock()
+		return &amqpactor.Message{Body: m.Body}, nil
+	}))
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	require.NoError(t, app.Start(ctx))
+	stopped := false
+	defer func() {
+		if !stopped {
+			_ = app.Stop(ctx)
+		}
+	}()
+
+	var answered, retried atomic.Int64
+	const callers = 8
+	var wg sync.WaitGroup
+	errs := make(chan error, callers)
+	for p := range callers {
+		wg.Go(func() {
+			for i := p; i < n; i += callers {
+				body := strconv.Itoa(i)
+				for {
+					rep, err := app.Request(ctx, amqpactor.Queue("rpc"), &amqpactor.Message{Body: []byte(body)})
+					if errors.Is(err, amqpactor.ErrRequestsRestarted) {
+						retried.Add(1)
+						continue
+					}
+					if err != nil {
+						errs <- fmt.Errorf("request %d: %w", i, err)
+						return
+					}
+					if string(rep.Body) != body {
+						errs <- fmt.Errorf("request %d got reply %q", i, rep.Body)
+						return
+					}
+					answered.Add(1)
+					break
+				}
+			}
+		})
+	}
+	const panics = 3
+	for i := range panics {
+		require.Eventually(t, func() bool { return answered.Load() >= int64((i+1)*n/(panics+2)) }, 60*time.Second, time.Millisecond)
+		tree, err := app.Tree(ctx)
+		require.NoError(t, err)
+		node := find(tree, "requests", "")
+		require.NotNil(t, node, "no requests node")
+		sys.Root.Send(node.ActorPID(), &actors.Crash{Reason: "test"})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.EqualValues(t, n, answered.Load(), "every request answered")
+	mu.Lock()
+	dups := 0
+	for _, c := range handled {
+		dups += c - 1
+	}
+	lost := n - len(handled)
+	mu.Unlock()
+	require.Zero(t, lost)
+	tree, err := app.Tree(ctx)
+	require.NoError(t, err)
+	node := find(tree, "requests", "")
+	require.NotNil(t, node)
+	require.EqualValues(t, panics, node.Counters["panics"], "the requests node shows its restarts")
+	require.Equal(t, panics, node.Restarts)
+	t.Logf("requests %d, lost %d, sent again after a restart %d, duplicates %d", n, lost, retried.Load(), dups)
+	stopped = true
+	require.NoError(t, app.Stop(ctx))
+}
+
+// While 10,000 messages are published and 2,000 requests answered on the
+// in-process broker, the publisher panics twice and the replies publisher
+// once: no publish fails or is lost (the senders protoactor stops hand
+// their waiting publishes back to the next incarnation), duplicates are
+// counted, the tree shows the restarts, and Stop leaves no goroutine.
+func TestPublisherRestartMidStream(t *testing.T) {
+	defer goleak.VerifyNone(t, ignoreThrottle)
+	sys := sharedSystem(t)
+	app := amqpactor.New(inproc.New(), amqpactor.WithActorSystem(sys), amqpactor.WithName("publisher-restarts"))
+	const n, nreq = 10000, 2000
+	var mu sync.Mutex
+	handled := make(map[int]int, n)
+	_, err := app.Subscribe(amqpactor.Queue("orders"), func(_ context.Context, m *amqpactor.Message) error {
+		id, _ := strconv.Atoi(string(m.Body))
+		mu.Lock()
+		handled[id]++
+		mu.Unlock()
+		return nil
+	}, amqpactor.WithPartitions(2))
+	require.NoError(t, err)
+	_, err = app.Subscribe(amqpactor.Queue("rpc"), amqpactor.Responder(func(_ context.Context, m *amqpactor.Message) (*amqpactor.Message, error) {
+		return &amqpactor.Message{Body: m.Body}, nil
+	}))
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	require.NoError(t, app.Start(ctx))
+	stopped := false
+	defer func() {
+		if !stopped {
+			_ = app.Stop(ctx)
+		}
+	}()
+
+	const publishers = 4
+	var wg sync.WaitGroup
+	errs := make(chan error, publishers+2)
+	for p := range publishers {
+		wg.Go(func() {
+			for i := p; i < n; i += publishers {
+				if err := app.Publish(ctx, amqpactor.Queue("orders"), &amqpactor.Message{Body: []byte(strconv.Itoa(i))}); err != nil {
+					errs <- fmt.Errorf("publish %d: %w", i, err)
+					return
+				}
+			}
+		})
+	}
+	var answered atomic.Int64
+	for c := range 2 {
+		wg.Go(func() {
+			for i := c; i < nreq; i += 2 {
+				body := strconv.Itoa(i)
+				rep, err := app.Request(ctx, amqpactor.Queue("rpc"), &amqpactor.Message{Body: []byte(body)})
+				if err != nil {
+					errs <- fmt.Errorf("request %d: %w", i, err)
+					return
+				}
+				if string(rep.Body) != body {
+					errs <- fmt.Errorf("request %d got reply %q", i, rep.Body)
+					return
+				}
+				answered.Add(1)
+			}
+		})
+	}
+	progress := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(handled)
+	}
+	plan := []string{"publisher", "replies", "publisher"}
+	for i, which := range plan {
+		require.Eventually(t, func() bool { return progress() >= (i+1)*n/(len(plan)+2) }, 60*time.Second, time.Millisecond)
+		tree, err := app.Tree(ctx)
+		require.NoError(t, err)
+		node := find(tree, "publisher", "")
+		require.NotNil(t, node, "no publisher node")
+		if which == "replies" {
+			node = node.Children[len(node.Children)-1]
+			require.Equal(t, "replies", node.Name)
+		}
+		sys.Root.Send(node.ActorPID(), &actors.Crash{Reason: "test"})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool { return progress() == n }, 30*time.Second, time.Millisecond, "every published message handled")
+	require.EqualValues(t, nreq, answered.Load())
+	mu.Lock()
+	dups := 0
+	for _, c := range handled {
+		dups += c - 1
+	}
+	mu.Unlock()
+	tree, err := app.Tree(ctx)
+	require.NoError(t, err)
+	node := find(tree, "publisher", "")
+	require.NotNil(t, node)
+	require.EqualValues(t, 2, node.Counters["panics"], "the publisher node shows its restarts")
+	require.Equal(t, 2, node.Restarts)
+	t.Logf("published %d, lost %d, duplicates %d, requests answered %d", n, n-progress(), dups, answered.Load())
+	stopped = true
+	require.NoError(t, app.Stop(ctx))
+}
+
+// While 10,000 messages are published, half of them in transactions of 10,
+// on the in-process broker, the txn actor panics twice: every transaction
+// commits (a Begin under way answers its caller itself; the next
+// incarnation keeps the connection), every message is handled, the tree
+// shows the restarts, and Stop leaves no goroutine.
+func TestTxnRestartMidStream(t *testing.T) {
+	defer goleak.VerifyNone(t, ignoreThrottle)
+	sys := sharedSystem(t)
+	app := amqpactor.New(inproc.New(), amqpactor.WithActorSystem(sys), amqpactor.WithName("txn-restarts"))
+	const n, batch = 10000, 10
+	var mu sync.Mutex
+	handled := make(map[int]int, n)
+	_, err := app.Subscribe(amqpactor.Queue("orders"), func(_ context.Context, m *amqpactor.Message) error {
+		id, _ := strconv.Atoi(string(m.Body))
+		mu.Lock()
+		handled[id]++
+		mu.Unlock()
+		return nil
+	})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	require.NoError(t, app.Start(ctx))
+	stopped := false
+	defer func() {
+		if !stopped {
+			_ = app.Stop(ctx)
+		}
+	}()
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	wg.Go(func() { // the even ones, plainly
+		for i := 0; i < n; i += 2 {
+			if err := app.Publish(ctx, amqpactor.Queue("orders"), &amqpactor.Message{Body: []byte(strconv.Itoa(i))}); err != nil {
+				errs <- fmt.Errorf("publish %d: %w", i, err)
+				return
+			}
+		}
+	})
+	wg.Go(func() { // the odd ones, in transactions
+		for i := 1; i < n; i += 2 * batch {
+			err := app.Transaction(ctx, func(tx *amqpactor.Tx) error {
+				for j := i; j < i+2*batch && j < n; j += 2 {
+					if err := tx.Publish(ctx, amqpactor.Queue("orders"), &amqpactor.Message{Body: []byte(strconv.Itoa(j))}); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				errs <- fmt.Errorf("transaction from %d: %w", i, err)
+				return
+			}
+		}
+	})
+	progress := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(handled)
+	}
+	const panics = 2
+	for i := range panics {
+		require.Eventually(t, func() bool { return progress() >= (i+1)*n/(panics+2) }, 60*time.Second, time.Millisecond)
+		tree, err := app.Tree(ctx)
+		require.NoError(t, err)
+		node := find(tree, "txn", "")
+		require.NotNil(t, node, "no txn node")
+		sys.Root.Send(node.ActorPID(), &actors.Crash{Reason: "test"})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool { return progress() == n }, 30*time.Second, time.Millisecond, "every published message handled")
+	mu.Lock()
+	dups := 0
+	for _, c := range handled {
+		dups += c - 1
+	}
+	mu.Unlock()
+	tree, err := app.Tree(ctx)
+	require.NoError(t, err)
+	node := find(tree, "txn", "")
+	require.NotNil(t, node)
+	require.EqualValues(t, panics, node.Counters["panics"], "the txn node shows its restarts")
+	require.Equal(t, panics, node.Restarts)
+	t.Logf("published %d, lost %d, duplicates %d, transactions begun %d", n, n-progress(), dups, node.Counters["begun"])
+	stopped = true
+	require.NoError(t, app.Stop(ctx))
 }

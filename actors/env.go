@@ -263,8 +263,8 @@ func LinkGone(err error) bool {
 	return errors.As(err, &le) || errors.As(err, &se) || errors.As(err, &ce)
 }
 
-// Crash is for tests only: the sender, receiver, dispatcher, partition and
-// subscription actors panic when they receive one,
+// Crash is for tests only: the sender, receiver, dispatcher, partition,
+// subscription, publisher, requests and txn actors panic when they receive one,
 // so a test can make its supervisor restart it mid-stream. Nothing in the
 // runtime sends it.
 type Crash struct{ Reason string }

@@ -19,3 +19,8 @@ func (e *OutcomeError) Error() string {
 
 // ErrStopped is returned for work handed to an App that is stopping or stopped.
 var ErrStopped = errors.New("amqpactor: app is stopped")
+
+// ErrRequestsRestarted answers a request waiting for its reply when the
+// requests actor restarted: its reply link is gone, so the reply could
+// never arrive. The request may be sent again.
+var ErrRequestsRestarted = errors.New("amqpactor: request: the requests actor restarted; its reply link is gone")

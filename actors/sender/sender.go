@@ -98,6 +98,14 @@ type Config struct {
 	// Parent is the node of the publisher that spawns the sender: the
 	// sender's own node (in its state changes) is its child.
 	Parent actors.Node
+	// HandOver, when set and true as the sender stops, says its parent is
+	// restarting: it hands what waits to the parent (the next incarnation
+	// routes it again) and finishes what its writer has on the old link,
+	// as on its own restart, rather than failing them ErrStopped.
+	HandOver *atomic.Bool
+	// HandTo, when set, is where a hand-over's publishes go instead of
+	// the parent (which may be stopping too).
+	HandTo *actor.PID
 }
 
 func sessionEnded(err error) bool {
@@ -114,7 +122,8 @@ func New(env *actors.Env, c Config) *actor.Props {
 	return env.Props(func() actor.Actor {
 		// Every incarnation starts from here: a restart builds a new
 		// struct, which takes the session its predecessor had last.
-		s := &sender{env: env, addr: c.Address, sess: k.sess, lane: c.Lane, idle: c.Idle, parent: c.Parent, kept: k}
+		s := &sender{env: env, addr: c.Address, sess: k.sess, lane: c.Lane, idle: c.Idle, parent: c.Parent, kept: k,
+			handOver: c.HandOver, handTo: c.HandTo}
 		if k.drained {
 			// Its predecessor was drained: this one never attaches and
 			// answers publishes ErrStopped.
@@ -194,11 +203,13 @@ type (
 )
 
 type sender struct {
-	env    *actors.Env
-	addr   address.Address
-	parent actors.Node // the publisher's node
-	sess   transport.Session
-	lane   *Lane
+	env      *actors.Env
+	addr     address.Address
+	parent   actors.Node  // the publisher's node
+	handOver *atomic.Bool // see Config.HandOver
+	handTo   *actor.PID   // see Config.HandTo
+	sess     transport.Session
+	lane     *Lane
 
 	link     transport.Sender
 	gen      uint64
@@ -387,6 +398,11 @@ func (s *sender) Receive(ctx actor.Context) {
 	case *actor.Stopped:
 		s.set(messages.StateStopped, nil)
 	case *actor.Stopping:
+		if s.handOver != nil && s.handOver.Load() && s.drain == nil {
+			// Stopped by a restarting publisher: nothing fails.
+			s.handOff(ctx)
+			return
+		}
 		if s.timer != nil {
 			s.timer.Stop()
 		}
@@ -486,8 +502,24 @@ func (s *sender) onRestarting(ctx actor.Context) {
 		}
 	}
 	s.set(messages.StateRestarting, nil)
+	s.handOff(ctx)
+}
+
+// handOff gives the parent what waits for a link and lets the writer and
+// the confirmer finish what they have on the old link, which closes after
+// the confirmer returns.
+func (s *sender) handOff(ctx actor.Context) {
+	for _, t := range []**time.Timer{&s.idleTimer, &s.timer} {
+		if *t != nil {
+			(*t).Stop()
+			*t = nil
+		}
+	}
 	s.lane.q.Store(nil)
 	parent := ctx.Parent()
+	if s.handTo != nil {
+		parent = s.handTo
+	}
 	for _, p := range s.resend {
 		ctx.Send(parent, p)
 	}

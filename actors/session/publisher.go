@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -66,11 +67,40 @@ func (t *Senders) Hand(root *actor.RootContext, publisher *actor.PID, p *message
 // NewPublisher returns the props of the publisher session actor. It spawns
 // the replies publisher, its child, which sends replies on a session of
 // its own.
+//
+// A publisher that panics is restarted by the connection's strategy. On
+// Restarting the dying incarnation takes its senders out of the table (a
+// publish then reaches the publisher's mailbox, i.e. the next
+// incarnation), gives its parked publishes back to its mailbox and marks
+// the hand-over: the senders protoactor then stops (its own and the
+// replies publisher's) hand their waiting publishes back instead of
+// failing them, and finish what their writers have on the old links. The
+// next incarnation keeps the session (and the replies publisher's) and the
+// connection its predecessor had: it spawns senders on them at once, with
+// no ConnUp.
 func NewPublisher(env *actors.Env, table *Senders) *actor.Props {
-	return newPublisher(env, table, false)
+	return newPublisher(env, table, false, &pubShared{})
 }
 
-func newPublisher(env *actors.Env, table *Senders, replies bool) *actor.Props {
+// pubShared is what the incarnations of the App's publisher and of its
+// replies publisher share.
+type pubShared struct {
+	handOver atomic.Bool // set on the publisher's Restarting, cleared on Started
+	mu       sync.Mutex
+	replies  transport.Session // the replies publisher's, across a hand-over
+}
+
+// pubKept is what one publisher's incarnations share; only its mailbox run
+// writes it.
+type pubKept struct {
+	conn    transport.Conn
+	relay   bool
+	sess    transport.Session
+	opening bool
+	panics  atomic.Uint64
+}
+
+func newPublisher(env *actors.Env, table *Senders, replies bool, shared *pubShared) *actor.Props {
 	r := &table.own
 	if replies {
 		r = &table.replies
@@ -82,9 +112,10 @@ func newPublisher(env *actors.Env, table *Senders, replies bool) *actor.Props {
 	if idle <= 0 {
 		idle = DefaultSenderIdle
 	}
+	k := &pubKept{}
 	return env.Props(func() actor.Actor {
 		return &publisher{env: env, table: table, route: r, replies: replies, max: maxSenders, idle: idle,
-			dedicated: map[address.Address]*entry{}, byPID: map[string]*entry{}}
+			dedicated: map[address.Address]*entry{}, byPID: map[string]*entry{}, shared: shared, kept: k}
 	}, actor.WithSupervisor(actors.Supervisor()))
 }
 
@@ -131,6 +162,9 @@ type publisher struct {
 	// stableSession; from the second, the next session waits a backoff.
 	lost   int
 	sessAt time.Time // when the current session began
+
+	shared *pubShared
+	kept   *pubKept
 }
 
 // stableSession is how long a session lives before its loss counts as a
@@ -151,13 +185,20 @@ func (p *publisher) set(to string, err error) { p.env.SetState(&p.state, p.node(
 
 func (p *publisher) spawn(ctx actor.Context, addr address.Address) *entry {
 	lane := sender.NewLane()
+	// What a sender hands back on a hand-over goes to the App's publisher,
+	// which outlives the replies publisher's restart too.
+	handTo := ctx.Self()
+	if p.replies {
+		handTo = ctx.Parent()
+	}
 	name := "sender:" + addr.String()
 	if addr.IsZero() {
 		name = "sender:(anonymous)"
 	}
 	// A prefix, not a name: a retiring sender of the same address may
 	// still be there.
-	pid := ctx.SpawnPrefix(sender.New(p.env, sender.Config{Address: addr, Session: p.sess, Lane: lane, Idle: p.idle, Parent: p.node()}), name)
+	pid := ctx.SpawnPrefix(sender.New(p.env, sender.Config{Address: addr, Session: p.sess, Lane: lane, Idle: p.idle, Parent: p.node(),
+		HandOver: &p.shared.handOver, HandTo: handTo}), name)
 	e := &entry{addr: addr, pid: pid, lane: lane, at: time.Now()}
 	p.byPID[pid.Id] = e
 	p.order = append(p.order, pid)
@@ -320,8 +361,46 @@ func (p *publisher) Receive(ctx actor.Context) {
 	case *actor.Started:
 		p.set(messages.StateDetached, nil)
 		if !p.replies {
-			p.child = spawn(ctx, newPublisher(p.env, p.table, true), "replies")
+			p.shared.handOver.Store(false)
+			p.child = spawn(ctx, newPublisher(p.env, p.table, true, p.shared), "replies")
 		}
+		if k := p.kept; k.conn != nil {
+			// Restarted on a live connection: no ConnUp will come. The
+			// session the predecessor had (or is opening) is this one's.
+			p.conn, p.relay, p.sess, p.opening = k.conn, k.relay, k.sess, k.opening
+			if !p.replies {
+				ctx.Send(p.child, &messages.ConnUp{Conn: k.conn})
+			}
+			switch {
+			case p.sess != nil:
+				p.sessAt = time.Now()
+				p.set(messages.StateAttached, nil)
+			case p.replies:
+				// It opens one on its next reply.
+			case !p.opening:
+				p.set(messages.StateAttaching, nil)
+				p.opening = true
+				openSession(p.env, ctx.Self(), k.conn)
+			default:
+				p.set(messages.StateAttaching, nil)
+			}
+		}
+		if p.replies && p.sess == nil {
+			// Its parent restarted: the session the last replies
+			// publisher had is this one's.
+			p.shared.mu.Lock()
+			p.sess, p.shared.replies = p.shared.replies, nil
+			p.shared.mu.Unlock()
+			if p.sess != nil {
+				p.sessAt = time.Now()
+				p.set(messages.StateAttached, nil)
+			}
+		}
+		p.kept.conn, p.kept.sess = nil, nil
+	case *actors.Crash:
+		panic("amqpactor: publisher: " + m.Reason)
+	case *actor.Restarting:
+		p.onRestarting(ctx)
 	case *messages.ConnUp:
 		p.conn = m.Conn
 		p.relay = m.Conn.Features().AnonymousRelay
@@ -423,7 +502,9 @@ func (p *publisher) Receive(ctx actor.Context) {
 			anon = 1
 		}
 		n := &messages.Node{Name: name, Kind: "publisher", PID: ctx.Self().String(), State: p.state,
+			Restarts: int(p.kept.panics.Load()),
 			Counters: map[string]uint64{
+				"panics":    p.kept.panics.Load(),
 				"senders":   uint64(len(p.dedicated)),
 				"retiring":  uint64(p.nRetiring),
 				"anonymous": anon,
@@ -441,6 +522,20 @@ func (p *publisher) Receive(ctx actor.Context) {
 		if p.timer != nil {
 			p.timer.Stop()
 		}
+		if p.replies && p.shared.handOver.Load() && !p.draining {
+			// Stopped by a restarting publisher: its next replies
+			// publisher takes the session and what was parked.
+			for _, q := range p.parked {
+				ctx.Send(ctx.Parent(), q)
+			}
+			p.parked = nil
+			p.clearRoute()
+			p.shared.mu.Lock()
+			p.shared.replies = p.sess
+			p.shared.mu.Unlock()
+			p.sess = nil
+			return
+		}
 		for _, q := range p.parked {
 			q.Done <- messages.ErrStopped
 		}
@@ -450,4 +545,39 @@ func (p *publisher) Receive(ctx actor.Context) {
 			p.sess = nil
 		}
 	}
+}
+
+// clearRoute takes every sender of this publisher out of the table: a
+// publish for them reaches the publisher's mailbox.
+func (p *publisher) clearRoute() {
+	p.route.lanes.Range(func(k, _ any) bool {
+		p.route.lanes.Delete(k)
+		return true
+	})
+	p.route.mu.Lock()
+	p.route.anon = nil
+	p.route.mu.Unlock()
+}
+
+// onRestarting lets go of what this incarnation holds before the next one
+// is built (see NewPublisher).
+func (p *publisher) onRestarting(ctx actor.Context) {
+	p.kept.panics.Add(1)
+	p.kept.conn, p.kept.relay, p.kept.sess, p.kept.opening = p.conn, p.relay, p.sess, p.opening
+	if p.draining {
+		p.kept.conn = nil
+	}
+	if p.timer != nil {
+		p.timer.Stop()
+		p.timer = nil
+	}
+	if !p.replies {
+		p.shared.handOver.Store(true)
+	}
+	p.clearRoute()
+	for _, q := range p.parked {
+		ctx.Send(ctx.Self(), q)
+	}
+	p.parked = nil
+	p.set(messages.StateRestarting, nil)
 }

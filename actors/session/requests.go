@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -20,10 +21,32 @@ const replyCredit = 256
 // per app (a dynamic node where the broker has them, else a private reply
 // queue the transport declares), attached on first Request and shared by
 // every request, which it correlates by correlation-id in book.
+//
+// A requests actor that panics is restarted by the connection's strategy:
+// on Restarting the dying incarnation closes the book, ends its reply link
+// (its pump returns) and session, and fails every caller waiting in the
+// book with ErrRestarted (their replies were addressed to a link that no
+// longer exists, so they could never arrive); requests it had queued go
+// back to its mailbox, for the next incarnation. That one keeps the book
+// and, on the connection its predecessor had, attaches a new reply link at
+// once when requests wait, rather than on the next ConnUp.
 func NewRequests(env *actors.Env, book *Replies) *actor.Props {
+	k := &reqKept{}
 	return env.Props(func() actor.Actor {
-		return &requests{env: env, book: book}
+		return &requests{env: env, book: book, kept: k}
 	})
+}
+
+// ErrRestarted answers a request whose reply link ended because the
+// requests actor was restarted.
+var ErrRestarted = messages.ErrRequestsRestarted
+
+// reqKept is what one requests actor's incarnations share; only the
+// actor's mailbox run writes it.
+type reqKept struct {
+	conn     transport.Conn
+	draining bool
+	panics   atomic.Uint64
 }
 
 // Replies is the book of requests waiting for their reply. The requests
@@ -111,6 +134,7 @@ func (b *Replies) counters() map[string]uint64 {
 
 type (
 	replyLink struct {
+		by   *requests // the incarnation that asked for it
 		conn transport.Conn
 		sess transport.Session
 		link transport.Receiver
@@ -131,12 +155,28 @@ type requests struct {
 	state     string
 	lastErr   error
 	draining  bool
+	kept      *reqKept
 }
 
 func (r *requests) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		r.set(messages.StateDetached, nil)
+		// Restarted on a live connection: no ConnUp will come. The requests
+		// the predecessor had queued come back through the mailbox.
+		r.conn, r.draining = r.kept.conn, r.kept.draining
+	case *actors.Crash:
+		panic("amqpactor: requests: " + m.Reason)
+	case *actor.Restarting:
+		r.kept.panics.Add(1)
+		r.kept.conn, r.kept.draining = r.conn, r.draining
+		r.drop()
+		r.book.failAll(ErrRestarted)
+		for _, q := range r.queued {
+			ctx.Send(ctx.Self(), q)
+		}
+		r.queued = nil
+		r.set(messages.StateRestarting, nil)
 	case *messages.ConnUp:
 		r.conn = m.Conn
 		if len(r.queued) > 0 {
@@ -190,8 +230,10 @@ func (r *requests) Receive(ctx actor.Context) {
 			m.Done <- err
 		})
 	case *messages.Describe:
+		counters := r.book.counters()
+		counters["panics"] = r.kept.panics.Load()
 		n := &messages.Node{Name: "requests", Kind: "requests", PID: ctx.Self().String(), State: r.state,
-			Counters: r.book.counters()}
+			Restarts: int(r.kept.panics.Load()), Counters: counters}
 		if r.link != nil {
 			n.Address = r.link.Address()
 		}
@@ -220,24 +262,31 @@ func (r *requests) set(to string, err error) {
 func (r *requests) attach(ctx actor.Context) {
 	r.attaching = true
 	r.set(messages.StateAttaching, nil)
-	self, conn, env := ctx.Self(), r.conn, r.env
+	self, conn, env, by := ctx.Self(), r.conn, r.env, r
 	env.Go(func() {
 		actx, cancel := env.CloseCtx(context.Background())
 		defer cancel()
 		sess, err := conn.NewSession(actx)
 		if err != nil {
-			env.Root.Send(self, &replyLink{conn: conn, err: err})
+			env.Root.Send(self, &replyLink{by: by, conn: conn, err: err})
 			return
 		}
 		link, err := sess.NewReceiver(actx, transport.ReceiverOptions{Dynamic: true, Settled: true, Credit: replyCredit})
 		if err != nil {
 			_ = sess.Close(actx)
 		}
-		env.Root.Send(self, &replyLink{conn: conn, sess: sess, link: link, err: err})
+		env.Root.Send(self, &replyLink{by: by, conn: conn, sess: sess, link: link, err: err})
 	})
 }
 
 func (r *requests) onLink(ctx actor.Context, m *replyLink) {
+	if m.by != r {
+		// Asked for by a dead incarnation: this one attaches its own.
+		if m.sess != nil {
+			closeSession(r.env, m.sess, context.Background(), nil)
+		}
+		return
+	}
 	r.attaching = false
 	if m.conn != r.conn || r.draining {
 		if m.sess != nil {

@@ -434,3 +434,34 @@ func TestSubscriptionRestartReattachesAtOnce(t *testing.T) {
 	require.EqualValues(t, 1, n.Counters["panics"])
 	require.Equal(t, 1, n.Restarts)
 }
+
+// A requests actor that panics fails the callers waiting in its book at
+// once (their reply link is gone) rather than letting them wait out their
+// deadline, ends its old session, and its next incarnation attaches a new
+// reply link on the same connection with no ConnUp.
+func TestRequestsRestartFailsWaitersAndReattachesAtOnce(t *testing.T) {
+	r := newRig(t, nil)
+	book := session.NewReplies()
+	pid := r.spawn(session.NewRequests(r.env, book))
+	require.NoError(t, r.request("k1").Err)
+	first := r.conn.Sessions()[0]
+	waiter := make(chan messages.Reply, 1)
+	_, ok := book.Register(messages.CorrelationKey("k2"), waiter)
+	require.True(t, ok)
+
+	r.sys.Root.Send(pid, &actors.Crash{Reason: "test"})
+	select {
+	case got := <-waiter:
+		require.ErrorIs(t, got.Err, session.ErrRestarted)
+	case <-time.After(faketransport.Bound):
+		t.Fatal("a waiting caller was not told of the restart")
+	}
+	require.Eventually(t, first.Closed, faketransport.Bound, tick, "the dead incarnation's session is ended")
+	rep := r.request("k3")
+	require.NoError(t, rep.Err)
+	require.Len(t, r.conn.Sessions(), 2, "a new reply link, with no ConnUp")
+	n := r.node()
+	require.Equal(t, messages.StateAttached, n.State)
+	require.EqualValues(t, 1, n.Counters["panics"])
+	require.Equal(t, 1, n.Restarts)
+}

@@ -6,6 +6,7 @@ package txn
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -15,19 +16,44 @@ import (
 )
 
 // New returns the props of the txn actor; where names the connector in errors.
+//
+// A txn actor that panics is restarted by the connection's strategy. It
+// owns no link or session: a Begin under way runs in a goroutine that
+// answers its caller itself, so nothing waits on the dead incarnation. The
+// next incarnation keeps the connection (no ConnUp comes on a restart) and
+// the counters of its predecessor.
 func New(env *actors.Env, where string) *actor.Props {
-	return env.Props(func() actor.Actor { return &controller{env: env, where: where} })
+	k := &kept{}
+	return env.Props(func() actor.Actor {
+		return &controller{env: env, where: where, kept: k, conn: k.conn, counts: k.counts}
+	})
 }
 
+// kept is what the txn actor's incarnations share; only its mailbox run
+// writes it (on Restarting, then the producer reads it).
+type kept struct {
+	conn   transport.Conn
+	counts counts
+	panics atomic.Uint64
+}
+
+type counts struct{ begun, committed, rolledBk uint64 }
+
 type controller struct {
-	env                        *actors.Env
-	where                      string
-	conn                       transport.Conn
-	begun, committed, rolledBk uint64
+	env   *actors.Env
+	where string
+	conn  transport.Conn
+	counts
+	kept *kept
 }
 
 func (c *controller) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
+	case *actors.Crash:
+		panic("amqpactor: txn: " + m.Reason)
+	case *actor.Restarting:
+		c.kept.panics.Add(1)
+		c.kept.conn, c.kept.counts = c.conn, c.counts
 	case *messages.ConnUp:
 		c.conn = m.Conn
 	case *messages.ConnDown:
@@ -47,9 +73,13 @@ func (c *controller) Receive(ctx actor.Context) {
 		if c.conn != nil {
 			state = messages.StateAttached
 		}
+		counters := map[string]uint64{"begun": c.begun, "committed": c.committed, "rolledBack": c.rolledBk}
+		if p := c.kept.panics.Load(); p > 0 {
+			counters["panics"] = p
+		}
 		ctx.Respond(&messages.Described{Node: &messages.Node{
-			Name: "txn", Kind: "txn", PID: ctx.Self().String(), State: state,
-			Counters: map[string]uint64{"begun": c.begun, "committed": c.committed, "rolledBack": c.rolledBk},
+			Name: "txn", Kind: "txn", PID: ctx.Self().String(), State: state, Restarts: int(c.kept.panics.Load()),
+			Counters: counters,
 		}})
 	}
 }

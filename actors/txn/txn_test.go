@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/amqpactor/amqpactor/actors"
 	"github.com/amqpactor/amqpactor/actors/txn"
 	"github.com/amqpactor/amqpactor/address"
 	"github.com/amqpactor/amqpactor/internal/faketransport"
@@ -100,4 +101,26 @@ func TestBeginWithoutACoordinatorIsNotSupported(t *testing.T) {
 	require.ErrorIs(t, r.Err, transport.ErrNotSupported)
 	require.False(t, called.Load(), "Begin called on a connection without transactions")
 	require.Zero(t, faketransport.Describe(t, sys, pid).Node.Counters["begun"])
+}
+
+// A txn actor that panics keeps its connection and counters: the next
+// Begin goes through with no ConnUp, and its node shows the restart.
+func TestRestartKeepsTheConnection(t *testing.T) {
+	sys, env := faketransport.NewSystem(t)
+	c := &faketransport.Connector{Features: transport.Features{Transactions: true}}
+	c.Begin = func(context.Context) (transport.Txn, error) { return fakeTxn{}, nil }
+	pid := sys.Root.Spawn(txn.New(env, "fake"))
+	defer func() { require.NoError(t, sys.Root.PoisonFuture(pid).Wait()) }()
+	send := func(m any) { sys.Root.Send(pid, m) }
+	conn, err := c.Connect(context.Background())
+	require.NoError(t, err)
+	send(&messages.ConnUp{Conn: conn})
+	require.NoError(t, begin(t, send).Err)
+	send(&actors.Crash{Reason: "test"})
+	require.NoError(t, begin(t, send).Err, "the next incarnation has the connection")
+	n := faketransport.Describe(t, sys, pid).Node
+	require.Equal(t, messages.StateAttached, n.State)
+	require.EqualValues(t, 2, n.Counters["begun"])
+	require.EqualValues(t, 1, n.Counters["panics"])
+	require.Equal(t, 1, n.Restarts)
 }
