@@ -441,12 +441,7 @@ func (s *sender) onIdleTick(ctx actor.Context) {
 // retire begins the retirement (see the package documentation).
 func (s *sender) retire(ctx actor.Context) {
 	s.retiring = true
-	for _, t := range []**time.Timer{&s.idleTimer, &s.timer} {
-		if *t != nil {
-			(*t).Stop()
-			*t = nil
-		}
-	}
+	s.stopTimers()
 	self, parent := ctx.Self(), ctx.Parent()
 	// The parent hears of it before the lane closes: whatever the lane
 	// refuses from now on reaches the parent after this.
@@ -467,24 +462,10 @@ func (s *sender) retire(ctx actor.Context) {
 		ctx.Send(parent, &Retired{PID: self})
 		return
 	}
-	link, wq, done, env := s.link, s.writeQ, s.confirmerDone, s.env
-	s.link, s.writeQ = nil, nil
-	// The marker follows everything handed to the link through the writer
-	// and the confirmer, which both return after it.
-	wq.PushClose(job{drain: &messages.Drain{Ctx: context.Background(), Done: make(chan error, 1)}})
-	env.Go(func() {
-		cctx, cancel := env.CloseCtx(context.Background())
-		defer cancel()
-		select {
-		case <-done:
-		case <-cctx.Done():
-		}
-		_ = link.Close(cctx)
-		// Whatever the writer or the confirmer handed back reached this
-		// sender before Retired reaches the parent, which stops it.
-		<-done
-		env.Root.Send(parent, &Retired{PID: self})
-	})
+	// Whatever the writer or the confirmer hands back reaches this sender
+	// before Retired reaches the parent, which stops it.
+	env := s.env
+	s.letLinkGo(func() { env.Root.Send(parent, &Retired{PID: self}) })
 }
 
 // onRestarting lets go of what this incarnation holds before the next one
@@ -495,12 +476,6 @@ func (s *sender) retire(ctx actor.Context) {
 func (s *sender) onRestarting(ctx actor.Context) {
 	s.kept.panics.Add(1)
 	s.kept.sess, s.kept.drained = s.sess, s.drain != nil
-	for _, t := range []**time.Timer{&s.idleTimer, &s.timer} {
-		if *t != nil {
-			(*t).Stop()
-			*t = nil
-		}
-	}
 	s.set(messages.StateRestarting, nil)
 	s.handOff(ctx)
 }
@@ -509,12 +484,7 @@ func (s *sender) onRestarting(ctx actor.Context) {
 // the confirmer finish what they have on the old link, which closes after
 // the confirmer returns.
 func (s *sender) handOff(ctx actor.Context) {
-	for _, t := range []**time.Timer{&s.idleTimer, &s.timer} {
-		if *t != nil {
-			(*t).Stop()
-			*t = nil
-		}
-	}
+	s.stopTimers()
 	s.lane.q.Store(nil)
 	parent := ctx.Parent()
 	if s.handTo != nil {
@@ -532,10 +502,27 @@ func (s *sender) handOff(ctx actor.Context) {
 		// its link or closes it.
 		return
 	}
-	link, wq, done, env := s.link, s.writeQ, s.confirmerDone, s.env
-	s.link, s.writeQ = nil, nil
 	// What the writer or the confirmer hands back (linkEnded) reaches the
 	// next incarnation, whose generations are new: it sends them again.
+	s.letLinkGo(nil)
+}
+
+func (s *sender) stopTimers() {
+	for _, t := range []**time.Timer{&s.idleTimer, &s.timer} {
+		if *t != nil {
+			(*t).Stop()
+			*t = nil
+		}
+	}
+}
+
+// letLinkGo lets the writer and the confirmer finish what they have on the
+// link, closes it after the confirmer returns, then runs then (if any), on
+// a goroutine of its own. The marker follows everything handed to the link
+// through the writer and the confirmer, which both return after it.
+func (s *sender) letLinkGo(then func()) {
+	link, wq, done, env := s.link, s.writeQ, s.confirmerDone, s.env
+	s.link, s.writeQ = nil, nil
 	wq.PushClose(job{drain: &messages.Drain{Ctx: context.Background(), Done: make(chan error, 1)}})
 	env.Go(func() {
 		cctx, cancel := env.CloseCtx(context.Background())
@@ -546,6 +533,9 @@ func (s *sender) handOff(ctx actor.Context) {
 		}
 		_ = link.Close(cctx)
 		<-done
+		if then != nil {
+			then()
+		}
 	})
 }
 
