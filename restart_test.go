@@ -44,6 +44,41 @@ func find(n *amqpactor.Node, kind, addr string) *amqpactor.Node {
 // App on the in-process broker, the sender (several times), the
 // subscription, the receiver, the dispatcher and a partition panic: every published message is handled
 // (duplicates counted: a restarted receiver's link gives back what it had
+
+// tally counts how often each published id (the body) was handled.
+type tally struct {
+	mu   sync.Mutex
+	seen map[int]int
+}
+
+func newTally(n int) *tally { return &tally{seen: make(map[int]int, n)} }
+
+func (c *tally) handle(_ context.Context, m *amqpactor.Message) error {
+	id, _ := strconv.Atoi(string(m.Body))
+	c.mu.Lock()
+	c.seen[id]++
+	c.mu.Unlock()
+	return nil
+}
+
+// distinct is the number of ids handled at least once.
+func (c *tally) distinct() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.seen)
+}
+
+// duplicates is the number of handlings beyond the first of each id.
+func (c *tally) duplicates() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	dups := 0
+	for _, n := range c.seen {
+		dups += n - 1
+	}
+	return dups
+}
+
 // not settled), the tree shows the restarts, and Stop leaves no goroutine.
 func TestRestartsMidStream(t *testing.T) {
 	defer goleak.VerifyNone(t, ignoreThrottle)
@@ -51,15 +86,8 @@ func TestRestartsMidStream(t *testing.T) {
 	baseline := runtime.NumGoroutine()
 	app := amqpactor.New(inproc.New(), amqpactor.WithActorSystem(sys), amqpactor.WithName("restarts"))
 	const n = 10000
-	var mu sync.Mutex
-	handled := make(map[int]int, n)
-	_, err := app.Subscribe(amqpactor.Queue("orders"), func(_ context.Context, m *amqpactor.Message) error {
-		id, _ := strconv.Atoi(string(m.Body))
-		mu.Lock()
-		handled[id]++
-		mu.Unlock()
-		return nil
-	}, amqpactor.WithPartitions(2))
+	seen := newTally(n)
+	_, err := app.Subscribe(amqpactor.Queue("orders"), seen.handle, amqpactor.WithPartitions(2))
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -91,11 +119,7 @@ func TestRestartsMidStream(t *testing.T) {
 			}
 		})
 	}
-	progress := func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(handled)
-	}
+	progress := seen.distinct
 	// The subscription first: its restart replaces the receiver and the
 	// dispatcher, whose nodes then start counting again.
 	plan := []string{"sender", "subscription", "sender", "receiver", "sender", "dispatcher", "partition"}
@@ -110,12 +134,7 @@ func TestRestartsMidStream(t *testing.T) {
 	}
 	require.Eventually(t, func() bool { return progress() == n }, 30*time.Second, time.Millisecond, "every published message handled")
 
-	mu.Lock()
-	dups := 0
-	for _, c := range handled {
-		dups += c - 1
-	}
-	mu.Unlock()
+	dups := seen.duplicates()
 	tree, err := app.Tree(ctx)
 	require.NoError(t, err)
 	restarts := map[string]int{}
@@ -236,15 +255,8 @@ func TestPublisherRestartMidStream(t *testing.T) {
 	sys := sharedSystem(t)
 	app := amqpactor.New(inproc.New(), amqpactor.WithActorSystem(sys), amqpactor.WithName("publisher-restarts"))
 	const n, nreq = 10000, 2000
-	var mu sync.Mutex
-	handled := make(map[int]int, n)
-	_, err := app.Subscribe(amqpactor.Queue("orders"), func(_ context.Context, m *amqpactor.Message) error {
-		id, _ := strconv.Atoi(string(m.Body))
-		mu.Lock()
-		handled[id]++
-		mu.Unlock()
-		return nil
-	}, amqpactor.WithPartitions(2))
+	seen := newTally(n)
+	_, err := app.Subscribe(amqpactor.Queue("orders"), seen.handle, amqpactor.WithPartitions(2))
 	require.NoError(t, err)
 	_, err = app.Subscribe(amqpactor.Queue("rpc"), amqpactor.Responder(func(_ context.Context, m *amqpactor.Message) (*amqpactor.Message, error) {
 		return &amqpactor.Message{Body: m.Body}, nil
@@ -291,11 +303,7 @@ func TestPublisherRestartMidStream(t *testing.T) {
 			}
 		})
 	}
-	progress := func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(handled)
-	}
+	progress := seen.distinct
 	plan := []string{"publisher", "replies", "publisher"}
 	for i, which := range plan {
 		require.Eventually(t, func() bool { return progress() >= (i+1)*n/(len(plan)+2) }, 60*time.Second, time.Millisecond)
@@ -316,12 +324,7 @@ func TestPublisherRestartMidStream(t *testing.T) {
 	}
 	require.Eventually(t, func() bool { return progress() == n }, 30*time.Second, time.Millisecond, "every published message handled")
 	require.EqualValues(t, nreq, answered.Load())
-	mu.Lock()
-	dups := 0
-	for _, c := range handled {
-		dups += c - 1
-	}
-	mu.Unlock()
+	dups := seen.duplicates()
 	tree, err := app.Tree(ctx)
 	require.NoError(t, err)
 	node := find(tree, "publisher", "")
@@ -343,15 +346,8 @@ func TestTxnRestartMidStream(t *testing.T) {
 	sys := sharedSystem(t)
 	app := amqpactor.New(inproc.New(), amqpactor.WithActorSystem(sys), amqpactor.WithName("txn-restarts"))
 	const n, batch = 10000, 10
-	var mu sync.Mutex
-	handled := make(map[int]int, n)
-	_, err := app.Subscribe(amqpactor.Queue("orders"), func(_ context.Context, m *amqpactor.Message) error {
-		id, _ := strconv.Atoi(string(m.Body))
-		mu.Lock()
-		handled[id]++
-		mu.Unlock()
-		return nil
-	})
+	seen := newTally(n)
+	_, err := app.Subscribe(amqpactor.Queue("orders"), seen.handle)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -388,11 +384,7 @@ func TestTxnRestartMidStream(t *testing.T) {
 			}
 		}
 	})
-	progress := func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(handled)
-	}
+	progress := seen.distinct
 	const panics = 2
 	for i := range panics {
 		require.Eventually(t, func() bool { return progress() >= (i+1)*n/(panics+2) }, 60*time.Second, time.Millisecond)
@@ -408,12 +400,7 @@ func TestTxnRestartMidStream(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.Eventually(t, func() bool { return progress() == n }, 30*time.Second, time.Millisecond, "every published message handled")
-	mu.Lock()
-	dups := 0
-	for _, c := range handled {
-		dups += c - 1
-	}
-	mu.Unlock()
+	dups := seen.duplicates()
 	tree, err := app.Tree(ctx)
 	require.NoError(t, err)
 	node := find(tree, "txn", "")
