@@ -121,8 +121,13 @@ func TestEventsStreamsStateChanges(t *testing.T) {
 		}
 		return true
 	}, 10*time.Second, 5*time.Millisecond)
-	// The connection went down and came back, on the stream.
-	conn := strings.Join(s.of("connection"), " ")
+	// The connection went down and came back, on the stream. A publish can
+	// succeed before the stream has carried the final attached, so wait.
+	var conn string
+	require.Eventually(t, func() bool {
+		conn = strings.Join(s.of("connection"), " ")
+		return strings.Contains(conn, "attached→restarting") && strings.HasSuffix(conn, "→attached")
+	}, 10*time.Second, 5*time.Millisecond, "the connection's changes on the stream")
 	require.Contains(t, conn, "attached→restarting", conn)
 	require.True(t, strings.HasSuffix(conn, "→attached"), conn)
 
