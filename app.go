@@ -1020,6 +1020,10 @@ func (a *App) Tree(ctx context.Context) (*Node, error) {
 	return describe(ctx, sys, root)
 }
 
+// childDescribeBound bounds the ask of each child in a Tree; a child past
+// it is listed as gone, with the error.
+const childDescribeBound = time.Second
+
 func describe(ctx context.Context, sys *actor.ActorSystem, pid *actor.PID) (*Node, error) {
 	timeout := time.Second
 	if dl, ok := ctx.Deadline(); ok {
@@ -1043,7 +1047,12 @@ func describe(ctx context.Context, sys *actor.ActorSystem, pid *actor.PID) (*Nod
 	// Node.ActorPID never parses the text form.
 	n.SetActorPID(pid)
 	for _, c := range d.Children {
-		cn, err := describe(ctx, sys, c)
+		// A child that is stopping never answers: a bound of its own keeps
+		// it from taking the whole tree's deadline (an actor that runs
+		// answers within a mailbox turn).
+		cctx, cancel := context.WithTimeout(ctx, childDescribeBound)
+		cn, err := describe(cctx, sys, c)
+		cancel()
 		if err != nil {
 			// A child that stopped between the two asks is not an error
 			// of the tree; note it and go on.
