@@ -45,8 +45,8 @@ var errNilActor = errors.New("amqpactor: ActorHandler(nil): no actor to handle m
 // the outcome exactly as a Handler's return does.
 //
 // The actor must answer every Delivery with ctx.Respond(Done(err)). No
-// answer by the handler's deadline (its context's, or DefaultActorTimeout
-// when it has none), or an actor that is gone, is a failure: the delivery
+// answer by the handler's deadline (WithHandlerTimeout, the subscription's
+// bound on each call, or DefaultActorTimeout when there is none), or an actor that is gone, is a failure: the delivery
 // is modified and the broker redelivers it. The partition waits for the
 // answer before it hands the actor the next delivery, so the order of a
 // group-id holds; an actor that blocks in its Receive blocks the partition.
@@ -91,7 +91,7 @@ func ActorHandler(pid *actor.PID) Handler {
 			return r.Err
 		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("amqpactor: actor %s: %w", pid, ctx.Err())
+			return fmt.Errorf("amqpactor: actor %s did not answer the delivery before its handler's context ended: %w", pid, ctx.Err())
 		}
 		if err != nil {
 			return fmt.Errorf("amqpactor: actor %s did not answer the delivery: %w", pid, err)

@@ -293,3 +293,29 @@ func TestActorHandlerDeadActor(t *testing.T) {
 	require.Equal(t, amqpactor.CondMaxDeliveries, dl.Annotations["x-opt-inproc-condition"])
 	require.Contains(t, dl.Annotations["x-opt-inproc-description"], "did not answer")
 }
+
+// An actor that never answers fails the delivery at the subscription's
+// WithHandlerTimeout: the broker redelivers it, and after the last attempt
+// it is rejected. Without the option it would wait DefaultActorTimeout.
+func TestActorHandlerHandlerTimeout(t *testing.T) {
+	noLeaks(t)
+	sys := sharedSystem(t)
+	var asked atomic.Int32
+	pid := sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		if _, ok := c.Message().(*amqpactor.Delivery); ok {
+			asked.Add(1) // and never answers
+		}
+	}))
+	t.Cleanup(func() { _ = sys.Root.StopFuture(pid).Wait() })
+	broker := inproc.New()
+	app, ctx := startActorApp(t, broker, sys, func(app *amqpactor.App) {
+		_, err := app.Subscribe(amqpactor.Queue("silent"), amqpactor.ActorHandler(pid),
+			amqpactor.WithHandlerTimeout(20*time.Millisecond), amqpactor.WithRetry(amqpactor.RetryPolicy{MaxDeliveries: 3}))
+		require.NoError(t, err)
+	})
+	require.NoError(t, app.Publish(ctx, amqpactor.Queue("silent"), &amqpactor.Message{Body: []byte("x")}))
+	require.Eventually(t, func() bool { return len(broker.DeadLetters("silent")) == 1 }, 10*time.Second, 5*time.Millisecond,
+		"three attempts, each failed at the handler timeout")
+	require.EqualValues(t, 3, asked.Load())
+	require.Contains(t, broker.DeadLetters("silent")[0].Annotations["x-opt-inproc-description"], "did not answer")
+}

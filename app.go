@@ -299,7 +299,7 @@ func (a *App) subscribe(addr Address, h Handler, bh BatchHandler, opts []Subscri
 	}
 	spec := &messages.Subscription{
 		Address: addr, Credit: c.credit, Partitions: c.partitions, Settled: c.settled, Classic: c.classic,
-		BatchSize: c.batchSize, BatchWait: c.batchWait, Outcome: a.outcomer(c.retry),
+		BatchSize: c.batchSize, BatchWait: c.batchWait, Outcome: a.outcomer(c.retry), HandlerTimeout: c.timeout,
 	}
 	if h != nil {
 		spec.Handler = messages.Handler(h)
@@ -714,6 +714,12 @@ func (a *App) teardown(ctx context.Context) error {
 	hard, grace, cancel := stopBounds(ctx, a.cfg.closeTimeout)
 	defer cancel()
 	var errs []error
+	if _, alive := sys.ProcessRegistry.Get(root); root != nil && !alive {
+		// The tree stopped by itself (its connection actor kept
+		// panicking): nothing would answer a drain.
+		errs = append(errs, fmt.Errorf("amqpactor: stop: the App's actor tree had already stopped"))
+		root = nil
+	}
 	if root != nil {
 		done := make(chan error, 1)
 		env.Root.Send(root, &messages.Drain{Ctx: hard, Graceful: grace, Done: done})
@@ -1043,8 +1049,11 @@ func describe(ctx context.Context, sys *actor.ActorSystem, pid *actor.PID) (*Nod
 		return nil, fmt.Errorf("amqpactor: describing %s: unexpected answer %T", pid.Id, res)
 	}
 	n := d.Node
-	// The PID asked is the node's PID: kept as structured data here, so
-	// Node.ActorPID never parses the text form.
+	// The PID asked is the node's PID, unless another actor answered: kept
+	// as structured data here, so Node.ActorPID never parses the text form.
+	if d.Self != nil {
+		pid = d.Self
+	}
 	n.SetActorPID(pid)
 	for _, c := range d.Children {
 		// A child that is stopping never answers: a bound of its own keeps

@@ -75,6 +75,7 @@ type subConfig struct {
 	batchSize  int
 	batchWait  time.Duration
 	name       string
+	timeout    time.Duration
 }
 
 // DefaultCredit is the link credit of a subscription without WithCredit.
@@ -115,6 +116,13 @@ func WithBatch(size int, wait time.Duration) SubscribeOption {
 // the subscriber's own node on brokers that need one. Zero means one derived
 // from the address.
 func WithSubscriptionName(name string) SubscribeOption { return func(c *subConfig) { c.name = name } }
+
+// WithHandlerTimeout bounds each handler call: its context ends d after the
+// call begins, and an ActorHandler's actor that has not answered by then
+// fails the delivery (modified, so the broker redelivers it). A handler
+// that ignores its context is not interrupted. Zero means no bound of its
+// own (an ActorHandler then waits DefaultActorTimeout).
+func WithHandlerTimeout(d time.Duration) SubscribeOption { return func(c *subConfig) { c.timeout = d } }
 
 // PublishOption configures one publish.
 type PublishOption func(*pubConfig)

@@ -411,3 +411,124 @@ func TestTxnRestartMidStream(t *testing.T) {
 	stopped = true
 	require.NoError(t, app.Stop(ctx))
 }
+
+// While 10,000 messages are published to a subscription of the same App,
+// 2,000 requests answered and transactions committed on the in-process
+// broker, the connection actor panics three times: its siblings (the
+// publisher, requests, txn and the subscriptions) are not its children, so
+// they go on; the next incarnation keeps the connection and the
+// subscriptions. No publish fails, nothing is lost, the tree shows the
+// restarts, and Stop leaves no goroutine.
+func TestConnectionRestartMidStream(t *testing.T) {
+	defer goleak.VerifyNone(t, ignoreThrottle)
+	sys := sharedSystem(t)
+	broker := inproc.New()
+	app := amqpactor.New(broker, amqpactor.WithActorSystem(sys), amqpactor.WithName("connection-restarts"))
+	const n, nreq = 10000, 2000
+	seen := newTally(n)
+	_, err := app.Subscribe(amqpactor.Queue("orders"), seen.handle, amqpactor.WithPartitions(2))
+	require.NoError(t, err)
+	_, err = app.Subscribe(amqpactor.Queue("rpc"), amqpactor.Responder(func(_ context.Context, m *amqpactor.Message) (*amqpactor.Message, error) {
+		return &amqpactor.Message{Body: m.Body}, nil
+	}))
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	require.NoError(t, app.Start(ctx))
+	stopped := false
+	defer func() {
+		if !stopped {
+			_ = app.Stop(ctx)
+		}
+	}()
+
+	const publishers = 4
+	var wg sync.WaitGroup
+	errs := make(chan error, publishers+2)
+	for p := range publishers {
+		wg.Go(func() {
+			for i := p; i < n; i += publishers {
+				if err := app.Publish(ctx, amqpactor.Queue("orders"), &amqpactor.Message{Body: []byte(strconv.Itoa(i))}); err != nil {
+					errs <- fmt.Errorf("publish %d: %w", i, err)
+					return
+				}
+			}
+		})
+	}
+	var answered atomic.Int64
+	for c := range 2 {
+		wg.Go(func() {
+			for i := c; i < nreq; i += 2 {
+				body := strconv.Itoa(i)
+				rep, err := app.Request(ctx, amqpactor.Queue("rpc"), &amqpactor.Message{Body: []byte(body)})
+				if err != nil {
+					errs <- fmt.Errorf("request %d: %w", i, err)
+					return
+				}
+				if string(rep.Body) != body {
+					errs <- fmt.Errorf("request %d got reply %q", i, rep.Body)
+					return
+				}
+				answered.Add(1)
+			}
+		})
+	}
+	progress := seen.distinct
+	const panics = 3
+	for i := range panics {
+		require.Eventually(t, func() bool { return progress() >= (i+1)*n/(panics+2) }, 60*time.Second, time.Millisecond)
+		tree, err := app.Tree(ctx)
+		require.NoError(t, err)
+		require.Equal(t, "connection", tree.Kind)
+		sys.Root.Send(tree.ActorPID(), &actors.Crash{Reason: "test"})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool { return progress() == n }, 30*time.Second, time.Millisecond, "every published message handled")
+	require.EqualValues(t, nreq, answered.Load())
+	dups := seen.duplicates()
+	tree, err := app.Tree(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, panics, tree.Counters["panics"], "the connection node shows its restarts")
+	require.Equal(t, "attached", tree.State)
+	require.Equal(t, 1, broker.Conns(), "the restarts kept the one connection")
+	t.Logf("published %d, lost %d, duplicates %d, requests answered %d", n, n-progress(), dups, answered.Load())
+	stopped = true
+	require.NoError(t, app.Stop(ctx))
+}
+
+// A connection actor that keeps panicking is given up on by its
+// supervisor; the App's tree then stops, and Stop says so at once rather
+// than waiting out its bound for a drain nobody answers.
+func TestConnectionGivenUpStopsTheTree(t *testing.T) {
+	defer goleak.VerifyNone(t, ignoreThrottle)
+	sys := sharedSystem(t)
+	app := amqpactor.New(inproc.New(), amqpactor.WithActorSystem(sys), amqpactor.WithName("connection-given-up"),
+		amqpactor.WithCloseTimeout(time.Hour))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, app.Start(ctx))
+	tree, err := app.Tree(ctx)
+	require.NoError(t, err)
+	conn := tree.ActorPID()
+	for range 11 { // actors.Supervisor restarts at most 10 a minute
+		sys.Root.Send(conn, &actors.Crash{Reason: "test"})
+	}
+	require.Eventually(t, func() bool {
+		tctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		defer cancel()
+		_, err := app.Tree(tctx)
+		return err != nil
+	}, 10*time.Second, time.Millisecond, "the tree stops")
+	stopped := make(chan error, 1)
+	go func() { stopped <- app.Stop(context.Background()) }()
+	select {
+	case err := <-stopped:
+		require.ErrorContains(t, err, "had already stopped")
+	case <-time.After(10 * time.Second):
+		t.Fatal("Stop waited for a drain of a tree that had stopped")
+	}
+}

@@ -104,6 +104,8 @@ type Subscription struct {
 	BatchSize    int
 	BatchWait    time.Duration
 	Outcome      Outcomer
+	// HandlerTimeout, when > 0, bounds each handler call's context.
+	HandlerTimeout time.Duration
 }
 
 // Subscribe asks the connection to run a subscription; Done receives the
@@ -190,6 +192,9 @@ type Describe struct{}
 type Described struct {
 	Node     *Node
 	Children []*actor.PID
+	// Self, when set, is the PID of the actor that answered, where it is
+	// not the one asked (the App's root forwards to the connection actor).
+	Self *actor.PID
 }
 
 // Node is one actor in the tree returned by App.Tree.

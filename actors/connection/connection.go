@@ -35,12 +35,75 @@ type Started struct {
 	Err      error
 }
 
-// New returns the props of the connection actor; started receives the result
-// of the first dial.
+// New returns the props of the App's root actor; started receives the
+// result of the first dial.
+//
+// The root spawns the publisher, the requests and txn actors, the
+// subscriptions and, last, the connection actor, which dials, reconnects
+// and orders the graceful stop. The connection actor is their sibling, not
+// their parent: protoactor stops an actor's children when it restarts it,
+// so a panicking connection actor would take every link with it. The root
+// only spawns and forwards; it holds no connection and never blocks.
 func New(env *actors.Env, c transport.Connector, started chan<- Started) *actor.Props {
 	return env.Props(func() actor.Actor {
-		return &connection{env: env, connector: c, started: started, subs: map[string]*actor.PID{}}
+		return &root{env: env, connector: c, started: started}
 	}, actor.WithSupervisor(actors.Supervisor()))
+}
+
+// root is the App's root actor (see New).
+type root struct {
+	env       *actors.Env
+	connector transport.Connector
+	started   chan<- Started
+	conn      *actor.PID // the connection actor
+	stopping  bool
+}
+
+// subAdded tells the connection actor of a subscription the root spawned.
+type subAdded struct {
+	name string
+	pid  *actor.PID
+	done chan<- error
+}
+
+func (r *root) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		ch := Children{Senders: session.NewSenders(), Replies: session.NewReplies()}
+		ch.Publisher = spawn(ctx, session.NewPublisher(r.env, ch.Senders), "publisher")
+		ch.Requests = spawn(ctx, session.NewRequests(r.env, ch.Replies), "requests")
+		ch.Txn = spawn(ctx, txn.New(r.env, r.connector.String()), "txn")
+		r.conn = spawn(ctx, newConnection(r.env, r.connector, r.started, ch), "connection")
+	case *messages.Subscribe:
+		if r.stopping {
+			m.Done <- messages.ErrStopped
+			return
+		}
+		pid, err := ctx.SpawnNamed(session.NewSubscription(r.env, m.Spec, m.Done), "subscription:"+m.Spec.Name)
+		if errors.Is(err, actor.ErrNameExists) {
+			err = fmt.Errorf("amqpactor: subscription %q exists", m.Spec.Name)
+		}
+		if err != nil {
+			m.Done <- err
+			return
+		}
+		ctx.Send(r.conn, &subAdded{name: m.Spec.Name, pid: pid, done: m.Done})
+	case *messages.Drain:
+		r.stopping = true
+		ctx.Forward(r.conn)
+	case *actor.Terminated:
+		if m.Who.Equal(r.conn) && !r.stopping {
+			// Its supervisor gave up on it (it kept panicking): without
+			// it nothing reconnects, so the App's tree ends here.
+			r.env.Log.Error("amqpactor: the connection actor stopped; stopping the App's tree", "connector", r.connector.String())
+			ctx.Stop(ctx.Self())
+		}
+	case *actor.Stopping, *actor.Stopped, *actor.Restarting, *actor.ReceiveTimeout:
+	default:
+		// Describe, Pause, Resume, Unsubscribe, a child's Reconnect: the
+		// connection actor's, with the sender kept for its answer.
+		ctx.Forward(r.conn)
+	}
 }
 
 type (
@@ -62,7 +125,23 @@ type (
 	closed struct{}
 )
 
-type connection struct {
+// newConnection returns the props of the connection actor, which children
+// names the root's children.
+//
+// A connection actor that panics is restarted by the root's strategy: on
+// Restarting the dying incarnation stops its timer, gives up a dial under
+// way and ends its watcher; the next incarnation keeps the connection (no
+// child hears of the restart), the subscriptions and the counters, watches
+// the connection again, or dials when there was none. The message it
+// panicked on is lost.
+func newConnection(env *actors.Env, c transport.Connector, started chan<- Started, children Children) *actor.Props {
+	k := &kept{env: env, connector: c, started: started, children: children, subs: map[string]*actor.PID{}}
+	return env.Props(func() actor.Actor { return &connection{kept: k} })
+}
+
+// kept is what the connection actor's incarnations share; only its
+// mailbox run writes it (Restarting, then the next incarnation's Started).
+type kept struct {
 	env       *actors.Env
 	connector transport.Connector
 	started   chan<- Started
@@ -71,27 +150,42 @@ type connection struct {
 	subOrder  []string
 
 	conn     transport.Conn
-	cancel   context.CancelFunc
-	dialing  *handoff // the dial in progress, if any
 	state    string
 	lastErr  error
-	restarts int
+	restarts int // connections lost
+	panics   int
 	terminal int // terminal dial errors in a row (credentials refused)
-	timer    *time.Timer
 	stopping bool
 	// connectedAt is when the current connection came up.
 	connectedAt time.Time
 }
 
+// connection is one incarnation: what it holds besides kept belongs to
+// goroutines and timers of its own.
+type connection struct {
+	*kept
+	cancel  context.CancelFunc // ends the watcher
+	dialing *handoff           // the dial in progress, if any
+	timer   *time.Timer
+}
+
 func (c *connection) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		c.children.Senders = session.NewSenders()
-		c.children.Publisher = spawn(ctx, session.NewPublisher(c.env, c.children.Senders), "publisher")
-		c.children.Replies = session.NewReplies()
-		c.children.Requests = spawn(ctx, session.NewRequests(c.env, c.children.Replies), "requests")
-		c.children.Txn = spawn(ctx, txn.New(c.env, c.connector.String()), "txn")
-		c.dial(ctx, 1)
+		switch {
+		case c.conn != nil:
+			// Restarted on a live connection: watch it again.
+			c.set(messages.StateAttached, nil)
+			c.watch(ctx, c.conn)
+		case !c.stopping:
+			c.dial(ctx, 1)
+		}
+	case *actor.Restarting:
+		c.panics++
+		c.let()
+		c.set(messages.StateRestarting, nil)
+	case *actors.Crash:
+		panic("amqpactor: connection: " + m.Reason)
 	case *dialed:
 		c.onDialed(ctx, m)
 	case *lost:
@@ -117,8 +211,8 @@ func (c *connection) Receive(ctx actor.Context) {
 		if !c.stopping && c.conn == nil {
 			c.dial(ctx, m.attempt)
 		}
-	case *messages.Subscribe:
-		c.subscribe(ctx, m)
+	case *subAdded:
+		c.subAdded(ctx, m)
 	case *messages.Unsubscribe:
 		c.unsubscribe(ctx, m)
 	case *unsubscribed:
@@ -153,13 +247,7 @@ func (c *connection) Receive(ctx actor.Context) {
 		ctx.Respond(c.describe(ctx))
 	case *actor.Stopping:
 		c.stopping = true
-		if c.timer != nil {
-			c.timer.Stop()
-		}
-		c.abandonDial()
-		if c.cancel != nil {
-			c.cancel()
-		}
+		c.let()
 		if c.conn != nil {
 			conn, env := c.conn, c.env
 			c.conn = nil
@@ -313,18 +401,7 @@ func (c *connection) onDialed(ctx actor.Context, m *dialed) {
 	c.conn = conn
 	c.connectedAt = time.Now()
 	c.set(messages.StateAttached, nil)
-	var wctx context.Context
-	wctx, c.cancel = context.WithCancel(context.Background())
-	self := ctx.Self()
-	// The watcher notices a lost connection at once (its Done channel),
-	// not at the next failed call.
-	c.env.Go(func() {
-		select {
-		case <-conn.Done():
-			c.env.Root.Send(self, &lost{conn: conn, err: conn.Err()})
-		case <-wctx.Done():
-		}
-	})
+	c.watch(ctx, conn)
 	up := &messages.ConnUp{Conn: conn}
 	for _, pid := range c.all() {
 		ctx.Send(pid, up)
@@ -332,6 +409,35 @@ func (c *connection) onDialed(ctx actor.Context, m *dialed) {
 	if c.started != nil {
 		c.started <- Started{Children: c.children}
 		c.started = nil
+	}
+}
+
+// watch starts the watcher, which notices a lost connection at once (its
+// Done channel), not at the next failed call.
+func (c *connection) watch(ctx actor.Context, conn transport.Conn) {
+	var wctx context.Context
+	wctx, c.cancel = context.WithCancel(context.Background())
+	self, env := ctx.Self(), c.env
+	env.Go(func() {
+		select {
+		case <-conn.Done():
+			env.Root.Send(self, &lost{conn: conn, err: conn.Err()})
+		case <-wctx.Done():
+		}
+	})
+}
+
+// let goes of what this incarnation holds besides kept: its timer, a dial
+// under way (a connection it made is closed) and its watcher.
+func (c *connection) let() {
+	if c.timer != nil {
+		c.timer.Stop()
+		c.timer = nil
+	}
+	c.abandonDial()
+	if c.cancel != nil {
+		c.cancel()
+		c.cancel = nil
 	}
 }
 
@@ -346,6 +452,7 @@ func (c *connection) onLost(ctx actor.Context, m *lost) {
 	c.env.Log.Warn("amqpactor: connection lost", "connector", c.connector.String(), "error", err)
 	c.conn = nil
 	c.cancel()
+	c.cancel = nil
 	c.lastErr = err
 	c.restarts++
 	c.set(messages.StateRestarting, err)
@@ -364,24 +471,17 @@ func (c *connection) all() []*actor.PID {
 	return pids
 }
 
-func (c *connection) subscribe(ctx actor.Context, m *messages.Subscribe) {
+// subAdded takes in a subscription the root spawned.
+func (c *connection) subAdded(ctx actor.Context, m *subAdded) {
 	if c.stopping {
-		m.Done <- messages.ErrStopped
+		// The drain began after the root spawned it: it never attaches.
+		ctx.Stop(m.pid) // it answers its Subscribe ErrStopped
 		return
 	}
-	if _, dup := c.subs[m.Spec.Name]; dup {
-		m.Done <- fmt.Errorf("amqpactor: subscription %q exists", m.Spec.Name)
-		return
-	}
-	pid, err := ctx.SpawnNamed(session.NewSubscription(c.env, m.Spec, m.Done), "subscription:"+m.Spec.Name)
-	if err != nil {
-		m.Done <- err
-		return
-	}
-	c.subs[m.Spec.Name] = pid
-	c.subOrder = append(c.subOrder, m.Spec.Name)
+	c.subs[m.name] = m.pid
+	c.subOrder = append(c.subOrder, m.name)
 	if c.conn != nil {
-		ctx.Send(pid, &messages.ConnUp{Conn: c.conn})
+		ctx.Send(m.pid, &messages.ConnUp{Conn: c.conn})
 	}
 }
 
@@ -454,10 +554,11 @@ func (c *connection) set(to string, err error) {
 func (c *connection) describe(ctx actor.Context) *messages.Described {
 	n := &messages.Node{
 		Name: "connection", Kind: "connection", PID: ctx.Self().String(),
-		Address: c.connector.String(), State: c.state, Restarts: c.restarts,
+		Address: c.connector.String(), State: c.state, Restarts: c.restarts + c.panics,
+		Counters: map[string]uint64{"reconnects": uint64(c.restarts), "panics": uint64(c.panics)},
 	}
 	if c.lastErr != nil {
 		n.LastError = c.lastErr.Error()
 	}
-	return &messages.Described{Node: n, Children: c.all()}
+	return &messages.Described{Node: n, Children: c.all(), Self: ctx.Self()}
 }

@@ -171,3 +171,72 @@ func TestDrainOrder(t *testing.T) {
 	}
 	require.Equal(t, messages.StateDetached, node(t, sys, pid).State)
 }
+
+// A panicking connection actor is restarted alone: the publisher, requests
+// and txn actors are its siblings under the App's root, so they keep their
+// sessions and links, and the next incarnation keeps the connection.
+func TestRestartKeepsTheConnectionAndTheChildren(t *testing.T) {
+	sys, env := faketransport.NewSystem(t)
+	c := &faketransport.Connector{}
+	pid, s := start(t, sys, env, c)
+	require.NoError(t, s.Err)
+	publish := func() {
+		t.Helper()
+		done := make(chan error, 1)
+		s.Children.Senders.Hand(sys.Root, s.Children.Publisher, &messages.Publish{Ctx: context.Background(),
+			Address: address.Queue("orders"), Message: amqp.NewMessage([]byte("x")), Done: done})
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-time.After(faketransport.Bound):
+			t.Fatal("the publish was never answered")
+		}
+	}
+	publish()
+	conn := c.Last()
+	sessions := len(conn.Sessions())
+
+	for i := 1; i <= 2; i++ {
+		sys.Root.Send(pid, &actors.Crash{Reason: "test"})
+		require.Eventually(t, func() bool { return node(t, sys, pid).Counters["panics"] == uint64(i) }, faketransport.Bound, tick)
+	}
+	n := node(t, sys, pid)
+	require.Equal(t, messages.StateAttached, n.State)
+	require.Equal(t, 2, n.Restarts, "a panic counts as a restart")
+	require.Equal(t, 1, c.Dials(), "the connection was kept")
+	require.False(t, conn.Closed())
+	publish()
+	require.Len(t, conn.Sessions(), sessions, "the publisher kept its session")
+	require.Zero(t, node(t, sys, s.Children.Publisher).Restarts, "the publisher was not restarted")
+
+	// The next incarnation still watches the connection: a loss reconnects.
+	conn.Drop("cut")
+	require.Eventually(t, func() bool { return c.Dials() == 2 && node(t, sys, pid).State == messages.StateAttached },
+		faketransport.Bound, tick)
+	publish()
+	require.NoError(t, faketransport.Drain(t, sys, pid))
+	require.True(t, c.Last().Closed(), "the drain closes the connection")
+}
+
+// A connection actor that panics while it waits to dial again gives up its
+// timer; the next incarnation dials at once and the children hear ConnUp.
+func TestRestartWhileReconnectingDialsAgain(t *testing.T) {
+	sys, env := faketransport.NewSystem(t)
+	// A backoff far longer than the test: only a new incarnation dials.
+	env.Backoff = actors.Backoff{Initial: time.Hour, Max: time.Hour}
+	c := &faketransport.Connector{Features: transport.Features{Transactions: true}}
+	pid, s := start(t, sys, env, c)
+	require.NoError(t, s.Err)
+	c.Last().Drop("cut")
+	require.Eventually(t, func() bool { return node(t, sys, pid).State == messages.StateRestarting },
+		faketransport.Bound, tick, "after the cut the redial waits out the backoff")
+	require.Equal(t, 1, c.Dials())
+	require.Equal(t, messages.StateDetached, node(t, sys, s.Children.Txn).State)
+	sys.Root.Send(pid, &actors.Crash{Reason: "test"})
+	require.Eventually(t, func() bool { return node(t, sys, pid).State == messages.StateAttached }, faketransport.Bound, tick,
+		"the next incarnation connects")
+	require.Eventually(t, func() bool { return node(t, sys, s.Children.Txn).State == messages.StateAttached }, faketransport.Bound, tick,
+		"the children hear ConnUp")
+	require.EqualValues(t, 1, node(t, sys, pid).Counters["panics"])
+	require.NoError(t, faketransport.Drain(t, sys, pid))
+}

@@ -211,6 +211,11 @@ func (p *partition) runBatch(batch []*messages.Delivery) {
 // run calls the handler, turning a panic into a failure so one poison
 // message never stops the worker.
 func (p *partition) run(ctx context.Context, f func(context.Context) error) (err error) {
+	if d := p.spec.HandlerTimeout; d > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
+	}
 	p.running.Add(1)
 	defer func() {
 		p.running.Add(^uint64(0))

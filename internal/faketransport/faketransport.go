@@ -65,6 +65,13 @@ func (c *Connector) FailDials(errs ...error) {
 	c.mu.Unlock()
 }
 
+// ClearFails forgets the failures FailDials queued and no dial took yet.
+func (c *Connector) ClearFails() {
+	c.mu.Lock()
+	c.fails = nil
+	c.mu.Unlock()
+}
+
 // Dials counts Connect calls, failed ones included.
 func (c *Connector) Dials() int { return int(c.dials.Load()) }
 
