@@ -264,7 +264,7 @@ func LinkGone(err error) bool {
 }
 
 // Crash is for tests only: the sender, receiver, dispatcher, partition,
-// subscription, publisher, requests and txn actors panic when they receive one,
+// subscription, publisher, requests, txn and connection actors panic when they receive one,
 // so a test can make its supervisor restart it mid-stream. Nothing in the
 // runtime sends it.
 type Crash struct{ Reason string }

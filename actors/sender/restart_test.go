@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -175,4 +176,91 @@ func TestRestartAfterDrainStaysDrained(t *testing.T) {
 	require.Equal(t, 1, links, "the next incarnation did not attach")
 	require.NoError(t, sys.Root.PoisonFuture(ppid).Wait())
 	require.NoError(t, env.Wait(ctx))
+}
+
+// heldSession attaches links whose outcomes wait until fail is closed, and
+// then never come: the link is gone.
+type heldSession struct{ fail chan struct{} }
+
+func (s *heldSession) NewSender(context.Context, transport.SenderOptions) (transport.Sender, error) {
+	return &heldLink{fail: s.fail}, nil
+}
+
+func (s *heldSession) NewReceiver(context.Context, transport.ReceiverOptions) (transport.Receiver, error) {
+	return nil, fmt.Errorf("fake: no receivers")
+}
+
+func (s *heldSession) Close(context.Context) error { return nil }
+
+type heldLink struct{ fail chan struct{} }
+
+func (l *heldLink) Send(context.Context, *amqp.Message, bool) (transport.Receipt, error) {
+	return heldReceipt{l.fail}, nil
+}
+func (l *heldLink) Address() string             { return "fake" }
+func (l *heldLink) Close(context.Context) error { return nil }
+
+type heldReceipt struct{ fail chan struct{} }
+
+func (r heldReceipt) Wait(ctx context.Context) (transport.Outcome, error) {
+	select {
+	case <-r.fail:
+		return transport.Outcome{}, &transport.LinkError{Address: "q", Op: "send", Err: &amqp.LinkError{}}
+	case <-ctx.Done():
+		return transport.Outcome{}, ctx.Err()
+	}
+}
+
+// A sender stopped by a restarting publisher lets its link finish; when
+// that link then fails, what it never had confirmed reaches the publisher
+// (HandTo), not the stopped sender's mailbox, which is gone.
+func TestHandOffLinkFailingAfterStopReachesHandTo(t *testing.T) {
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return slog.New(slog.DiscardHandler)
+	}))
+	defer sys.Shutdown()
+	env := &actors.Env{Root: sys.Root, Log: slog.New(slog.DiscardHandler), CloseTimeout: 5 * time.Second,
+		Backoff: actors.Backoff{Initial: time.Millisecond, Max: 10 * time.Millisecond}}
+	handed := make(chan *messages.Publish, 10)
+	probe := sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		if p, ok := c.Message().(*messages.Publish); ok {
+			handed <- p
+		}
+	}))
+	var handOver atomic.Bool
+	sess := &heldSession{fail: make(chan struct{})}
+	lane := sender.NewLane()
+	pid := sys.Root.Spawn(sender.New(env, sender.Config{Address: address.Queue("q"), Session: sess, Lane: lane,
+		HandOver: &handOver, HandTo: probe}))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	const n = 5
+	done := make(chan error, n)
+	for i := range n {
+		sys.Root.Send(pid, &messages.Publish{Ctx: ctx, Address: address.Queue("q"),
+			Message: amqp.NewMessage(fmt.Appendf(nil, "%d", i)), Done: done})
+	}
+	// All written, none confirmed.
+	require.Eventually(t, func() bool { return describeSent(t, sys, pid) == n },
+		5*time.Second, time.Millisecond)
+	handOver.Store(true)
+	require.NoError(t, sys.Root.StopFuture(pid).Wait())
+	close(sess.fail)
+	for range n {
+		select {
+		case p := <-handed:
+			require.NotNil(t, p.Done)
+		case <-ctx.Done():
+			t.Fatal("an unconfirmed publish went to the stopped sender")
+		}
+	}
+	require.Empty(t, done, "nothing failed")
+	require.NoError(t, sys.Root.StopFuture(probe).Wait())
+	require.NoError(t, env.Wait(ctx))
+}
+
+func describeSent(t *testing.T, sys *actor.ActorSystem, pid *actor.PID) uint64 {
+	res, err := sys.Root.RequestFuture(pid, &messages.Describe{}, time.Second).Result()
+	require.NoError(t, err)
+	return res.(*messages.Described).Node.Counters["published"]
 }

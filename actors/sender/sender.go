@@ -232,6 +232,7 @@ type sender struct {
 	refusedUntil time.Time
 	// confirmed is closed when the confirmer of the current link returns.
 	confirmerDone chan struct{}
+	reports       *reports // where the current link's writer and confirmer hand back
 
 	// Retirement: idle is the idle time (0: never); lastMark and
 	// lastActive the activity seen at the last tick, and when it changed.
@@ -399,7 +400,15 @@ func (s *sender) Receive(ctx actor.Context) {
 		s.set(messages.StateStopped, nil)
 	case *actor.Stopping:
 		if s.handOver != nil && s.handOver.Load() && s.drain == nil {
-			// Stopped by a restarting publisher: nothing fails.
+			// Stopped by a restarting publisher: nothing fails, and
+			// what the old link hands back goes where the rest goes.
+			if s.reports != nil && s.link != nil {
+				to := ctx.Parent()
+				if s.handTo != nil {
+					to = s.handTo
+				}
+				s.reports.redirect(to)
+			}
 			s.handOff(ctx)
 			return
 		}
@@ -662,11 +671,14 @@ func (s *sender) onAttach(ctx actor.Context, m *attachResult) {
 	confirmQ := workq.New[job]()
 	done := make(chan struct{})
 	s.confirmerDone = done
-	self, link, gen, wq := ctx.Self(), s.link, s.gen, s.writeQ
-	s.env.Go(func() { s.writer(self, link, gen, wq, confirmQ) })
+	to := &reports{env: s.env}
+	to.pid.Store(ctx.Self())
+	s.reports = to
+	link, gen, wq := s.link, s.gen, s.writeQ
+	s.env.Go(func() { s.writer(to, link, gen, wq, confirmQ) })
 	s.env.Go(func() {
 		defer close(done)
-		s.confirmer(self, gen, confirmQ)
+		s.confirmer(to, gen, confirmQ)
 	})
 	for _, p := range s.resend {
 		s.resent.Add(1)
@@ -694,7 +706,7 @@ func (s *sender) keep(ps []*messages.Publish, written bool) {
 // closes wq (the link ended, or a drain was queued last). One channel to
 // wait on, not a select with a cancel: the select was 3% of the in-process
 // CPU.
-func (s *sender) writer(self *actor.PID, link transport.Sender, gen uint64, wq, cq *workq.Q[job]) {
+func (s *sender) writer(to *reports, link transport.Sender, gen uint64, wq, cq *workq.Q[job]) {
 	defer cq.Close()
 	relay, _ := link.(transport.Relay)
 	if !s.addr.IsZero() {
@@ -747,7 +759,7 @@ func (s *sender) writer(self *actor.PID, link transport.Sender, gen uint64, wq, 
 						unsent = append(unsent, r.p)
 					}
 				}
-				s.env.Root.Send(self, &linkEnded{link: gen, err: err, unsent: unsent})
+				to.send(&linkEnded{link: gen, err: err, unsent: unsent})
 				return
 			}
 			s.published.Add(1)
@@ -770,6 +782,33 @@ func (s *sender) writer(self *actor.PID, link transport.Sender, gen uint64, wq, 
 	}
 }
 
+// reports is where one link's writer and confirmer hand back what the link
+// did not send or never had confirmed: the sender, or, once a sender
+// stopped for good let the link go, the publisher it hands its publishes to
+// (a stopped sender's mailbox is gone, and what was sent there with it).
+type reports struct {
+	env     *actors.Env
+	pid     atomic.Pointer[actor.PID]
+	publish atomic.Bool // the pid takes the publishes themselves
+}
+
+func (r *reports) send(m *linkEnded) {
+	pid := r.pid.Load()
+	if !r.publish.Load() {
+		r.env.Root.Send(pid, m)
+		return
+	}
+	for _, p := range m.unsent {
+		r.env.Root.Send(pid, p)
+	}
+}
+
+// redirect sends from now on the publishes handed back to pid.
+func (r *reports) redirect(pid *actor.PID) {
+	r.pid.Store(pid)
+	r.publish.Store(true)
+}
+
 // answer tells a publisher the broker's outcome.
 func (s *sender) answer(p *messages.Publish, o messages.Outcome) {
 	if o.Kind != messages.Accepted {
@@ -785,7 +824,7 @@ func (s *sender) answer(p *messages.Publish, o messages.Outcome) {
 // A transfer whose link ended before its outcome came is handed back to the
 // actor (with the link's error, which also tells an idle sender that its
 // link is gone) to be sent again, unless its publisher's context has ended.
-func (s *sender) confirmer(self *actor.PID, gen uint64, cq *workq.Q[job]) {
+func (s *sender) confirmer(to *reports, gen uint64, cq *workq.Q[job]) {
 	for range cq.Ready() {
 		items, closed := cq.Take()
 		var again []*messages.Publish
@@ -808,7 +847,7 @@ func (s *sender) confirmer(self *actor.PID, gen uint64, cq *workq.Q[job]) {
 			}
 		}
 		if len(again) > 0 {
-			s.env.Root.Send(self, &linkEnded{link: gen, err: gone, unsent: again, written: true})
+			to.send(&linkEnded{link: gen, err: gone, unsent: again, written: true})
 		}
 		if closed {
 			return
