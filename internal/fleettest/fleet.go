@@ -106,13 +106,14 @@ func (t *tally) enter(q string, replica int64) bool {
 
 func (t *tally) exit(q string) { t.parts[q].Add(-1) }
 
-func (t *tally) record(replica, group, seq int) {
+// record counts one handling and returns the distinct messages handled.
+func (t *tally) record(replica, group, seq int) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.byReplica[replica]++
 	if t.seen[group][seq] {
 		t.dups++
-		return
+		return t.handled
 	}
 	t.seen[group][seq] = true
 	t.handled++
@@ -120,6 +121,7 @@ func (t *tally) record(replica, group, seq int) {
 		t.inv++
 	}
 	t.maxFirst[group] = max(t.maxFirst[group], seq)
+	return t.handled
 }
 
 func (t *tally) count() int {
@@ -159,6 +161,11 @@ func Run(t *testing.T, c Config) Result {
 	}
 	total := c.Groups * c.PerGroup
 
+	// Once a quarter is handled, handlers hold until the stop has been
+	// asked for, so the replica stops with a backlog in flight.
+	var held atomic.Bool
+	release := make(chan struct{})
+
 	var mu sync.Mutex
 	var running []*amqpactor.App // index = replica
 	startReplica := func(id int) {
@@ -183,7 +190,16 @@ func Run(t *testing.T, c Config) Result {
 			if err != nil {
 				return amqpactor.Reject(err)
 			}
-			tl.record(id, g, seq)
+			if held.Load() {
+				select {
+				case <-release:
+				case <-hctx.Done():
+					return hctx.Err()
+				}
+			}
+			if tl.record(id, g, seq) == total/4 {
+				held.Store(true)
+			}
 			return nil
 		}, amqpactor.WithPartitions(4))
 		require.NoError(t, err)
@@ -244,8 +260,8 @@ func Run(t *testing.T, c Config) Result {
 	}
 
 	// Stop the replica that has handled most (the one holding partitions)
-	// once a quarter of the stream is handled.
-	require.Eventually(t, func() bool { return tl.count() >= total/4 }, c.Bound, time.Millisecond)
+	// once the first half is published and a quarter handled.
+	require.Eventually(t, func() bool { return held.Load() && published.Load() == int64(total/2) }, c.Bound, time.Millisecond)
 	tl.mu.Lock()
 	victim := 0
 	for id := range c.Replicas {
@@ -258,10 +274,15 @@ func Run(t *testing.T, c Config) Result {
 	mu.Lock()
 	app := running[victim]
 	mu.Unlock()
+	stopped := make(chan error, 1)
+	go func() {
+		sctx, scancel := context.WithTimeout(ctx, 15*time.Second)
+		defer scancel()
+		stopped <- app.Stop(sctx)
+	}()
 	close(stopping)
-	sctx, scancel := context.WithTimeout(ctx, 15*time.Second)
-	require.NoError(t, app.Stop(sctx))
-	scancel()
+	close(release)
+	require.NoError(t, <-stopped)
 	startReplica(c.Replicas)
 
 	wg.Wait()
@@ -273,7 +294,7 @@ func Run(t *testing.T, c Config) Result {
 	// the caller sees what was lost).
 	assert.Eventually(t, func() bool { return tl.count() >= total }, c.Bound, time.Millisecond)
 	// Stop every replica so that late redeliveries are counted too.
-	sctx, scancel = context.WithTimeout(context.Background(), 10*time.Second)
+	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
 	require.NoError(t, pub.Stop(sctx))
 	scancel()
 	mu.Lock()
