@@ -2,6 +2,7 @@ package amqpactor_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"sync"
 	"testing"
@@ -134,4 +135,55 @@ func TestPartitionedAddressValidated(t *testing.T) {
 	defer func() { require.NoError(t, app.Stop(ctx)) }()
 	err = app.Publish(ctx, amqpactor.Partitioned("orders", 2000), &amqpactor.Message{GroupID: "g"})
 	require.ErrorContains(t, err, "partitioned:orders")
+}
+
+// Request and Tx.Publish route to the group-id's partition as Publish does.
+func TestPartitionedRequestAndTransaction(t *testing.T) {
+	defer goleak.VerifyNone(t, ignoreThrottle)
+	addr := amqpactor.Partitioned("rpc-parts", 4)
+	app := amqpactor.New(inproc.New())
+	_, err := app.Subscribe(addr, amqpactor.Responder(func(ctx context.Context, req *amqpactor.Message) (*amqpactor.Message, error) {
+		return &amqpactor.Message{Body: []byte(messages.PartitionFrom(ctx).Address.Name())}, nil
+	}))
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, app.Start(ctx))
+	defer func() { require.NoError(t, app.Stop(ctx)) }()
+	for _, g := range []string{"a", "b", "c", "d", "e"} {
+		rep, err := app.Request(ctx, addr, &amqpactor.Message{GroupID: g})
+		require.NoError(t, err)
+		require.Equal(t, addr.Partition(addr.PartitionFor(g)).Name(), string(rep.Body), g)
+	}
+	// A transaction's publish lands on the group's partition queue too
+	// (the responder answers it; its reply goes nowhere).
+	require.NoError(t, app.Transaction(ctx, func(tx *amqpactor.Tx) error {
+		return tx.Publish(ctx, addr, &amqpactor.Message{GroupID: "a"})
+	}))
+}
+
+func ExamplePartitioned() {
+	broker := inproc.New()
+	orders := amqpactor.Partitioned("orders", 8) // queues orders.p0 … orders.p7
+	handled := make(chan string, 1)
+	// Every replica (App of one name) subscribes alike; each partition
+	// queue delivers to one replica at a time.
+	app := amqpactor.New(broker, amqpactor.WithName("order-service"))
+	_, _ = app.Subscribe(orders, func(ctx context.Context, m *amqpactor.Message) error {
+		handled <- m.GroupID + " on " + messages.PartitionFrom(ctx).Address.Name()
+		return nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := app.Start(ctx); err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer func() { _ = app.Stop(ctx) }()
+	_ = app.Publish(ctx, orders, &amqpactor.Message{GroupID: "customer-7", Body: []byte("order 1")})
+	fmt.Println(<-handled)
+	fmt.Println("partition of customer-7:", orders.PartitionFor("customer-7"))
+	// Output:
+	// customer-7 on orders.p1
+	// partition of customer-7: 1
 }
