@@ -24,6 +24,24 @@ func Topic(name string) Address { return address.Topic(name) }
 // Raw names an address that goes to the broker exactly as written.
 func Raw(name string) Address { return address.Raw(name) }
 
+// Partitioned names n queues, NAME.p0 … NAME.p{n-1}, that keep group-id
+// order across every replica of a service (several Apps of the same name
+// on one broker); n must be in 1..1024.
+//
+// App.Publish sends a message to partition FNV-1a(group-id) mod n (32-bit
+// FNV-1a of the group-id's bytes, Address.PartitionFor); a message without
+// a group-id goes round robin over the partitions, each App keeping its own
+// turn, since it has no order to keep. App.Subscribe subscribes to all n
+// queues, one subscription (and subscription actor) per queue, named
+// NAME.p<i> after the subscription's own name; each queue has a single
+// active consumer (RabbitMQ 4 x-single-active-consumer, Artemis exclusive
+// queues, the in-process broker alike), so a group is handled by one
+// replica at a time, in order, and the queues of a replica that leaves
+// pass to the replica that attached next, with what it had not settled
+// first. Within a replica WithPartitions dispatches each queue's messages
+// as for any subscription. Request and Tx.Publish route as Publish does.
+func Partitioned(name string, n int) Address { return address.Partitioned(name, n) }
+
 // Dialect says how a broker spells addresses.
 type Dialect = address.Dialect
 

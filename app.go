@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -54,7 +55,8 @@ type App struct {
 	names    map[string]int
 
 	seq       atomic.Uint64
-	addrCache sync.Map // Address -> error, for addresses already checked
+	addrCache sync.Map      // Address -> error, for addresses already checked
+	partRR    atomic.Uint64 // round robin of Partitioned publishes without a group-id
 
 	// State changes (state.go): events delivers them while the App
 	// runs; watchers are the WatchStateChanges functions.
@@ -163,6 +165,10 @@ type Subscription struct {
 	spec   *messages.Subscription
 	paused bool     // guarded by app.mu: the last Pause or Resume
 	info   *subInfo // what AsyncAPI reports of it (asyncapi.go)
+	// parts are the subscriptions of a Partitioned address's queues, one
+	// each; s itself then runs nothing and Close, Pause and Resume go to
+	// them.
+	parts []*Subscription
 }
 
 // Address is the address the subscription receives from.
@@ -190,6 +196,13 @@ func (s *Subscription) Close(ctx context.Context) error {
 	}
 	if ctx == nil {
 		return errNil("Subscription.Close", "context")
+	}
+	if s.parts != nil {
+		var errs []error
+		for _, p := range s.parts {
+			errs = append(errs, p.Close(ctx))
+		}
+		return errors.Join(errs...)
 	}
 	a := s.app
 	if err := a.awaitStart(ctx); err != nil && !errors.Is(err, ErrStopped) && !errors.Is(err, ErrNotStarted) {
@@ -233,6 +246,12 @@ func (s *Subscription) Resume() { s.setPaused(false) }
 // a connection that does not know the subscription yet).
 func (s *Subscription) setPaused(p bool) {
 	if s == nil {
+		return
+	}
+	for _, x := range s.parts {
+		x.setPaused(p)
+	}
+	if s.parts != nil {
 		return
 	}
 	a := s.app
@@ -324,6 +343,13 @@ func (a *App) subscribe(addr Address, h Handler, bh BatchHandler, opts []Subscri
 		}
 	}
 	s := &Subscription{app: a, spec: spec, info: newSubInfo(h, bh, c)}
+	// What runs: s itself, or for a Partitioned address one subscription
+	// per partition queue (partitioned.go).
+	run := []*Subscription{s}
+	if addr.Kind() == address.KindPartitioned {
+		s.parts = partitionSubs(s)
+		run = s.parts
+	}
 
 	// A Subscribe while Start runs waits for it: Start attaches the
 	// subscriptions it knew when it began, a later one attaches here.
@@ -334,8 +360,13 @@ func (a *App) subscribe(addr Address, h Handler, bh BatchHandler, opts []Subscri
 		return nil, ErrStopped
 	}
 	spec.Name = a.subName(c.name, addr)
-	a.instrument(spec, c.retry) // tracing and metrics (telemetry.go)
-	a.subs = append(a.subs, s)
+	for i, p := range s.parts {
+		p.spec.Name = a.subName(spec.Name+".p"+strconv.Itoa(i), p.spec.Address)
+	}
+	for _, x := range run {
+		a.instrument(x.spec, c.retry) // tracing and metrics (telemetry.go)
+		a.subs = append(a.subs, x)
+	}
 	started, root, env := a.state == stateStarted, a.root, a.env
 	a.mu.Unlock()
 	if !started {
@@ -343,16 +374,17 @@ func (a *App) subscribe(addr Address, h Handler, bh BatchHandler, opts []Subscri
 	}
 	ctx, cancel := env.CloseCtx(context.Background())
 	defer cancel()
-	if err := a.attach(ctx, root, s); err != nil {
-		a.mu.Lock()
-		for i, x := range a.subs {
-			if x == s {
-				a.subs = append(a.subs[:i], a.subs[i+1:]...)
-				break
+	for i, x := range run {
+		if err := a.attach(ctx, root, x); err != nil {
+			a.mu.Lock()
+			a.subs = slices.DeleteFunc(a.subs, func(y *Subscription) bool { return slices.Contains(run, y) })
+			a.mu.Unlock()
+			// The partitions attached already detach again: all or none.
+			for _, y := range run[:i] {
+				_ = y.Close(ctx)
 			}
+			return nil, err
 		}
-		a.mu.Unlock()
-		return nil, err
 	}
 	return s, nil
 }
@@ -815,6 +847,9 @@ func (a *App) publishRaw(ctx context.Context, addr Address, raw *amqp.Message, s
 // the pool. A caller that gives up on ctx leaves call to the sender, and to
 // the garbage collector.
 func (a *App) send(ctx context.Context, call *publishCall, addr Address, raw *amqp.Message, settled, reply bool) error {
+	if addr.Kind() == address.KindPartitioned {
+		addr = a.partitionOf(addr, groupOf(raw))
+	}
 	env, ch, err := a.running(ctx)
 	if err != nil {
 		call.release()
@@ -865,6 +900,7 @@ func (a *App) request(ctx context.Context, addr Address, m *Message) (*Message, 
 	if err := a.checkAddress(addr, address.Send); err != nil {
 		return nil, err
 	}
+	addr = a.partitionOf(addr, m.GroupID)
 	env, ch, err := a.running(ctx)
 	if err != nil {
 		return nil, err
@@ -948,6 +984,7 @@ func (tx *Tx) publish(ctx context.Context, addr Address, m *Message) error {
 	if err := tx.app.checkAddress(addr, address.Send); err != nil {
 		return err
 	}
+	addr = tx.app.partitionOf(addr, m.GroupID)
 	raw, err := messages.ToAMQP(m)
 	if err != nil {
 		return fmt.Errorf("amqpactor: transactional publish to %s: %w", addr, err)

@@ -494,6 +494,9 @@ func typeLabel(t reflect.Type) string {
 func describeAddress(a Address) string {
 	switch a.Kind() {
 	case address.KindQueue:
+		if a.SingleActiveConsumer() {
+			return "Partition queue " + a.Name() + ": one receiver at a time gets its messages, in order (single active consumer)."
+		}
 		return "Queue " + a.Name() + ": its receivers compete for each message."
 	case address.KindTopic:
 		return "Topic " + a.Name() + ": every subscription gets its own copy of each message."

@@ -417,6 +417,7 @@ func (a *App) Publish(ctx context.Context, addr Address, m *Message, opts ...Pub
 	if err := a.checkAddress(addr, address.Send); err != nil {
 		return err
 	}
+	addr = a.partitionOf(addr, m.GroupID)
 	use := useUnsettled
 	if c.settled {
 		use = useSettled

@@ -67,9 +67,23 @@ func Render(d Dialect, a Address, role Role, subscription string) (Node, error) 
 	if a.kind == KindRaw {
 		return Node{Address: a.name}, nil
 	}
+	if a.kind == KindPartitioned {
+		// Its partition queues are what goes on the wire; they all spell
+		// alike, so the first answers for the set.
+		n, err := Render(d, a.Partition(0), role, subscription)
+		if e, ok := err.(*Error); ok {
+			e.Address = a
+		}
+		return n, err
+	}
 	_, _, fq := a.FQQN()
 	switch d {
 	case Artemis:
+		if a.kind == KindQueue && a.single && role == Receive {
+			// An exclusive queue, as Artemis spells it for a queue it
+			// auto-creates: the address parameter exclusive=true.
+			return Node{Address: a.name + "?exclusive=true", Capabilities: capQueue}, nil
+		}
 		if a.kind == KindQueue {
 			return Node{Address: a.name, Capabilities: capQueue}, nil
 		}
@@ -92,6 +106,9 @@ func Render(d Dialect, a Address, role Role, subscription string) (Node, error) 
 	case ServiceBus:
 		if fq {
 			return Node{}, &Error{Address: a, Dialect: d, Reason: "fully qualified queue names are an Artemis feature"}
+		}
+		if a.single && role == Receive {
+			return Node{}, &Error{Address: a, Dialect: d, Reason: "Service Bus queues have no single active consumer (use session-enabled queues)"}
 		}
 		if a.kind == KindTopic && role == Receive {
 			if subscription == "" {

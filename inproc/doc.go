@@ -40,6 +40,13 @@
 //     modified{undeliverable-here} never offers it to that receiver again. A
 //     detached link's unsettled deliveries go back to the head of their queue
 //     in their original order and are redelivered with first-acquirer false.
+//   - Single active consumer. A queue a receiver attaches to with a partition
+//     queue address (address.Partitioned's Partition, SingleActiveConsumer)
+//     is flagged for good: it delivers only to the receiver attached first;
+//     the others wait with their credit. When the active one detaches, its
+//     unsettled deliveries go back to the head, in order, and the next in
+//     attach order becomes active and gets them first, as RabbitMQ 4's
+//     x-single-active-consumer and Artemis's exclusive queues do.
 //   - The anonymous terminus (Features.AnonymousRelay; WithoutAnonymousRelay
 //     turns it off): a sender attached with a zero address is a
 //     transport.Relay, and each transfer goes where its properties.to names,

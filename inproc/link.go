@@ -195,6 +195,9 @@ func (s *session) NewReceiver(ctx context.Context, o transport.ReceiverOptions) 
 		r.name, r.addr = a.Name(), a
 	}
 	r.q.mu.Lock()
+	if a.SingleActiveConsumer() {
+		r.q.single = true
+	}
 	r.q.addConsumerLocked(r)
 	r.q.mu.Unlock()
 	if r.topic != nil {

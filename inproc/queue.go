@@ -105,6 +105,10 @@ type queue struct {
 	// temporary queues (dynamic nodes, topic subscriptions) die with their
 	// link; their messages go with them.
 	temporary bool
+	// single (a partition queue, set under mu by the first receiver that
+	// asks for it) delivers only to cons[0], the receiver attached first;
+	// when it detaches, the next one in attach order takes over.
+	single bool
 
 	gone atomic.Bool     // deleted: senders drop their cached pointer
 	out  atomic.Int64    // transferred to receivers and not yet settled
@@ -174,6 +178,10 @@ func (q *queue) requeueLocked(es []*entry) {
 // nextConsumerLocked picks the next consumer with credit, round robin.
 func (q *queue) nextConsumerLocked() *receiverLink {
 	n := len(q.cons)
+	if q.single && n > 1 {
+		n = 1
+		q.rr = 0
+	}
 	for i := 0; i < n; i++ {
 		k := (q.rr + i) % n
 		if r := q.cons[k]; r.credit > 0 {
@@ -199,7 +207,7 @@ func (q *queue) dispatchLocked() {
 			return
 		}
 		k := 1
-		if len(q.cons) == 1 {
+		if len(q.cons) == 1 || q.single {
 			k = int(min(r.credit, uint64(q.msgs.len())))
 		}
 		r.credit -= uint64(k)
@@ -219,6 +227,10 @@ func (q *queue) dispatchLocked() {
 // may have. It reports whether it transferred anything.
 func (q *queue) dispatchExclLocked() bool {
 	n := len(q.cons)
+	if q.single && n > 1 {
+		n = 1
+		q.rr = 0
+	}
 	for i := 0; i < n; i++ {
 		k := (q.rr + i) % n
 		r := q.cons[k]

@@ -74,6 +74,9 @@
 //
 //   - Queue(name): a durable quorum queue (classic when
 //     ReceiverOptions.ClassicQueue).
+//   - A partition queue of address.Partitioned (NAME.p<i>): the same, with
+//     x-single-active-consumer: true, by senders and receivers alike, so
+//     whichever comes first declares it the same way.
 //   - Topic(name), send: a durable exchange of type "topic". Messages published
 //     to /exchanges/NAME carry the empty routing key, which the binding key "#"
 //     matches, so every subscription gets every message; a topic exchange keeps
@@ -89,7 +92,9 @@
 // an operator declared with x-max-length, or a fanout exchange) is used as it
 // is, and so is one the user may not declare (no configure permission): a
 // warning is logged and the attach decides. Only the subscription queue of a
-// topic must be declared. Management.DeclareQueue and DeclareExchange
+// topic must be declared, and a partition queue must have its single active
+// consumer: one that exists without it (409) fails the attach, naming the
+// address, since it would hand one group to several replicas at once. Management.DeclareQueue and DeclareExchange
 // themselves report such a conflict as a *ManagementError with status 409.
 //
 // RabbitMQ 4.0 ends the whole session, not just the link, when it refuses an

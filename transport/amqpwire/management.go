@@ -102,6 +102,10 @@ type QueueSpec struct {
 	// Arguments are further x-arguments, e.g. "x-max-length": int64(1),
 	// "x-overflow": "reject-publish", "x-delivery-limit": int64(5).
 	Arguments map[string]any
+	// SingleActiveConsumer declares x-single-active-consumer: true: the
+	// broker delivers to one consumer at a time and hands over to the next
+	// when it leaves (the partition queues of a Partitioned address).
+	SingleActiveConsumer bool
 }
 
 // QueueInfo is the broker's description of a queue.
@@ -179,6 +183,9 @@ func (m *Management) DeclareQueue(ctx context.Context, q QueueSpec) (QueueInfo, 
 		typ = Quorum
 	}
 	args["x-queue-type"] = string(typ)
+	if q.SingleActiveConsumer {
+		args["x-single-active-consumer"] = true
+	}
 	body := map[string]any{
 		"durable":     !q.Transient,
 		"exclusive":   q.Exclusive,

@@ -30,7 +30,8 @@ func declareError(a string, err error) error {
 
 // ensureQueue declares a queue for a link. A queue that exists with other
 // properties is used as it is (the broker answers 409): it may well have
-// been declared on purpose with arguments of its own. A user without the
+// been declared on purpose with arguments of its own; but not a partition
+// queue, whose single active consumer is what keeps its groups in order. A user without the
 // configure permission (403) attaches to whatever is there: if the queue is
 // missing, the refused attach names it.
 func (c *Conn) ensureQueue(ctx context.Context, a string, q QueueSpec) error {
@@ -41,6 +42,10 @@ func (c *Conn) ensureQueue(ctx context.Context, a string, q QueueSpec) error {
 	switch {
 	case err == nil:
 		return nil
+	case IsStatus(err, 409) && q.SingleActiveConsumer:
+		// Used as it is, a partition queue without a single active
+		// consumer would hand one group to several replicas at once.
+		return declareError(a, fmt.Errorf("a partition queue needs x-single-active-consumer: %w", err))
 	case IsStatus(err, 409):
 		c.log.Warn("amqpactor: queue exists with other properties; using it as it is",
 			"queue", q.Name, "wanted", string(q.Type), "broker", err.Error())
@@ -83,7 +88,7 @@ func reserved(name string) bool { return strings.HasPrefix(name, "amq.") }
 func (c *Conn) declareForSend(ctx context.Context, a address.Address) error {
 	switch a.Kind() {
 	case address.KindQueue:
-		return c.ensureQueue(ctx, a.String(), QueueSpec{Name: a.Name(), Type: Quorum})
+		return c.ensureQueue(ctx, a.String(), QueueSpec{Name: a.Name(), Type: Quorum, SingleActiveConsumer: a.SingleActiveConsumer()})
 	case address.KindTopic:
 		return c.ensureExchange(ctx, a.String(), a.Name())
 	}
@@ -99,7 +104,7 @@ func (c *Conn) declareForReceive(ctx context.Context, o transport.ReceiverOption
 		if o.ClassicQueue {
 			typ = Classic
 		}
-		return c.ensureQueue(ctx, a.String(), QueueSpec{Name: a.Name(), Type: typ})
+		return c.ensureQueue(ctx, a.String(), QueueSpec{Name: a.Name(), Type: typ, SingleActiveConsumer: a.SingleActiveConsumer()})
 	case address.KindTopic:
 		if err := c.ensureExchange(ctx, a.String(), node.Exchange); err != nil {
 			return err

@@ -1,0 +1,318 @@
+// Package fleettest runs one scenario on any broker: several replicas (Apps
+// of one name) subscribed to a Partitioned address while one publisher
+// sends ordered groups, one replica stopped mid-stream and another started.
+// It measures what fleet-wide ordered partitions promise: nothing lost,
+// every group in order, no partition handled by two replicas at once.
+package fleettest
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/amqpactor/amqpactor"
+	"github.com/amqpactor/amqpactor/messages"
+)
+
+// Config is one run. NewApp builds an App named name on the broker under
+// test; Replicas start first, then one is stopped and one more started.
+type Config struct {
+	Addr     amqpactor.Address // a Partitioned address
+	AppName  string
+	NewApp   func(name string) *amqpactor.App
+	Replicas int // 3 when zero
+	Groups   int // 16 when zero
+	PerGroup int // 500 when zero
+	// Bound limits the whole run; 60 s when zero.
+	Bound time.Duration
+}
+
+// Result is what a run measured.
+type Result struct {
+	Published int
+	// Handled counts distinct messages handled; Lost = Published - Handled.
+	Handled, Lost int
+	// Duplicates are handlings of a message already handled (a redelivery
+	// after a hand-over), counted apart from Inversions.
+	Duplicates int
+	// Inversions: a message handled for the first time although a later
+	// one of its group (higher sequence number) had already been handled
+	// for the first time. Publishing is sequential per group, so this is
+	// exactly a group going out of order.
+	Inversions int
+	// Overlaps: a handler entered on one replica while another replica's
+	// handler of the same partition queue had not returned.
+	Overlaps int
+	// Handovers: times a partition's handling moved to another replica.
+	Handovers int
+	// InFlightAtStop is published - handled when the stop began.
+	InFlightAtStop int
+	// ByReplica is how many deliveries each replica handled.
+	ByReplica []int
+	Elapsed   time.Duration
+}
+
+func (r Result) String() string {
+	return fmt.Sprintf("published %d, handled %d, lost %d, duplicates %d, inversions %d, overlaps %d, hand-overs %d, in flight at stop %d, by replica %v, %v",
+		r.Published, r.Handled, r.Lost, r.Duplicates, r.Inversions, r.Overlaps, r.Handovers, r.InFlightAtStop, r.ByReplica, r.Elapsed.Round(time.Millisecond))
+}
+
+// tally records handlings.
+type tally struct {
+	parts map[string]*atomic.Int64 // partition queue → owner<<32 | handlers in flight
+
+	mu        sync.Mutex
+	seen      []map[int]bool // per group
+	maxFirst  []int
+	handled   int
+	dups, inv int
+	byReplica []int
+	overlaps  atomic.Int64
+	handovers atomic.Int64
+}
+
+// enter marks replica (1-based) as handling in partition queue q; it
+// reports whether it counted (an overlap is recorded and not counted).
+func (t *tally) enter(q string, replica int64) bool {
+	st := t.parts[q]
+	for {
+		v := st.Load()
+		owner, n := v>>32, v&0xffffffff
+		switch {
+		case n == 0:
+			if st.CompareAndSwap(v, replica<<32|1) {
+				if owner != 0 && owner != replica {
+					t.handovers.Add(1)
+				}
+				return true
+			}
+		case owner == replica:
+			if st.CompareAndSwap(v, v+1) {
+				return true
+			}
+		default:
+			t.overlaps.Add(1)
+			return false
+		}
+	}
+}
+
+func (t *tally) exit(q string) { t.parts[q].Add(-1) }
+
+// record counts one handling and returns the distinct messages handled.
+func (t *tally) record(replica, group, seq int) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.byReplica[replica]++
+	if t.seen[group][seq] {
+		t.dups++
+		return t.handled
+	}
+	t.seen[group][seq] = true
+	t.handled++
+	if seq < t.maxFirst[group] {
+		t.inv++
+	}
+	t.maxFirst[group] = max(t.maxFirst[group], seq)
+	return t.handled
+}
+
+func (t *tally) count() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.handled
+}
+
+// Run runs the scenario and returns what it measured; it fails t only when
+// the run itself cannot go on (a Start or Publish error, the bound).
+func Run(t *testing.T, c Config) Result {
+	t.Helper()
+	if c.Replicas == 0 {
+		c.Replicas = 3
+	}
+	if c.Groups == 0 {
+		c.Groups = 16
+	}
+	if c.PerGroup == 0 {
+		c.PerGroup = 500
+	}
+	if c.Bound == 0 {
+		c.Bound = 60 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.Bound)
+	defer cancel()
+	n := c.Addr.Partitions()
+	require.Positive(t, n)
+	tl := &tally{parts: map[string]*atomic.Int64{}, seen: make([]map[int]bool, c.Groups), maxFirst: make([]int, c.Groups),
+		byReplica: make([]int, c.Replicas+1)}
+	for i := range n {
+		tl.parts[c.Addr.Partition(i).Name()] = new(atomic.Int64)
+	}
+	for g := range tl.seen {
+		tl.seen[g] = map[int]bool{}
+		tl.maxFirst[g] = -1
+	}
+	total := c.Groups * c.PerGroup
+
+	// Once a quarter is handled, handlers hold until the stop has been
+	// asked for, so the replica stops with a backlog in flight.
+	var held atomic.Bool
+	release := make(chan struct{})
+
+	var mu sync.Mutex
+	var running []*amqpactor.App // index = replica
+	startReplica := func(id int) {
+		app := c.NewApp(c.AppName)
+		_, err := app.Subscribe(c.Addr, func(hctx context.Context, m *amqpactor.Message) error {
+			p := messages.PartitionFrom(hctx)
+			if p == nil {
+				return fmt.Errorf("no partition in the handler's context")
+			}
+			q := p.Address.Name()
+			counted := tl.enter(q, int64(id+1))
+			defer func() {
+				if counted {
+					tl.exit(q)
+				}
+			}()
+			g, err := strconv.Atoi(m.GroupID[1:])
+			if err != nil {
+				return amqpactor.Reject(err)
+			}
+			seq, err := strconv.Atoi(string(m.Body))
+			if err != nil {
+				return amqpactor.Reject(err)
+			}
+			if held.Load() {
+				select {
+				case <-release:
+				case <-hctx.Done():
+					return hctx.Err()
+				}
+			}
+			if tl.record(id, g, seq) == total/4 {
+				held.Store(true)
+			}
+			return nil
+		}, amqpactor.WithPartitions(4))
+		require.NoError(t, err)
+		require.NoError(t, app.Start(ctx))
+		mu.Lock()
+		running = append(running, app)
+		mu.Unlock()
+	}
+	for id := range c.Replicas {
+		startReplica(id)
+	}
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, a := range running {
+			sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+			_ = a.Stop(sctx)
+			scancel()
+		}
+	})
+
+	pub := c.NewApp(c.AppName + "-publisher")
+	require.NoError(t, pub.Start(ctx))
+	t.Cleanup(func() {
+		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer scancel()
+		_ = pub.Stop(sctx)
+	})
+
+	begin := time.Now()
+	// The second half of every group waits for the stop to have begun, so
+	// the stop is always mid-stream.
+	stopping := make(chan struct{})
+	var published atomic.Int64
+	errs := make(chan error, c.Groups)
+	var wg sync.WaitGroup
+	for g := range c.Groups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for seq := range c.PerGroup {
+				if seq == c.PerGroup/2 {
+					select {
+					case <-stopping:
+					case <-ctx.Done():
+						errs <- ctx.Err()
+						return
+					}
+				}
+				m := &amqpactor.Message{GroupID: "g" + strconv.Itoa(g), Body: []byte(strconv.Itoa(seq))}
+				if err := pub.Publish(ctx, c.Addr, m); err != nil {
+					errs <- fmt.Errorf("group %d seq %d: %w", g, seq, err)
+					return
+				}
+				published.Add(1)
+			}
+		}()
+	}
+
+	// Stop the replica that has handled most (the one holding partitions)
+	// once the first half is published and a quarter handled.
+	require.Eventually(t, func() bool { return held.Load() && published.Load() == int64(total/2) }, c.Bound, time.Millisecond)
+	tl.mu.Lock()
+	victim := 0
+	for id := range c.Replicas {
+		if tl.byReplica[id] > tl.byReplica[victim] {
+			victim = id
+		}
+	}
+	res := Result{InFlightAtStop: int(published.Load()) - tl.handled}
+	tl.mu.Unlock()
+	mu.Lock()
+	app := running[victim]
+	mu.Unlock()
+	stopped := make(chan error, 1)
+	go func() {
+		sctx, scancel := context.WithTimeout(ctx, 15*time.Second)
+		defer scancel()
+		stopped <- app.Stop(sctx)
+	}()
+	close(stopping)
+	close(release)
+	require.NoError(t, <-stopped)
+	startReplica(c.Replicas)
+
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	// Everything published is handled, or the bound ends the wait (and
+	// the caller sees what was lost).
+	assert.Eventually(t, func() bool { return tl.count() >= total }, c.Bound, time.Millisecond)
+	// Stop every replica so that late redeliveries are counted too.
+	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+	require.NoError(t, pub.Stop(sctx))
+	scancel()
+	mu.Lock()
+	for _, a := range running {
+		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+		require.NoError(t, a.Stop(sctx))
+		scancel()
+	}
+	mu.Unlock()
+	res.Elapsed = time.Since(begin)
+
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	res.Published = int(published.Load())
+	res.Handled = tl.handled
+	res.Lost = res.Published - tl.handled
+	res.Duplicates, res.Inversions = tl.dups, tl.inv
+	res.Overlaps, res.Handovers = int(tl.overlaps.Load()), int(tl.handovers.Load())
+	res.ByReplica = append([]int(nil), tl.byReplica...)
+	return res
+}
