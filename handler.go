@@ -252,6 +252,7 @@ const failureBurst = 10
 type failureLog struct {
 	log  *slog.Logger
 	addr string
+	now  func() time.Time // time.Now; a test's clock
 
 	mu      sync.Mutex
 	since   time.Time
@@ -260,7 +261,11 @@ type failureLog struct {
 }
 
 func (f *failureLog) warn(m *Message, count uint32, outcome string, err error) {
-	now := time.Now()
+	clock := f.now
+	if clock == nil {
+		clock = time.Now
+	}
+	now := clock()
 	f.mu.Lock()
 	skipped := 0
 	if now.Sub(f.since) >= time.Second {
