@@ -317,7 +317,7 @@ func (a *App) subscribe(addr Address, h Handler, bh BatchHandler, opts []Subscri
 		Outcome:        a.outcomer(&subPolicy{p: retry, src: addr, classic: c.classic, log: fails}),
 		QueueArguments: qargs, DeadLetter: retry.DeadLetter, DeliveryLimit: retry.MaxDeliveries,
 	}
-	if retry.Backoff > 0 && !c.settled {
+	if retry.Backoff > 0 {
 		spec.Retry = messages.Retry{Backoff: retry.Backoff, MaxBackoff: retry.MaxBackoff, MaxDeliveries: retry.MaxDeliveries,
 			Retryable: retryable,
 			Failed: func(_ context.Context, err error, m *Message, wait time.Duration) {
