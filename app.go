@@ -304,6 +304,19 @@ func (a *App) subscribe(addr Address, h Handler, bh BatchHandler, opts []Subscri
 			return nil, fmt.Errorf("amqpactor: retry address: %w", err)
 		}
 	}
+	if !c.retry.DeadLetter.IsZero() {
+		if err := a.checkAddress(c.retry.DeadLetter, address.Send); err != nil {
+			return nil, fmt.Errorf("amqpactor: dead-letter address: %w", err)
+		}
+	}
+	if c.retry.Backoff < 0 || c.retry.MaxBackoff < 0 {
+		return nil, fmt.Errorf("amqpactor: Subscribe %s: negative backoff %v, %v", addr, c.retry.Backoff, c.retry.MaxBackoff)
+	}
+	qargs, err := transport.QueueArguments(c.queueArgs)
+	if err != nil {
+		return nil, fmt.Errorf("amqpactor: Subscribe %s: %w", addr, err)
+	}
+	retry := c.retry.effective()
 	if c.credit == 0 {
 		c.credit = DefaultCredit
 	}
@@ -316,9 +329,20 @@ func (a *App) subscribe(addr Address, h Handler, bh BatchHandler, opts []Subscri
 	if c.batchSize <= 0 {
 		c.batchSize = 100
 	}
+	fails := &failureLog{log: a.log, addr: addr.String()}
 	spec := &messages.Subscription{
 		Address: addr, Credit: c.credit, Partitions: c.partitions, Settled: c.settled, Classic: c.classic,
-		BatchSize: c.batchSize, BatchWait: c.batchWait, Outcome: a.outcomer(c.retry), HandlerTimeout: c.timeout,
+		BatchSize: c.batchSize, BatchWait: c.batchWait,
+		Outcome:        a.outcomer(&subPolicy{p: retry, src: addr, classic: c.classic, log: fails}),
+		QueueArguments: qargs, DeadLetter: retry.DeadLetter, DeliveryLimit: retry.MaxDeliveries,
+		HandlerTimeout: c.timeout,
+	}
+	if retry.Backoff > 0 {
+		spec.Retry = messages.Retry{Backoff: retry.Backoff, MaxBackoff: retry.MaxBackoff, MaxDeliveries: retry.MaxDeliveries,
+			Retryable: retryable,
+			Failed: func(_ context.Context, err error, m *Message, wait time.Duration) {
+				fails.warn(m, m.DeliveryCount, "retried in place after "+wait.Round(time.Millisecond).String(), err)
+			}}
 	}
 	if h != nil {
 		spec.Handler = messages.Handler(h)
@@ -364,7 +388,7 @@ func (a *App) subscribe(addr Address, h Handler, bh BatchHandler, opts []Subscri
 		p.spec.Name = a.subName(spec.Name+".p"+strconv.Itoa(i), p.spec.Address)
 	}
 	for _, x := range run {
-		a.instrument(x.spec, c.retry) // tracing and metrics (telemetry.go)
+		a.instrument(x.spec, retry) // tracing and metrics (telemetry.go)
 		a.subs = append(a.subs, x)
 	}
 	started, root, env := a.state == stateStarted, a.root, a.env
@@ -786,8 +810,8 @@ func (a *App) teardown(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Run starts the App, blocks until ctx is done, and stops it (with a 30 s
-// bound on the graceful stop).
+// Run starts the App, blocks until ctx is done, and stops it, the stop
+// bounded by WithStopTimeout (DefaultStopTimeout without it).
 func (a *App) Run(ctx context.Context) error {
 	if ctx == nil {
 		return errNil("Run", "context")
@@ -796,7 +820,11 @@ func (a *App) Run(ctx context.Context) error {
 		return err
 	}
 	<-ctx.Done()
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	d := a.cfg.stopTimeout
+	if d <= 0 {
+		d = DefaultStopTimeout
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d)
 	defer cancel()
 	return a.Stop(sctx)
 }

@@ -15,6 +15,9 @@
 // Reject rejects, Release releases, Undeliverable modifies with
 // undeliverable-here, and any other error (or a panic) modifies with
 // delivery-failed so the broker redelivers it with delivery-count + 1.
+// WithRetry changes what a failure does: RetryPolicy.Backoff retries it in
+// place, keeping group-id order, MaxDeliveries bounds the attempts and
+// DeadLetter takes what has none left.
 //
 // Observability: every publish and every handled delivery is an
 // OpenTelemetry span, and the W3C trace context travels in the message's

@@ -5,14 +5,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"mime"
 	"reflect"
+	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/Azure/go-amqp"
 
 	"github.com/amqpactor/amqpactor/actors"
+	"github.com/amqpactor/amqpactor/address"
 	"github.com/amqpactor/amqpactor/messages"
 )
 
@@ -55,16 +60,59 @@ func Release() error { return &releaseError{} }
 func Undeliverable(err error) error { return &undeliverableError{err: err} }
 
 // RetryPolicy says what a failure does.
+//
+// Without Backoff a failure goes back to the broker (modified), which
+// redelivers it when it likes: meanwhile the rest of its group-id runs, so
+// a retried message comes after later ones of its group. With Backoff the
+// partition worker retries it in place, holding back the rest of its
+// partition (so every group-id it serves) until it succeeds or runs out of
+// attempts: group-id order holds.
 type RetryPolicy struct {
 	// MaxDeliveries, when > 0, is the number of attempts: a failure of the
-	// delivery whose delivery-count shows it is the last attempt is sent as
-	// rejected instead of modified.
+	// delivery whose delivery-count shows it is the last attempt is
+	// dead-lettered (DeadLetter) or sent as rejected instead of modified.
+	// With Backoff, zero means DefaultMaxDeliveries.
 	MaxDeliveries uint32
 	// RetryAddress, when set, is for brokers that ignore modified (Azure
 	// Service Bus, RabbitMQ classic queues): a failure publishes a copy with
 	// delivery-count + 1 there and accepts the original.
 	RetryAddress Address
+	// Backoff, when > 0, retries a failure in place after Backoff, then
+	// twice as long each time (plus up to half again of jitter), capped by
+	// MaxBackoff (zero means DefaultMaxBackoff, or Backoff when longer).
+	// Each attempt shows the delivery-count a redelivery would. A drain or
+	// stop ends the wait: the failure then goes back to the broker
+	// (modified), and what its partition holds after it from the same link
+	// is released, so it is not overtaken.
+	Backoff, MaxBackoff time.Duration
+	// DeadLetter, when set, is where a message goes after its last attempt
+	// or when the handler rejects it (Reject). On RabbitMQ 4, for a quorum
+	// queue and a DeadLetter queue without Backoff, the broker moves it:
+	// the queue is declared with x-dead-letter-exchange "",
+	// x-dead-letter-routing-key DeadLetter, x-dead-letter-strategy
+	// at-least-once, x-overflow reject-publish and x-delivery-limit
+	// MaxDeliveries. Everywhere else the runtime publishes a copy there,
+	// with the failure in its message annotations (DeadLetterAnnotations),
+	// and accepts the original once the copy is accepted. Without it a
+	// message rejected after its last attempt is logged at warn, and the
+	// broker drops it unless its queue dead-letters by itself.
+	DeadLetter Address
 }
+
+// Defaults of a RetryPolicy with Backoff.
+const (
+	DefaultMaxDeliveries = 10
+	DefaultMaxBackoff    = 30 * time.Second
+)
+
+// The message annotations of a copy the runtime dead-letters: the
+// failure's text, the number of deliveries it had, and the address it came
+// from.
+const (
+	FailureAnnotation        = "x-opt-amqpactor-failure"
+	DeliveriesAnnotation     = "x-opt-amqpactor-deliveries"
+	DeadLetterFromAnnotation = "x-opt-amqpactor-address"
+)
 
 // Conditions of the rejections the runtime makes itself.
 const (
@@ -72,29 +120,62 @@ const (
 	CondMaxDeliveries = "amqpactor:max-deliveries-exceeded"
 )
 
+// retryable is a failure the handler did not give a verdict for.
+func retryable(err error) bool {
+	var rej *rejectError
+	var rel *releaseError
+	var und *undeliverableError
+	return err != nil && !errors.As(err, &rej) && !errors.As(err, &rel) && !errors.As(err, &und)
+}
+
+// effective is p with the defaults of Backoff filled in.
+func (p RetryPolicy) effective() RetryPolicy {
+	if p.Backoff > 0 {
+		if p.MaxDeliveries == 0 {
+			p.MaxDeliveries = DefaultMaxDeliveries
+		}
+		if p.MaxBackoff <= 0 {
+			p.MaxBackoff = DefaultMaxBackoff
+		}
+		p.MaxBackoff = max(p.MaxBackoff, p.Backoff)
+	}
+	return p
+}
+
+// subPolicy is what a subscription's outcomes need beyond the handler's
+// result.
+type subPolicy struct {
+	p       RetryPolicy // effective
+	src     Address
+	classic bool
+	log     *failureLog
+}
+
 // outcomer maps a handler result to an outcome, per the table in the
 // package documentation and the subscription's RetryPolicy.
-func (a *App) outcomer(p RetryPolicy) messages.Outcomer {
+func (a *App) outcomer(sp *subPolicy) messages.Outcomer {
+	p := sp.p
 	return func(ctx context.Context, err error, m *Message) messages.Outcome {
 		if err == nil {
 			return messages.Outcome{Kind: messages.Accepted}
 		}
+		count := retriedCount(m)
 		var rej *rejectError
 		var rel *releaseError
 		var und *undeliverableError
 		switch {
 		case errors.As(err, &rej):
-			return rejected(rej.err, CondRejected)
+			return a.deadLetter(ctx, sp, m, count, err, rejected(rej.err, CondRejected), "rejected by the handler")
 		case errors.As(err, &rel):
 			return messages.Outcome{Kind: messages.Released}
 		case errors.As(err, &und):
+			sp.log.warn(m, count, "modified (undeliverable here)", err)
 			return messages.Outcome{Kind: messages.Modified, DeliveryFailed: true, UndeliverableHere: true}
 		}
-		count := retriedCount(m)
 		if p.MaxDeliveries > 0 && count+1 >= p.MaxDeliveries {
 			o := rejected(err, CondMaxDeliveries)
 			o.Description = fmt.Sprintf("failed %d deliveries, last: %s", count+1, o.Description)
-			return o
+			return a.deadLetter(ctx, sp, m, count, err, o, fmt.Sprintf("last of %d deliveries", p.MaxDeliveries))
 		}
 		if !p.RetryAddress.IsZero() {
 			cp := *m
@@ -109,9 +190,101 @@ func (a *App) outcomer(p RetryPolicy) messages.Outcomer {
 				a.log.Warn("amqpactor: publishing to the retry address failed", "address", p.RetryAddress.String(), "error", perr)
 				return messages.Outcome{Kind: messages.Modified, DeliveryFailed: true}
 			}
+			sp.log.warn(m, count, "copied to the retry address "+p.RetryAddress.String(), err)
 			return messages.Outcome{Kind: messages.Accepted}
 		}
+		sp.log.warn(m, count, "modified (the broker redelivers it)", err)
 		return messages.Outcome{Kind: messages.Modified, DeliveryFailed: true}
+	}
+}
+
+// deadLetter settles a message that gets no more attempts: o (rejected)
+// where there is no DeadLetter or the broker moves it there itself, or
+// accepted once a copy is published to DeadLetter. A copy that fails to
+// publish leaves the message with the broker (modified), never lost.
+func (a *App) deadLetter(ctx context.Context, sp *subPolicy, m *Message, count uint32, err error, o messages.Outcome, why string) messages.Outcome {
+	dl := sp.p.DeadLetter
+	switch {
+	case dl.IsZero():
+		sp.log.warn(m, count, why+"; rejected with no dead-letter address: dropped unless the queue dead-letters", err)
+		return o
+	case a.brokerDeadLetters(sp):
+		sp.log.warn(m, count, why+"; rejected: the broker dead-letters it to "+dl.String(), err)
+		return o
+	}
+	cp := *m
+	cp.DeliveryCount = 0
+	cp.FirstAcquirer = false
+	cp.Annotations = make(map[string]any, len(m.Annotations)+3)
+	for k, v := range m.Annotations {
+		cp.Annotations[k] = v
+	}
+	// The dead-letter queue's own consumers count from scratch.
+	delete(cp.Annotations, RetryCountAnnotation)
+	cp.Annotations[FailureAnnotation] = o.Description
+	cp.Annotations[DeliveriesAnnotation] = count + 1
+	cp.Annotations[DeadLetterFromAnnotation] = sp.src.String()
+	if perr := a.Publish(context.WithoutCancel(ctx), dl, &cp); perr != nil {
+		sp.log.warn(m, count, why+"; dead-lettering to "+dl.String()+" failed ("+perr.Error()+"): modified, the broker redelivers it", err)
+		return messages.Outcome{Kind: messages.Modified, DeliveryFailed: true}
+	}
+	sp.log.warn(m, count, why+"; dead-lettered to "+dl.String(), err)
+	return messages.Outcome{Kind: messages.Accepted}
+}
+
+// brokerDeadLetters reports that the broker moves a rejected message to the
+// DeadLetter itself: a RabbitMQ 4 quorum queue declared for it (see
+// transport.ReceiverOptions.DeadLetter), and no retries in place, whose
+// last failure the runtime dead-letters with the failure annotated.
+func (a *App) brokerDeadLetters(sp *subPolicy) bool {
+	c := a.Connector()
+	return c != nil && c.Dialect() == RabbitMQ4 && sp.p.Backoff <= 0 && !sp.classic &&
+		sp.src.Kind() == address.KindQueue && sp.p.DeadLetter.Kind() == address.KindQueue
+}
+
+// failureBurst is how many failures a subscription logs a second; the rest
+// are counted in one line when the next second begins.
+const failureBurst = 10
+
+// failureLog logs a subscription's handler failures and what became of
+// them at warn, at most failureBurst a second: a queue of poison messages
+// would flood the log. Never the body.
+type failureLog struct {
+	log  *slog.Logger
+	addr string
+	now  func() time.Time // time.Now; a test's clock
+
+	mu      sync.Mutex
+	since   time.Time
+	n       int
+	skipped int
+}
+
+func (f *failureLog) warn(m *Message, count uint32, outcome string, err error) {
+	clock := f.now
+	if clock == nil {
+		clock = time.Now
+	}
+	now := clock()
+	f.mu.Lock()
+	skipped := 0
+	if now.Sub(f.since) >= time.Second {
+		skipped = f.skipped
+		f.since, f.n, f.skipped = now, 0, 0
+	}
+	f.n++
+	ok := f.n <= failureBurst
+	if !ok {
+		f.skipped++
+	}
+	f.mu.Unlock()
+	if skipped > 0 {
+		f.log.Warn("amqpactor: handler failures not logged (over "+strconv.Itoa(failureBurst)+" a second)",
+			"address", f.addr, "count", skipped)
+	}
+	if ok {
+		f.log.Warn("amqpactor: handler failed", "address", f.addr, "message-id", fmt.Sprint(m.MessageID),
+			"delivery-count", count, "outcome", outcome, "error", errString(err))
 	}
 }
 

@@ -22,7 +22,16 @@ type appConfig struct {
 	name         string
 	otel         otelConfig
 	onState      func(StateChange)
+	stopTimeout  time.Duration
 }
+
+// DefaultStopTimeout bounds the stop of Run without WithStopTimeout.
+const DefaultStopTimeout = 30 * time.Second
+
+// WithStopTimeout bounds the stop that Run makes once its context is done:
+// handlers get the graceful part of it to finish, then what is unsettled
+// goes back to the broker. Zero (or negative) means DefaultStopTimeout.
+func WithStopTimeout(d time.Duration) Option { return func(c *appConfig) { c.stopTimeout = d } }
 
 // WithLogger sets the logger. The zero value logs nothing.
 func WithLogger(l *slog.Logger) Option { return func(c *appConfig) { c.log = l } }
@@ -76,6 +85,7 @@ type subConfig struct {
 	batchWait  time.Duration
 	name       string
 	timeout    time.Duration
+	queueArgs  map[string]any
 }
 
 // DefaultCredit is the link credit of a subscription without WithCredit.
@@ -93,7 +103,11 @@ func WithCredit(n uint32) SubscribeOption { return func(c *subConfig) { c.credit
 // DefaultPartitions (1 for a batch subscription).
 func WithPartitions(n int) SubscribeOption { return func(c *subConfig) { c.partitions = n } }
 
-// WithRetry sets what a handler failure does.
+// WithRetry sets what a handler failure does. Without RetryPolicy.Backoff a
+// failure goes back to the broker, and the rest of its group-id may run
+// before the broker redelivers it: group-id order holds only for messages
+// that succeed at once. With Backoff the partition retries it in place and
+// order holds (see RetryPolicy).
 func WithRetry(p RetryPolicy) SubscribeOption { return func(c *subConfig) { c.retry = p } }
 
 // AtMostOnce asks the broker to send settled deliveries: nothing is
@@ -104,6 +118,20 @@ func AtMostOnce() SubscribeOption { return func(c *subConfig) { c.settled = true
 // instead of a quorum queue (which counts delivery-count and enforces a
 // delivery limit; classic queues do neither).
 func WithClassicQueue() SubscribeOption { return func(c *subConfig) { c.classic = true } }
+
+// WithQueueArguments adds x-arguments to the queue the RabbitMQ4 dialect
+// declares for a queue address (e.g. "x-max-length": 1000); other dialects
+// and the in-process broker declare nothing and ignore them. Values must be
+// AMQP-encodable (nil, bool, integers, floats, string, []byte, time.Time,
+// amqp.Symbol, amqp.UUID, and []any and map[string]any of them), or
+// Subscribe fails naming the key. An argument the runtime sets itself
+// (x-queue-type, the dead-letter ones of RetryPolicy.DeadLetter) given
+// another value fails the attach, naming the key; the same value is fine.
+// A queue that exists with other arguments is used as it is (a warning
+// says so).
+func WithQueueArguments(args map[string]any) SubscribeOption {
+	return func(c *subConfig) { c.queueArgs = args }
+}
 
 // WithBatch sets the batch size and the wait for a batch subscription. A
 // batch is what arrived, up to size, or what arrived within wait of its first

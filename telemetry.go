@@ -696,7 +696,8 @@ var errPanicked = errors.New("handler panicked")
 
 // predictOutcome names the outcome that err maps to, following the table of
 // App.outcomer (handler.go) without its side effect: a failure that a
-// RetryAddress policy republishes reads "retried".
+// RetryAddress policy republishes, or a Backoff one retries in place, reads
+// "retried"; one given to a DeadLetter, "dead-lettered".
 func predictOutcome(err error, m *Message, p RetryPolicy) string {
 	if err == nil {
 		return "accepted"
@@ -713,9 +714,12 @@ func predictOutcome(err error, m *Message, p RetryPolicy) string {
 		return "modified"
 	}
 	if p.MaxDeliveries > 0 && retriedCount(m)+1 >= p.MaxDeliveries {
+		if !p.DeadLetter.IsZero() {
+			return "dead-lettered"
+		}
 		return "rejected"
 	}
-	if !p.RetryAddress.IsZero() {
+	if !p.RetryAddress.IsZero() || p.Backoff > 0 {
 		return "retried"
 	}
 	return "modified"

@@ -2,6 +2,8 @@ package messages
 
 import (
 	"context"
+	"math"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -41,6 +43,10 @@ type Delivery struct {
 	Raw *amqp.Message
 	// To takes the handler's verdict: the link the delivery came on.
 	To Settler
+	// Draining is closed when the link stops taking deliveries (a drain)
+	// or ends: a worker waiting to retry the delivery in place stops
+	// waiting. Nil never closes.
+	Draining <-chan struct{}
 }
 
 // A Settler takes the outcome of a delivery it handed out. Settle is called
@@ -106,6 +112,61 @@ type Subscription struct {
 	Outcome      Outcomer
 	// HandlerTimeout, when > 0, bounds each handler call's context.
 	HandlerTimeout time.Duration
+
+	// Retry, when its Backoff is set, has the partition worker retry a
+	// failed delivery in place (see Retry).
+	Retry Retry
+
+	// What a RabbitMQ4 dialect declares the queue with (see
+	// transport.ReceiverOptions).
+	QueueArguments map[string]any
+	DeadLetter     address.Address
+	DeliveryLimit  uint32
+}
+
+// Retry is how a partition worker retries a failed delivery in place: it
+// waits Delay(n) after the n-th failed attempt, holding back the rest of its
+// partition, and runs the handler again with the delivery-count one higher,
+// as a redelivery would show it, until the attempt whose delivery-count + 1
+// reaches MaxDeliveries; that one's failure goes to the Outcomer.
+type Retry struct {
+	// Backoff is the first wait; zero means no retry in place (the broker
+	// redelivers). MaxBackoff caps every wait (at least Backoff); zero
+	// means no cap.
+	Backoff, MaxBackoff time.Duration
+	// MaxDeliveries is the number of deliveries a message gets; > 0 when
+	// Backoff is set.
+	MaxDeliveries uint32
+	// Retryable reports a failure worth another attempt (not a handler's
+	// explicit verdict); nil means every failure.
+	Retryable func(error) bool
+	// Failed, when set, hears each failure that is retried in place, with
+	// the wait before the next attempt.
+	Failed func(ctx context.Context, err error, m *Message, wait time.Duration)
+}
+
+// Delay is the wait after the n-th failed attempt (n >= 1): Backoff doubled
+// n-1 times plus up to half as much again of jitter, capped by MaxBackoff.
+// Before the cap each wait is longer than the one before, jitter or not.
+func (r *Retry) Delay(n int) time.Duration {
+	limit := time.Duration(math.MaxInt64)
+	if r.MaxBackoff > 0 {
+		limit = max(r.MaxBackoff, r.Backoff)
+	}
+	d := r.Backoff
+	for i := 1; i < n && d < limit; i++ {
+		if d > limit/2 {
+			return limit
+		}
+		d *= 2
+	}
+	if d >= limit || d <= 0 {
+		return limit
+	}
+	if half := int64(d / 2); half > 0 {
+		d += time.Duration(rand.Int64N(half))
+	}
+	return min(d, limit)
 }
 
 // Subscribe asks the connection to run a subscription; Done receives the

@@ -151,6 +151,17 @@ type ReceiverOptions struct {
 	// ClassicQueue asks a RabbitMQ4 dialect to declare a classic queue
 	// instead of the default quorum queue.
 	ClassicQueue bool
+
+	// QueueArguments are further arguments a RabbitMQ4 dialect declares the
+	// queue of a queue address with (amqpactor.WithQueueArguments). One it
+	// sets itself with another value is an error naming the key.
+	QueueArguments map[string]any
+	// DeadLetter, a queue, is where a RabbitMQ4 quorum queue moves what is
+	// rejected or over its DeliveryLimit (x-delivery-limit; 0: the
+	// broker's default); the dialect declares it, and the queue with the
+	// dead-letter arguments. Zero declares no dead-lettering.
+	DeadLetter    address.Address
+	DeliveryLimit uint32
 }
 
 // Receiver is a receiver link with manual credit: the peer sends only what

@@ -39,17 +39,20 @@ type settleFunc func(*messages.Delivery, messages.Outcome)
 func (f settleFunc) Settle(d *messages.Delivery, o messages.Outcome) { f(d, o) }
 
 func newRig(tb testing.TB, partitions int, handler messages.Handler, onVerdict func(messages.Outcome)) *rig {
+	return newRigWith(tb, &messages.Subscription{
+		Address: address.Queue("bench"), Partitions: partitions, Handler: handler,
+		Outcome: func(context.Context, error, *messages.Message) messages.Outcome {
+			return messages.Outcome{Kind: messages.Accepted}
+		},
+	}, onVerdict)
+}
+
+func newRigWith(tb testing.TB, spec *messages.Subscription, onVerdict func(messages.Outcome)) *rig {
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(slog.DiscardHandler)
 	}))
 	pool := actors.NewPool(4)
 	env := &actors.Env{Root: sys.Root, Dispatcher: pool, Base: context.Background()}
-	spec := &messages.Subscription{
-		Address: address.Queue("bench"), Partitions: partitions, Handler: handler,
-		Outcome: func(context.Context, error, *messages.Message) messages.Outcome {
-			return messages.Outcome{Kind: messages.Accepted}
-		},
-	}
 	r := &rig{sys: sys, pool: pool, env: env, rt: dispatcher.NewRouter(spec)}
 	var err error
 	r.disp, err = sys.Root.SpawnNamed(dispatcher.New(env, spec, r.rt), "dispatcher")

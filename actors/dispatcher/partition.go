@@ -95,6 +95,10 @@ func (p *partition) worker(q *workq.Q[*messages.Delivery], quit <-chan struct{})
 	// hctx is the handlers' context: the link's, carrying the partition
 	// index; made again only when the link (and so its context) changes.
 	var base, hctx context.Context
+	// yield is the link of a delivery whose retry a drain interrupted: the
+	// rest of what that link handed this partition goes back too, released,
+	// rather than overtake it.
+	var yield uint64
 	for {
 		select {
 		case <-quit:
@@ -114,10 +118,20 @@ func (p *partition) worker(q *workq.Q[*messages.Delivery], quit <-chan struct{})
 			if d.Ctx.Err() != nil {
 				continue // its link is gone; the broker redelivers it
 			}
+			if yield != 0 && d.Link == yield {
+				d.Settle(messages.Outcome{Kind: messages.Released})
+				continue
+			}
 			if d.Ctx != base {
 				base, hctx = d.Ctx, messages.WithPartition(d.Ctx, p.info)
 			}
-			err := p.run(hctx, func(ctx context.Context) error { return p.spec.Handler(ctx, d.Message) })
+			msgs := [1]*messages.Message{d.Message}
+			err, stopped := p.attempts(d, msgs[:], func() error {
+				return p.run(hctx, func(ctx context.Context) error { return p.spec.Handler(ctx, d.Message) })
+			})
+			if stopped {
+				yield = d.Link
+			}
 			d.Settle(p.spec.Outcome(d.Ctx, err, d.Message))
 		}
 		if closed {
@@ -202,7 +216,9 @@ func (p *partition) runBatch(batch []*messages.Delivery) {
 		return
 	}
 	ctx := messages.WithPartition(live[0].Ctx, p.info)
-	err := p.run(ctx, func(ctx context.Context) error { return p.spec.BatchHandler(ctx, msgs) })
+	err, _ := p.attempts(live[0], msgs, func() error {
+		return p.run(ctx, func(ctx context.Context) error { return p.spec.BatchHandler(ctx, msgs) })
+	})
 	for _, d := range live {
 		d.Settle(p.spec.Outcome(d.Ctx, err, d.Message))
 	}
@@ -229,4 +245,58 @@ func (p *partition) run(ctx context.Context, f func(context.Context) error) (err
 		p.handled.Add(1)
 	}()
 	return f(ctx)
+}
+
+// attempts runs once, and again after each retryable failure while
+// spec.Retry allows, waiting its backoff in between: the partition holds
+// back the rest of its queue meanwhile, so a group's order survives a
+// failure. Each new attempt shows ms one delivery-count higher, as a
+// redelivery would. It returns the last failure, and stopped when d's link
+// drained or ended during a wait: that failure then goes to the broker as
+// any other (modified), to be redelivered.
+func (p *partition) attempts(d *messages.Delivery, ms []*messages.Message, run func() error) (err error, stopped bool) {
+	r := &p.spec.Retry
+	for n := 1; ; n++ {
+		err = run()
+		if err == nil || r.Backoff <= 0 || (r.Retryable != nil && !r.Retryable(err)) || lastAttempt(r, ms) {
+			return err, false
+		}
+		wait := r.Delay(n)
+		if r.Failed != nil {
+			for _, m := range ms {
+				r.Failed(d.Ctx, err, m, wait)
+			}
+		}
+		if !sleep(d, wait) {
+			return err, true
+		}
+		for _, m := range ms {
+			m.DeliveryCount++
+			m.FirstAcquirer = false
+		}
+	}
+}
+
+// lastAttempt reports that a message of ms is on its last delivery.
+func lastAttempt(r *messages.Retry, ms []*messages.Message) bool {
+	for _, m := range ms {
+		if m.DeliveryCount+1 >= r.MaxDeliveries {
+			return true
+		}
+	}
+	return false
+}
+
+// sleep waits d, or until the delivery's link drains or ends; it reports
+// whether the wait ran its course.
+func sleep(d *messages.Delivery, wait time.Duration) bool {
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-d.Ctx.Done():
+	case <-d.Draining:
+	}
+	return false
 }

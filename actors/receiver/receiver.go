@@ -211,6 +211,10 @@ func (r *receiver) opts() transport.ReceiverOptions {
 		Settled:      r.spec.Settled,
 		Credit:       r.spec.Credit,
 		ClassicQueue: r.spec.Classic,
+
+		QueueArguments: r.spec.QueueArguments,
+		DeadLetter:     r.spec.DeadLetter,
+		DeliveryLimit:  r.spec.DeliveryLimit,
 	}
 }
 
@@ -425,6 +429,7 @@ func (r *receiver) pump(f *flow, link transport.Receiver, ctx context.Context) {
 		id++
 		d := messages.NewDelivery()
 		d.ID, d.Link, d.Raw, d.Message, d.Ctx, d.To = id, f.gen, raw, messages.FromAMQP(raw), f.ctx, f
+		d.Draining = ctx.Done() // a worker waiting to retry stops at a drain
 		f.open.Add(1)
 		f.unsettled.Add(1)
 		f.hold(id, raw)

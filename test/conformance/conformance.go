@@ -89,6 +89,12 @@ type Features struct {
 	// header as durable (RabbitMQ 4 sets durable=true on what it stores).
 	// Without it an unset Durable must read back false.
 	DurableByDefault bool
+	// BrokerDeadLetters: the broker moves what the runtime rejects after
+	// its last attempt to RetryPolicy.DeadLetter itself (RabbitMQ 4 quorum
+	// queues, declared for it), so a dead letter carries the broker's
+	// annotations rather than the runtime's failure annotations. Without
+	// it the runtime publishes the copy, and the suite asserts them.
+	BrokerDeadLetters bool
 }
 
 // Run runs the whole suite on f. Every subtest makes its own connector, its
@@ -126,6 +132,9 @@ var cases = []struct {
 	{"DeliveryCountReleased", testDeliveryCountReleased},
 	{"MaxDeliveries", testMaxDeliveries},
 	{"RetryAddress", testRetryAddress},
+	{"RetryInPlaceKeepsOrder", testRetryInPlaceKeepsOrder},
+	{"DeadLetter", testDeadLetter},
+	{"BackoffGrows", testBackoffGrows},
 	{"Reject", testReject},
 	{"Undeliverable", testUndeliverable},
 	{"PanicRecovered", testPanicRecovered},

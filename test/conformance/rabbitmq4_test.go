@@ -27,6 +27,7 @@ func TestRabbitMQ4(t *testing.T) {
 			FaultHooks:              false,
 			UserID:                  []byte("guest"),
 			DurableByDefault:        true, // RabbitMQ 4 stores every message as durable
+			BrokerDeadLetters:       true, // quorum queues declared with x-dead-letter-*
 		},
 	})
 }

@@ -73,7 +73,15 @@
 // management node (see Management) before it attaches:
 //
 //   - Queue(name): a durable quorum queue (classic when
-//     ReceiverOptions.ClassicQueue).
+//     ReceiverOptions.ClassicQueue). A receiver's quorum queue with a
+//     ReceiverOptions.DeadLetter queue gets x-dead-letter-exchange "",
+//     x-dead-letter-routing-key (that queue, declared first),
+//     x-dead-letter-strategy at-least-once, x-overflow reject-publish and
+//     x-delivery-limit (DeliveryLimit, when > 0); ReceiverOptions.QueueArguments
+//     are added, one of ours with another value being an error naming the
+//     key. RabbitMQ 4 answers a queue that exists without them with 409
+//     ("inequivalent arg 'x-dead-letter-exchange' … current is none"): it is
+//     used as it is, with a warning naming the arguments not applied.
 //   - A partition queue of address.Partitioned (NAME.p<i>): the same, with
 //     x-single-active-consumer: true, by senders and receivers alike, so
 //     whichever comes first declares it the same way.

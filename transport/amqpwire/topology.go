@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/amqpactor/amqpactor/address"
@@ -47,8 +48,11 @@ func (c *Conn) ensureQueue(ctx context.Context, a string, q QueueSpec) error {
 		// consumer would hand one group to several replicas at once.
 		return declareError(a, fmt.Errorf("a partition queue needs x-single-active-consumer: %w", err))
 	case IsStatus(err, 409):
+		// RabbitMQ 4 names the first argument that differs ("inequivalent
+		// arg 'x-dead-letter-exchange' … current is none"): dead letters and
+		// other arguments are then the queue's own.
 		c.log.Warn("amqpactor: queue exists with other properties; using it as it is",
-			"queue", q.Name, "wanted", string(q.Type), "broker", err.Error())
+			"queue", q.Name, "wanted", string(q.Type), "arguments", argNames(q.Arguments), "broker", err.Error())
 		return nil
 	case IsStatus(err, 403):
 		c.log.Warn("amqpactor: not allowed to declare the queue; attaching to it as it is",
@@ -104,7 +108,17 @@ func (c *Conn) declareForReceive(ctx context.Context, o transport.ReceiverOption
 		if o.ClassicQueue {
 			typ = Classic
 		}
-		return c.ensureQueue(ctx, a.String(), QueueSpec{Name: a.Name(), Type: typ, SingleActiveConsumer: a.SingleActiveConsumer()})
+		args, err := queueArguments(o, typ)
+		if err != nil {
+			return declareError(a.String(), err)
+		}
+		if dl := deadLetterQueue(o, typ); dl != "" {
+			// Before the queue: what it dead-letters must have somewhere to go.
+			if err := c.ensureQueue(ctx, a.String(), QueueSpec{Name: dl, Type: Quorum}); err != nil {
+				return err
+			}
+		}
+		return c.ensureQueue(ctx, a.String(), QueueSpec{Name: a.Name(), Type: typ, Arguments: args, SingleActiveConsumer: a.SingleActiveConsumer()})
 	case address.KindTopic:
 		if err := c.ensureExchange(ctx, a.String(), node.Exchange); err != nil {
 			return err
@@ -123,6 +137,49 @@ func (c *Conn) declareForReceive(ctx context.Context, o transport.ReceiverOption
 	return nil
 }
 
+// deadLetterQueue is the queue a receiver's queue dead-letters to: only a
+// quorum queue does it at least once (x-dead-letter-strategy), so on a
+// classic one the runtime publishes dead letters itself.
+func deadLetterQueue(o transport.ReceiverOptions, typ QueueType) string {
+	if typ != Quorum || o.DeadLetter.Kind() != address.KindQueue {
+		return ""
+	}
+	return o.DeadLetter.Name()
+}
+
+// queueArguments are the x-arguments of the queue of a receiver: the ones
+// the runtime sets itself (each feature adds its own here), merged with
+// o.QueueArguments, where one of ours given another value is an error
+// naming the key. Nil when there are none, so the queue is declared as it
+// always was.
+func queueArguments(o transport.ReceiverOptions, typ QueueType) (map[string]any, error) {
+	ours := map[string]any{"x-queue-type": string(typ)}
+	if dl := deadLetterQueue(o, typ); dl != "" {
+		// Through the default exchange, straight to the dead-letter queue;
+		// at-least-once needs reject-publish, or the broker would refuse it.
+		ours["x-dead-letter-exchange"] = ""
+		ours["x-dead-letter-routing-key"] = dl
+		ours["x-dead-letter-strategy"] = "at-least-once"
+		ours["x-overflow"] = "reject-publish"
+		if o.DeliveryLimit > 0 {
+			ours["x-delivery-limit"] = int64(o.DeliveryLimit)
+		}
+	}
+	theirs, err := transport.QueueArguments(o.QueueArguments)
+	if err != nil {
+		return nil, err
+	}
+	args, err := transport.MergeQueueArguments(ours, theirs)
+	if err != nil {
+		return nil, err
+	}
+	delete(args, "x-queue-type") // DeclareQueue sets it from QueueSpec.Type
+	if len(args) == 0 {
+		return nil, nil
+	}
+	return args, nil
+}
+
 // declareReplyQueue declares a private reply queue and returns its address.
 func (c *Conn) declareReplyQueue(ctx context.Context) (string, error) {
 	var rnd [12]byte
@@ -134,4 +191,14 @@ func (c *Conn) declareReplyQueue(ctx context.Context) (string, error) {
 		return "", declareError("(dynamic)", err)
 	}
 	return "/queues/" + quote(name), nil
+}
+
+// argNames lists the keys of args, sorted, for a log line.
+func argNames(args map[string]any) string {
+	keys := make([]string, 0, len(args))
+	for k := range args {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return strings.Join(keys, ",")
 }
