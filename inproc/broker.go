@@ -402,6 +402,18 @@ func (b *Broker) Unsettled(name string) int {
 	return int(q.out.Load())
 }
 
+// Expired reports how many messages of the queue name expired (their
+// header TTL or absolute-expiry-time passed) and were dropped undelivered.
+func (b *Broker) Expired(name string) int {
+	q := b.queue(name, false)
+	if q == nil {
+		return 0
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return int(q.expired)
+}
+
 // HasQueue reports whether an addressable queue (declared, subscribed or
 // dynamic) named name exists.
 func (b *Broker) HasQueue(name string) bool {

@@ -118,6 +118,7 @@ type queue struct {
 	nextSeq uint64
 	deleted bool
 	dead    []deadLetter
+	expired uint64 // dropped undelivered, past their expiry
 }
 
 type deadLetter struct {

@@ -61,6 +61,8 @@ type Replies struct {
 	waiting map[string]chan<- messages.Reply
 
 	sent, answered, orphans, poison uint64 // for Describe
+	errors                          uint64 // error replies answered (a subset of answered)
+	expired                         uint64 // requests this App's Responders skipped, expired
 }
 
 // NewReplies returns a closed book.
@@ -105,6 +107,14 @@ func (b *Replies) resolve(m *messages.Message) {
 	}
 }
 
+// Expired counts a request that one of this App's Responders accepted
+// without calling its function because its absolute-expiry-time had passed.
+func (b *Replies) Expired() {
+	b.mu.Lock()
+	b.expired++
+	b.mu.Unlock()
+}
+
 // open and close follow the reply link; to is its address.
 func (b *Replies) open(to string) {
 	b.mu.Lock()
@@ -129,7 +139,7 @@ func (b *Replies) counters() map[string]uint64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return map[string]uint64{"sent": b.sent, "answered": b.answered, "waiting": uint64(len(b.waiting)), "orphans": b.orphans,
-		"poison": b.poison}
+		"poison": b.poison, "errors": b.errors, "expired": b.expired}
 }
 
 type (

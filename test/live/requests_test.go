@@ -1,0 +1,117 @@
+package live
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/amqpactor/amqpactor"
+	"github.com/amqpactor/amqpactor/transport/amqpwire"
+)
+
+// On RabbitMQ 4, a request whose responder fails returns a *RemoteError
+// long before its 30 s deadline (so it did not time out); the request is
+// accepted, not redelivered. The latencies go to the log (FIGURES).
+func TestLiveRequestResponderFailureIsRemoteError(t *testing.T) {
+	u := brokerURL(t)
+	q := amqpactor.Queue(unique("live.rpcfail"))
+	app := newApp(t, u, nil)
+	var failed atomic.Int64
+	_, err := app.Subscribe(q, amqpactor.Responder(func(ctx context.Context, req *amqpactor.Message) (*amqpactor.Message, error) {
+		if string(req.Body) == "ok" {
+			return &amqpactor.Message{Body: []byte("fine")}, nil
+		}
+		failed.Add(1)
+		return nil, errors.New("no such order " + string(req.Body))
+	}))
+	require.NoError(t, err)
+	start(t, app)
+	t.Cleanup(func() { _, _ = admin(t, u).DeleteQueue(context.Background(), q.Name()) })
+
+	const n = 50
+	took := make([]time.Duration, 0, n)
+	for i := range n {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		begin := time.Now()
+		_, err := app.Request(ctx, q, &amqpactor.Message{Body: []byte("42")})
+		took = append(took, time.Since(begin))
+		var re *amqpactor.RemoteError
+		require.ErrorAs(t, err, &re, "request %d: want a *RemoteError, not a timeout", i)
+		require.NoError(t, ctx.Err())
+		cancel()
+		require.Equal(t, q.String(), re.Address)
+		require.Equal(t, amqpactor.CondResponderFailed, re.Condition)
+		require.Equal(t, "no such order 42", re.Description)
+	}
+	slices.Sort(took)
+	t.Logf("FIGURES live RabbitMQ 4 (quorum): %d failing requests, RemoteError after min %v, median %v, max %v",
+		n, took[0], took[n/2], took[n-1])
+
+	ctx := bound(t)
+	rep, err := app.Request(ctx, q, &amqpactor.Message{Body: []byte("ok")})
+	require.NoError(t, err)
+	require.Equal(t, "fine", string(rep.Body))
+	m := admin(t, u)
+	require.Eventually(t, func() bool {
+		info, err := m.QueueInfo(ctx, q.Name())
+		return err == nil && info.Messages == 0
+	}, 10*time.Second, 20*time.Millisecond, "every failed request was settled")
+	require.EqualValues(t, n, failed.Load(), "accepted after the error reply, never redelivered")
+}
+
+// On RabbitMQ 4, a request sent while no responder runs carries its
+// deadline as header TTL: the broker drops it from the queue (quorum and
+// classic) once the deadline passed, and a responder started afterwards
+// never sees it.
+func TestLiveRequestExpiresInTheQueue(t *testing.T) {
+	u := brokerURL(t)
+	for _, tc := range []struct {
+		name string
+		kind amqpwire.QueueType
+	}{{"quorum", amqpwire.Quorum}, {"classic", amqpwire.Classic}} {
+		t.Run(tc.name, func(t *testing.T) {
+			name := unique("live.rpcexp." + tc.name)
+			m := admin(t, u)
+			ctx := bound(t)
+			_, err := m.DeclareQueue(ctx, amqpwire.QueueSpec{Name: name, Type: tc.kind})
+			require.NoError(t, err)
+			t.Cleanup(func() { _, _ = m.DeleteQueue(context.Background(), name) })
+			q := amqpactor.Raw(amqpwire.QueuePath(name))
+
+			caller := newApp(t, u, nil)
+			start(t, caller)
+			rctx, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			_, err = caller.Request(rctx, q, &amqpactor.Message{Body: []byte("stale")})
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+			require.Eventually(t, func() bool {
+				info, err := m.QueueInfo(ctx, name)
+				return err == nil && info.Messages == 0
+			}, 15*time.Second, 20*time.Millisecond, "the expired request is dropped from the queue")
+
+			var mu sync.Mutex
+			var seen []string
+			responder := newApp(t, u, nil)
+			_, err = responder.Subscribe(q, amqpactor.Responder(func(ctx context.Context, req *amqpactor.Message) (*amqpactor.Message, error) {
+				mu.Lock()
+				seen = append(seen, string(req.Body))
+				mu.Unlock()
+				return &amqpactor.Message{Body: req.Body}, nil
+			}))
+			require.NoError(t, err)
+			start(t, responder)
+			rep, err := caller.Request(ctx, q, &amqpactor.Message{Body: []byte("fresh")})
+			require.NoError(t, err)
+			require.Equal(t, "fresh", string(rep.Body))
+			mu.Lock()
+			defer mu.Unlock()
+			require.Equal(t, []string{"fresh"}, seen, "the expired request never reaches a responder")
+		})
+	}
+}
