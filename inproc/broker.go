@@ -381,7 +381,8 @@ func (b *Broker) ClearRejects() {
 // ---- introspection ----
 
 // QueueDepth reports how many messages wait on the queue name, not counting
-// those out for delivery. A queue that does not exist has depth 0.
+// those out for delivery. A queue that does not exist has depth 0. Expired
+// messages are not counted: they are dropped here, as on delivery.
 func (b *Broker) QueueDepth(name string) int {
 	q := b.queue(name, false)
 	if q == nil {
@@ -389,6 +390,7 @@ func (b *Broker) QueueDepth(name string) int {
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	q.purgeExpiredLocked()
 	return q.msgs.len()
 }
 
