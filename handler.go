@@ -162,7 +162,23 @@ func rejected(err error, cond string) messages.Outcome {
 
 // Responder adapts a request handler: its reply goes to the request's
 // reply-to with correlation-id set to the request's correlation-id, or its
-// message-id when it has none. An error is handled like a Handler's.
+// message-id when it has none.
+//
+// When fn fails (returns an error, or Reject) the caller is answered at
+// once with an error reply: application-properties ReplyErrorProperty (the
+// error's text) and ReplyConditionProperty (the *amqp.Error's condition,
+// CondRejected for Reject, else CondResponderFailed), which App.Request
+// returns as a *RemoteError. The error's text crosses the wire to whoever
+// sent the request: return what the caller may read. The request is then
+// accepted: it has its answer, so it is neither redelivered nor
+// dead-lettered, and a RetryPolicy does not apply. Release and Undeliverable
+// still hand the request to another consumer, and an error returned after
+// the handler's context ended (the link went, the App stops) leaves the
+// request to be delivered again, unanswered. A panic in fn is not answered.
+//
+// A request whose absolute-expiry-time has passed (App.Request sets it to
+// its caller's deadline) is accepted without calling fn: nobody waits for
+// its reply. The App's requests node counts those ("expired").
 //
 // Responder(nil) returns a handler that Subscribe refuses with an error;
 // called anyway, it rejects every request.
@@ -174,12 +190,22 @@ func Responder(fn func(ctx context.Context, req *Message) (*Message, error)) Han
 		if req == nil {
 			return probed(ctx, nil, true) // asyncapi.go: what AsyncAPI says of this handler
 		}
+		app := appFrom(ctx)
+		if app == nil {
+			return errors.New("amqpactor: Responder used outside a subscription of an App")
+		}
+		if expiredRequest(req) {
+			countExpired(app)
+			return nil
+		}
 		if req.ReplyTo == "" {
 			return Reject(errors.New("amqpactor: request has no reply-to"))
 		}
 		rep, err := fn(ctx, req)
 		if err != nil {
-			return err
+			if rep = errorReply(ctx, err); rep == nil {
+				return err
+			}
 		}
 		if rep == nil {
 			rep = &Message{}
@@ -187,10 +213,6 @@ func Responder(fn func(ctx context.Context, req *Message) (*Message, error)) Han
 		rep.CorrelationID = req.CorrelationID
 		if rep.CorrelationID == nil {
 			rep.CorrelationID = req.MessageID
-		}
-		app := appFrom(ctx)
-		if app == nil {
-			return errors.New("amqpactor: Responder used outside a subscription of an App")
 		}
 		if err := app.publishReply(ctx, Raw(req.ReplyTo), rep); err != nil {
 			if undeliverableReply(err) {

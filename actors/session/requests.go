@@ -90,20 +90,29 @@ func (b *Replies) Cancel(key string) {
 	b.mu.Unlock()
 }
 
-// resolve hands m to the request it answers, if its caller still waits.
+// resolve hands m to the request it answers, if its caller still waits. An
+// error reply (a responder that failed) reaches its caller as a
+// *messages.RemoteError, whose Address the caller fills in.
 func (b *Replies) resolve(m *messages.Message) {
 	key := messages.CorrelationKey(m.CorrelationID)
+	rep := messages.Reply{Message: m}
+	if re := messages.RemoteErrorOf(m); re != nil {
+		rep = messages.Reply{Err: re}
+	}
 	b.mu.Lock()
 	ch, ok := b.waiting[key]
 	if ok {
 		delete(b.waiting, key)
 		b.answered++
+		if rep.Err != nil {
+			b.errors++
+		}
 	} else {
 		b.orphans++ // its caller gave up
 	}
 	b.mu.Unlock()
 	if ok {
-		ch <- messages.Reply{Message: m}
+		ch <- rep
 	}
 }
 
