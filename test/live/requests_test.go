@@ -90,9 +90,12 @@ func TestLiveRequestExpiresInTheQueue(t *testing.T) {
 			defer cancel()
 			_, err = caller.Request(rctx, q, &amqpactor.Message{Body: []byte("stale")})
 			require.ErrorIs(t, err, context.DeadlineExceeded)
+			// A message without a ttl, behind it, stays: the queue holds
+			// messages, and only the expired one goes.
+			require.NoError(t, caller.Publish(ctx, q, &amqpactor.Message{Body: []byte("control"), ReplyTo: "nobody"}))
 			require.Eventually(t, func() bool {
 				info, err := m.QueueInfo(ctx, name)
-				return err == nil && info.Messages == 0
+				return err == nil && info.Messages == 1
 			}, 15*time.Second, 20*time.Millisecond, "the expired request is dropped from the queue")
 
 			var mu sync.Mutex
@@ -111,7 +114,70 @@ func TestLiveRequestExpiresInTheQueue(t *testing.T) {
 			require.Equal(t, "fresh", string(rep.Body))
 			mu.Lock()
 			defer mu.Unlock()
-			require.Equal(t, []string{"fresh"}, seen, "the expired request never reaches a responder")
+			require.Equal(t, []string{"control", "fresh"}, seen, "the expired request never reaches a responder")
 		})
 	}
+}
+
+// RabbitMQ 4 delivers a message whose absolute-expiry-time has passed (it
+// expires by the header ttl only); a Responder accepts such a request
+// without calling its function and counts it on the requests node.
+func TestLiveResponderSkipsAnExpiredRequest(t *testing.T) {
+	u := brokerURL(t)
+	q := amqpactor.Queue(unique("live.rpcskip"))
+	app := newApp(t, u, nil)
+	var mu sync.Mutex
+	var seen []string
+	_, err := app.Subscribe(q, amqpactor.Responder(func(ctx context.Context, req *amqpactor.Message) (*amqpactor.Message, error) {
+		mu.Lock()
+		seen = append(seen, string(req.Body))
+		mu.Unlock()
+		return &amqpactor.Message{Body: req.Body}, nil
+	}))
+	require.NoError(t, err)
+	start(t, app)
+	t.Cleanup(func() { _, _ = admin(t, u).DeleteQueue(context.Background(), q.Name()) })
+	ctx := bound(t)
+	reply := unique("live.rpcskip.reply")
+	m := admin(t, u)
+	_, err = m.DeclareQueue(ctx, amqpwire.QueueSpec{Name: reply, Type: amqpwire.Classic})
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = m.DeleteQueue(context.Background(), reply) })
+
+	require.NoError(t, app.Publish(ctx, q, &amqpactor.Message{Body: []byte("stale"), ReplyTo: amqpwire.QueuePath(reply),
+		AbsoluteExpiryTime: time.Now().Add(-time.Second)}))
+	rep, err := app.Request(ctx, q, &amqpactor.Message{Body: []byte("fresh")})
+	require.NoError(t, err)
+	require.Equal(t, "fresh", string(rep.Body))
+	require.Eventually(t, func() bool {
+		tree, err := app.Tree(ctx)
+		if err != nil {
+			return false
+		}
+		n := findKind(tree, "requests")
+		return n != nil && n.Counters["expired"] == 1
+	}, 10*time.Second, 20*time.Millisecond, "the expired request was counted")
+	mu.Lock()
+	require.Equal(t, []string{"fresh"}, seen, "the expired request never reached the function")
+	mu.Unlock()
+	info, err := m.QueueInfo(ctx, reply)
+	require.NoError(t, err)
+	require.Zero(t, info.Messages, "no reply to the expired request")
+	require.Eventually(t, func() bool {
+		info, err := m.QueueInfo(ctx, q.Name())
+		return err == nil && info.Messages == 0
+	}, 10*time.Second, 20*time.Millisecond, "the expired request was accepted")
+}
+
+// findKind returns the first node of kind in n's tree.
+func findKind(n *amqpactor.Node, kind string) *amqpactor.Node {
+	if n.Kind == kind {
+		return n
+	}
+	for _, c := range n.Children {
+		if f := findKind(c, kind); f != nil {
+			return f
+		}
+	}
+	return nil
 }
