@@ -190,12 +190,8 @@ func Responder(fn func(ctx context.Context, req *Message) (*Message, error)) Han
 		if req == nil {
 			return probed(ctx, nil, true) // asyncapi.go: what AsyncAPI says of this handler
 		}
-		app := appFrom(ctx)
-		if app == nil {
-			return errors.New("amqpactor: Responder used outside a subscription of an App")
-		}
 		if expiredRequest(req) {
-			countExpired(app)
+			countExpired(appFrom(ctx))
 			return nil
 		}
 		if req.ReplyTo == "" {
@@ -213,6 +209,10 @@ func Responder(fn func(ctx context.Context, req *Message) (*Message, error)) Han
 		rep.CorrelationID = req.CorrelationID
 		if rep.CorrelationID == nil {
 			rep.CorrelationID = req.MessageID
+		}
+		app := appFrom(ctx)
+		if app == nil {
+			return errors.New("amqpactor: Responder used outside a subscription of an App")
 		}
 		if err := app.publishReply(ctx, Raw(req.ReplyTo), rep); err != nil {
 			if undeliverableReply(err) {

@@ -60,8 +60,11 @@ func expiredRequest(req *Message) bool {
 }
 
 // countExpired counts a request a Responder skipped on the App's requests
-// node ("expired").
+// node ("expired"); app is nil outside a subscription.
 func countExpired(app *App) {
+	if app == nil {
+		return
+	}
 	if l := app.live.Load(); l != nil && l.children.Replies != nil {
 		l.children.Replies.Expired()
 	}
