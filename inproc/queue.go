@@ -272,10 +272,11 @@ func (q *queue) dispatchLocked() {
 			r.buf.pushBack(e)
 			moved++
 		}
+		// Counted out before the receiver can take (and settle) them.
+		q.out.Add(int64(moved))
 		r.mu.Unlock()
 		r.credit -= uint64(moved)
 		q.credit -= uint64(moved)
-		q.out.Add(int64(moved))
 		if moved > 0 {
 			r.notify()
 		}
