@@ -937,6 +937,7 @@ func (a *App) request(ctx context.Context, addr Address, m *Message) (*Message, 
 	if req.MessageID == nil {
 		req.MessageID = a.cfg.name + "-" + strconv.FormatUint(a.seq.Add(1), 10)
 	}
+	expireAtDeadline(ctx, &req)
 	key := req.CorrelationID
 	if key == nil {
 		key = req.MessageID
@@ -968,7 +969,11 @@ func (a *App) request(ctx context.Context, addr Address, m *Message) (*Message, 
 	for {
 		select {
 		case rep := <-reply:
+			var re *RemoteError
 			switch {
+			case errors.As(rep.Err, &re):
+				re.Address = addr.String() // the book does not know it
+				return nil, re
 			case rep.Err != nil:
 				return nil, fmt.Errorf("amqpactor: request to %s: %w", addr, rep.Err)
 			case rep.Send != nil:

@@ -160,7 +160,8 @@ func ExampleApp_Request() {
 
 // Responder turns a function of a request into a handler: its reply goes to
 // the request's reply-to with the request's correlation-id (or message-id).
-// An error is a failed delivery like any handler's: Reject means no reply.
+// An error (or Reject) is answered with an error reply, which Request
+// returns at once as a *RemoteError.
 func ExampleResponder() {
 	app := amqpactor.New(inproc.New())
 	square := amqpactor.Responder(func(ctx context.Context, req *amqpactor.Message) (*amqpactor.Message, error) {
@@ -190,9 +191,15 @@ func ExampleResponder() {
 		}
 		fmt.Printf("%s squared is %s (correlation-id %v)\n", n, reply.Body, reply.CorrelationID)
 	}
+	_, err := app.Request(ctx, amqpactor.Queue("square"), &amqpactor.Message{Body: []byte("seven")})
+	var re *amqpactor.RemoteError
+	if errors.As(err, &re) {
+		fmt.Printf("seven: %s: %s\n", re.Condition, re.Description)
+	}
 	// Output:
 	// 7 squared is 49 (correlation-id sq-7)
 	// 12 squared is 144 (correlation-id sq-12)
+	// seven: amqpactor:rejected: expected integer
 }
 
 // Everything published in a transaction becomes visible at commit, and

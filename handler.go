@@ -9,6 +9,7 @@ import (
 	"math"
 	"mime"
 	"reflect"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -335,7 +336,23 @@ func rejected(err error, cond string) messages.Outcome {
 
 // Responder adapts a request handler: its reply goes to the request's
 // reply-to with correlation-id set to the request's correlation-id, or its
-// message-id when it has none. An error is handled like a Handler's.
+// message-id when it has none.
+//
+// When fn fails (returns an error, or Reject) the caller is answered at
+// once with an error reply: application-properties ReplyErrorProperty (the
+// error's text) and ReplyConditionProperty (the *amqp.Error's condition,
+// CondRejected for Reject, else CondResponderFailed), which App.Request
+// returns as a *RemoteError. The error's text crosses the wire to whoever
+// sent the request: return what the caller may read. The request is then
+// accepted: it has its answer, so it is neither redelivered nor
+// dead-lettered, and a RetryPolicy does not apply. Release and Undeliverable
+// still hand the request to another consumer, and an error returned after
+// the handler's context ended (the link went, the App stops) leaves the
+// request to be delivered again, unanswered. A panic in fn is not answered.
+//
+// A request whose absolute-expiry-time has passed (App.Request sets it to
+// its caller's deadline) is accepted without calling fn: nobody waits for
+// its reply. The App's requests node counts those ("expired").
 //
 // Responder(nil) returns a handler that Subscribe refuses with an error;
 // called anyway, it rejects every request.
@@ -347,12 +364,18 @@ func Responder(fn func(ctx context.Context, req *Message) (*Message, error)) Han
 		if req == nil {
 			return probed(ctx, nil, true) // asyncapi.go: what AsyncAPI says of this handler
 		}
+		if expiredRequest(req) {
+			countExpired(appFrom(ctx))
+			return nil
+		}
 		if req.ReplyTo == "" {
 			return Reject(errors.New("amqpactor: request has no reply-to"))
 		}
-		rep, err := fn(ctx, req)
+		rep, err := respond(ctx, fn, req)
 		if err != nil {
-			return err
+			if rep = errorReply(ctx, err); rep == nil {
+				return err
+			}
 		}
 		if rep == nil {
 			rep = &Message{}
@@ -379,6 +402,20 @@ func Responder(fn func(ctx context.Context, req *Message) (*Message, error)) Han
 	}
 	registerAdapter(h)
 	return h
+}
+
+// respond calls fn, turning a panic into an error, so the caller gets an
+// error reply rather than waiting for its deadline.
+func respond(ctx context.Context, fn func(ctx context.Context, req *Message) (*Message, error), req *Message) (rep *Message, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			if app := appFrom(ctx); app != nil {
+				app.log.Error("amqpactor: responder panicked", "address", req.ReplyTo, "panic", v, "stack", string(debug.Stack()))
+			}
+			rep, err = nil, fmt.Errorf("amqpactor: responder panicked: %v", v)
+		}
+	}()
+	return fn(ctx, req)
 }
 
 // Typed adapts a handler of T: the body is decoded as JSON when the

@@ -381,7 +381,8 @@ func (b *Broker) ClearRejects() {
 // ---- introspection ----
 
 // QueueDepth reports how many messages wait on the queue name, not counting
-// those out for delivery. A queue that does not exist has depth 0.
+// those out for delivery. A queue that does not exist has depth 0. Expired
+// messages are not counted: they are dropped here, as on delivery.
 func (b *Broker) QueueDepth(name string) int {
 	q := b.queue(name, false)
 	if q == nil {
@@ -389,6 +390,7 @@ func (b *Broker) QueueDepth(name string) int {
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	q.purgeExpiredLocked()
 	return q.msgs.len()
 }
 
@@ -400,6 +402,18 @@ func (b *Broker) Unsettled(name string) int {
 		return 0
 	}
 	return int(q.out.Load())
+}
+
+// Expired reports how many messages of the queue name expired (their
+// header TTL or absolute-expiry-time passed) and were dropped undelivered.
+func (b *Broker) Expired(name string) int {
+	q := b.queue(name, false)
+	if q == nil {
+		return 0
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return int(q.expired)
 }
 
 // HasQueue reports whether an addressable queue (declared, subscribed or

@@ -47,6 +47,15 @@
 //     unsettled deliveries go back to the head, in order, and the next in
 //     attach order becomes active and gets them first, as RabbitMQ 4's
 //     x-single-active-consumer and Artemis's exclusive queues do.
+//   - Expiry. A message expires at the earlier of its arrival plus its
+//     header ttl and its absolute-expiry-time; an expired message is
+//     dropped, never delivered, and counted (Expired). It is checked when a
+//     message would be handed to a receiver (the first transfer or a
+//     redelivery after released or modified), at the head of its queue
+//     whenever the queue dispatches (a publish, new credit, a message put
+//     back), and through the whole queue by QueueDepth;
+//     a message already transferred is not taken back. A queue that never
+//     held a message with an expiry reads no clock.
 //   - The anonymous terminus (Features.AnonymousRelay; WithoutAnonymousRelay
 //     turns it off): a sender attached with a zero address is a
 //     transport.Relay, and each transfer goes where its properties.to names,
@@ -59,7 +68,7 @@
 //     transaction is visible before Commit.
 //   - Fault injection and introspection for tests: DetachLinks,
 //     EndSessions, DropConnections, RefuseAttach, RejectPublish, QueueDepth, Unsettled,
-//     DeadLetters, Links.
+//     DeadLetters, Expired, Links.
 //
 // Errors look like go-amqp's, wrapped in the seam's *transport.LinkError
 // (Op "attach", "send", "receive" or "settle"; Address in kind:name form):
@@ -86,5 +95,5 @@
 //
 // Behaviour that belongs to a real server (its own credit policy, creating an
 // address on first publish, dead-letter policy, delivery limits, durability,
-// expiry) is tested only against a live broker.
+// dead-lettering of expired messages) is tested only against a live broker.
 package inproc

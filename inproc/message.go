@@ -64,6 +64,9 @@ type stored struct {
 	// is enough.
 	deep bool
 	used bool // first has been handed out
+	// expires is when the message expires, in Unix milliseconds (the
+	// earlier of arrival + header ttl and absolute-expiry-time); 0: never.
+	expires int64
 	// first is the entry of the first queue the message is routed to, so
 	// that the usual, one-queue publish allocates it with the message.
 	first entry
@@ -154,8 +157,28 @@ func own(m *amqp.Message) (*stored, error) {
 		return nil, fmt.Errorf("inproc: footer: %w", err)
 	}
 	s.deep = c.deep
+	s.expires = expiry(s, time.Now())
 	return s, nil
 }
+
+// expiry is when s, arriving now, expires (see stored.expires). The ttl
+// counts from the publish, as a broker counts it from arrival; a time at or
+// before the epoch is an expiry long past, not "never".
+func expiry(s *stored, now time.Time) int64 {
+	var at int64
+	if s.hdr.TTL > 0 {
+		at = now.Add(s.hdr.TTL).UnixMilli()
+	}
+	if s.p != nil && s.p.props.AbsoluteExpiryTime != nil {
+		if abs := s.p.props.AbsoluteExpiryTime.UnixMilli(); at == 0 || abs < at {
+			at = max(abs, 1)
+		}
+	}
+	return at
+}
+
+// expiredAt reports whether the message has expired at now (Unix ms).
+func (s *stored) expiredAt(now int64) bool { return s.expires != 0 && now >= s.expires }
 
 // copyData copies the data sections into one new byte slice, re-sliced per
 // section; one is put in one, so a single section needs no slice of its own.

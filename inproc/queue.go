@@ -4,6 +4,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // entry is one message on one queue: the broker's copy of the message
@@ -122,6 +123,11 @@ type queue struct {
 	nextSeq uint64
 	deleted bool
 	dead    []deadLetter
+	expired uint64 // dropped undelivered, past their expiry
+	// ttl is set once a message with an expiry entered the queue: from then
+	// on every dispatch reads the clock and checks each message it hands
+	// out. A queue that never had one pays nothing.
+	ttl bool
 }
 
 type deadLetter struct {
@@ -145,7 +151,53 @@ func (q *queue) enqueueLocked(e *entry) bool {
 	e.seq = q.nextSeq
 	q.nextSeq++
 	q.msgs.pushBack(e)
+	if e.msg.expires != 0 {
+		q.ttl = true
+	}
 	return true
+}
+
+// now is the clock for expiry checks (Unix ms), or 0 when no message of the
+// queue ever had an expiry.
+func (q *queue) now() int64 {
+	if !q.ttl {
+		return 0
+	}
+	return time.Now().UnixMilli()
+}
+
+// dropLocked forgets e, a waiting message that expired.
+func (q *queue) dropLocked(e *entry) {
+	if len(e.excl) > 0 {
+		q.nExcl--
+	}
+	q.expired++
+}
+
+// dropExpiredHeadLocked drops the expired messages at the head, so that a
+// queue nobody consumes does not hold its expired messages for ever when
+// they expire in order (as requests with the same deadline do).
+func (q *queue) dropExpiredHeadLocked(now int64) {
+	for q.msgs.len() > 0 && q.msgs.at(0).msg.expiredAt(now) {
+		q.dropLocked(q.msgs.popFront())
+	}
+}
+
+// purgeExpiredLocked drops every expired waiting message, keeping the order
+// of the rest.
+func (q *queue) purgeExpiredLocked() {
+	now := q.now()
+	if now == 0 {
+		return
+	}
+	for range q.msgs.len() {
+		e := q.msgs.popFront()
+		if e.msg.expiredAt(now) {
+			q.dropLocked(e)
+			continue
+		}
+		q.msgs.pushBack(e)
+	}
 }
 
 // requeueLocked puts entries that were out for delivery back at the head of
@@ -194,10 +246,17 @@ func (q *queue) nextConsumerLocked() *receiverLink {
 
 // dispatchLocked transfers waiting messages to consumers with credit until
 // either runs out.
+//
+// An expired message is dropped instead of handed out (now is 0 when the
+// queue never had a message with an expiry).
 func (q *queue) dispatchLocked() {
+	now := q.now()
+	if now != 0 {
+		q.dropExpiredHeadLocked(now)
+	}
 	for q.msgs.len() > 0 && q.credit > 0 {
 		if q.nExcl > 0 {
-			if !q.dispatchExclLocked() {
+			if !q.dispatchExclLocked(now) {
 				return
 			}
 			continue
@@ -210,22 +269,32 @@ func (q *queue) dispatchLocked() {
 		if len(q.cons) == 1 || q.single {
 			k = int(min(r.credit, uint64(q.msgs.len())))
 		}
-		r.credit -= uint64(k)
-		q.credit -= uint64(k)
-		q.out.Add(int64(k))
+		moved := 0
 		r.mu.Lock()
 		for range k {
-			r.buf.pushBack(q.msgs.popFront())
+			e := q.msgs.popFront()
+			if now != 0 && e.msg.expiredAt(now) {
+				q.dropLocked(e)
+				continue
+			}
+			r.buf.pushBack(e)
+			moved++
 		}
+		// Counted out before the receiver can take (and settle) them.
+		q.out.Add(int64(moved))
 		r.mu.Unlock()
-		r.notify()
+		r.credit -= uint64(moved)
+		q.credit -= uint64(moved)
+		if moved > 0 {
+			r.notify()
+		}
 	}
 }
 
 // dispatchExclLocked is the slow path when some waiting message must skip
 // some receiver: it gives the next consumer with credit the first message it
 // may have. It reports whether it transferred anything.
-func (q *queue) dispatchExclLocked() bool {
+func (q *queue) dispatchExclLocked(now int64) bool {
 	n := len(q.cons)
 	if q.single && n > 1 {
 		n = 1
@@ -238,6 +307,11 @@ func (q *queue) dispatchExclLocked() bool {
 			continue
 		}
 		for j := 0; j < q.msgs.len(); j++ {
+			if now != 0 && q.msgs.at(j).msg.expiredAt(now) {
+				q.dropLocked(q.msgs.removeAt(j))
+				j--
+				continue
+			}
 			if q.msgs.at(j).excludes(r.id) {
 				continue
 			}

@@ -61,6 +61,8 @@ type Replies struct {
 	waiting map[string]chan<- messages.Reply
 
 	sent, answered, orphans, poison uint64 // for Describe
+	errors                          uint64 // error replies answered (a subset of answered)
+	expired                         uint64 // requests this App's Responders skipped, expired
 }
 
 // NewReplies returns a closed book.
@@ -88,21 +90,38 @@ func (b *Replies) Cancel(key string) {
 	b.mu.Unlock()
 }
 
-// resolve hands m to the request it answers, if its caller still waits.
+// resolve hands m to the request it answers, if its caller still waits. An
+// error reply (a responder that failed) reaches its caller as a
+// *messages.RemoteError, whose Address the caller fills in.
 func (b *Replies) resolve(m *messages.Message) {
 	key := messages.CorrelationKey(m.CorrelationID)
+	rep := messages.Reply{Message: m}
+	if re := messages.RemoteErrorOf(m); re != nil {
+		rep = messages.Reply{Err: re}
+	}
 	b.mu.Lock()
 	ch, ok := b.waiting[key]
 	if ok {
 		delete(b.waiting, key)
 		b.answered++
+		if rep.Err != nil {
+			b.errors++
+		}
 	} else {
 		b.orphans++ // its caller gave up
 	}
 	b.mu.Unlock()
 	if ok {
-		ch <- messages.Reply{Message: m}
+		ch <- rep
 	}
+}
+
+// Expired counts a request that one of this App's Responders accepted
+// without calling its function because its absolute-expiry-time had passed.
+func (b *Replies) Expired() {
+	b.mu.Lock()
+	b.expired++
+	b.mu.Unlock()
 }
 
 // open and close follow the reply link; to is its address.
@@ -129,7 +148,7 @@ func (b *Replies) counters() map[string]uint64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return map[string]uint64{"sent": b.sent, "answered": b.answered, "waiting": uint64(len(b.waiting)), "orphans": b.orphans,
-		"poison": b.poison}
+		"poison": b.poison, "errors": b.errors, "expired": b.expired}
 }
 
 type (

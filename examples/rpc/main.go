@@ -1,7 +1,8 @@
 // RPC: request/reply. A price service answers on its queue with Responder;
 // callers send requests with Request and wait for the reply that matches
 // their correlation-id, bounded by their context. A request the service
-// refuses gets no reply, so its caller's deadline ends it.
+// refuses is answered with an error reply, so its caller fails at once with
+// a *RemoteError rather than at its deadline.
 //
 //	go run ./examples/rpc
 //	go run ./examples/rpc -url amqp://guest:guest@127.0.0.1:5673/
@@ -42,8 +43,8 @@ func run(broker *cli.Broker) error {
 	addr := amqpactor.Queue("examples.prices")
 
 	// The service. Its reply goes to the request's reply-to with the
-	// request's correlation-id; an error is a failed delivery like any
-	// handler's, and Reject means: do not retry, there is no answer.
+	// request's correlation-id; an error (or Reject) goes back to the caller
+	// as an error reply, its text included, and the request is accepted.
 	_, err = app.Subscribe(addr, amqpactor.Responder(func(ctx context.Context, req *amqpactor.Message) (*amqpactor.Message, error) {
 		sku := string(req.Body)
 		p, ok := prices[sku]
@@ -92,13 +93,15 @@ func run(broker *cli.Broker) error {
 		fmt.Printf("rpc: %-6s costs %6.2f\n", q.SKU, q.Price)
 	}
 
-	// A request the service rejects: no reply comes, the deadline ends it.
-	rctx, rcancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	// A request the service rejects: the error reply ends it at once, long
+	// before its deadline.
+	rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
 	defer rcancel()
 	_, err = app.Request(rctx, addr, &amqpactor.Message{Body: []byte("unobtainium")})
-	if !errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("a rejected request should end at its deadline, got %v", err)
+	var re *amqpactor.RemoteError
+	if !errors.As(err, &re) {
+		return fmt.Errorf("a rejected request should fail with a *RemoteError, got %v", err)
 	}
-	fmt.Println("rpc: unobtainium has no price: no reply before the caller's deadline")
+	fmt.Printf("rpc: unobtainium has no price: %s (%s)\n", re.Description, re.Condition)
 	return nil
 }

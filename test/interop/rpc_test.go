@@ -153,9 +153,16 @@ func TestAmqpactorRequestsPeerResponds(t *testing.T) {
 			run := p.start(t, "respond", e.peerEnv(queuePath(rpc), "PEER_COUNT", fmt.Sprint(len(requests))))
 
 			ctx := testContext(t, 45*time.Second)
+			// Bounded by ctx but without a deadline of its own: a deadline
+			// would put a ttl (what is left of it) and an absolute-expiry-time
+			// on the request, which this exact comparison cannot expect
+			// (test/live covers them).
+			reqCtx, cancelReq := context.WithCancel(context.Background())
+			defer cancelReq()
+			defer context.AfterFunc(ctx, cancelReq)()
 			replies := make([]*amqpactor.Message, len(requests))
 			for i, r := range requests {
-				rep, err := app.Request(ctx, amqpactor.Queue(rpc), r.msg)
+				rep, err := app.Request(reqCtx, amqpactor.Queue(rpc), r.msg)
 				if err != nil {
 					t.Fatalf("request %d: %v", i+1, err)
 				}

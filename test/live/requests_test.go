@@ -1,0 +1,196 @@
+package live
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/amqpactor/amqpactor"
+	"github.com/amqpactor/amqpactor/transport/amqpwire"
+)
+
+// On RabbitMQ 4, a request whose responder fails returns a *RemoteError
+// long before its 30 s deadline (so it did not time out); the request is
+// accepted, not redelivered. The latencies go to the log (FIGURES).
+func TestLiveRequestResponderFailureIsRemoteError(t *testing.T) {
+	u := brokerURL(t)
+	q := amqpactor.Queue(unique("live.rpcfail"))
+	app := newApp(t, u, nil)
+	var failed atomic.Int64
+	_, err := app.Subscribe(q, amqpactor.Responder(func(ctx context.Context, req *amqpactor.Message) (*amqpactor.Message, error) {
+		if string(req.Body) == "ok" {
+			return &amqpactor.Message{Body: []byte("fine")}, nil
+		}
+		failed.Add(1)
+		return nil, errors.New("no such order " + string(req.Body))
+	}))
+	require.NoError(t, err)
+	start(t, app)
+	t.Cleanup(func() { _, _ = admin(t, u).DeleteQueue(context.Background(), q.Name()) })
+
+	const n = 50
+	took := make([]time.Duration, 0, n)
+	for i := range n {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		begin := time.Now()
+		_, err := app.Request(ctx, q, &amqpactor.Message{Body: []byte("42")})
+		took = append(took, time.Since(begin))
+		var re *amqpactor.RemoteError
+		require.ErrorAs(t, err, &re, "request %d: want a *RemoteError, not a timeout", i)
+		require.NoError(t, ctx.Err())
+		cancel()
+		require.Equal(t, q.String(), re.Address)
+		require.Equal(t, amqpactor.CondResponderFailed, re.Condition)
+		require.Equal(t, "no such order 42", re.Description)
+	}
+	t.Logf("FIGURES live RabbitMQ 4 (quorum): %s", latencies(took))
+
+	ctx := bound(t)
+	rep, err := app.Request(ctx, q, &amqpactor.Message{Body: []byte("ok")})
+	require.NoError(t, err)
+	require.Equal(t, "fine", string(rep.Body))
+	m := admin(t, u)
+	require.Eventually(t, func() bool {
+		info, err := m.QueueInfo(ctx, q.Name())
+		return err == nil && info.Messages == 0
+	}, 10*time.Second, 20*time.Millisecond, "every failed request was settled")
+	require.EqualValues(t, n, failed.Load(), "accepted after the error reply, never redelivered")
+}
+
+// On RabbitMQ 4, a request sent while no responder runs carries its
+// deadline as header TTL: the broker drops it from the queue (quorum and
+// classic) once the deadline passed, and a responder started afterwards
+// never sees it.
+func TestLiveRequestExpiresInTheQueue(t *testing.T) {
+	u := brokerURL(t)
+	for _, tc := range []struct {
+		name string
+		kind amqpwire.QueueType
+	}{{"quorum", amqpwire.Quorum}, {"classic", amqpwire.Classic}} {
+		t.Run(tc.name, func(t *testing.T) {
+			name := unique("live.rpcexp." + tc.name)
+			m := admin(t, u)
+			ctx := bound(t)
+			_, err := m.DeclareQueue(ctx, amqpwire.QueueSpec{Name: name, Type: tc.kind})
+			require.NoError(t, err)
+			t.Cleanup(func() { _, _ = m.DeleteQueue(context.Background(), name) })
+			q := amqpactor.Raw(amqpwire.QueuePath(name))
+
+			caller := newApp(t, u, nil)
+			start(t, caller)
+			rctx, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			_, err = caller.Request(rctx, q, &amqpactor.Message{Body: []byte("stale")})
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+			// A message without a ttl, behind it, stays: the queue holds
+			// messages, and only the expired one goes.
+			require.NoError(t, caller.Publish(ctx, q, &amqpactor.Message{Body: []byte("control"), ReplyTo: "nobody"}))
+			require.Eventually(t, func() bool {
+				info, err := m.QueueInfo(ctx, name)
+				return err == nil && info.Messages == 1
+			}, 15*time.Second, 20*time.Millisecond, "the expired request is dropped from the queue")
+			deadline, _ := rctx.Deadline()
+			t.Logf("FIGURES live RabbitMQ 4 (%s): the expired request was gone from the queue %v after its deadline (polled every 20 ms)",
+				tc.name, time.Since(deadline).Round(time.Millisecond))
+
+			var mu sync.Mutex
+			var seen []string
+			responder := newApp(t, u, nil)
+			_, err = responder.Subscribe(q, amqpactor.Responder(func(ctx context.Context, req *amqpactor.Message) (*amqpactor.Message, error) {
+				mu.Lock()
+				seen = append(seen, string(req.Body))
+				mu.Unlock()
+				return &amqpactor.Message{Body: req.Body}, nil
+			}), amqpactor.WithPartitions(1)) // the queue's order: the stale request would come first
+			require.NoError(t, err)
+			start(t, responder)
+			rep, err := caller.Request(ctx, q, &amqpactor.Message{Body: []byte("fresh")})
+			require.NoError(t, err)
+			require.Equal(t, "fresh", string(rep.Body))
+			mu.Lock()
+			defer mu.Unlock()
+			require.Equal(t, []string{"control", "fresh"}, seen, "the expired request never reaches a responder")
+		})
+	}
+}
+
+// RabbitMQ 4 delivers a message whose absolute-expiry-time has passed (it
+// expires by the header ttl only); a Responder accepts such a request
+// without calling its function and counts it on the requests node.
+func TestLiveResponderSkipsAnExpiredRequest(t *testing.T) {
+	u := brokerURL(t)
+	q := amqpactor.Queue(unique("live.rpcskip"))
+	app := newApp(t, u, nil)
+	var mu sync.Mutex
+	var seen []string
+	_, err := app.Subscribe(q, amqpactor.Responder(func(ctx context.Context, req *amqpactor.Message) (*amqpactor.Message, error) {
+		mu.Lock()
+		seen = append(seen, string(req.Body))
+		mu.Unlock()
+		return &amqpactor.Message{Body: req.Body}, nil
+	}))
+	require.NoError(t, err)
+	start(t, app)
+	t.Cleanup(func() { _, _ = admin(t, u).DeleteQueue(context.Background(), q.Name()) })
+	ctx := bound(t)
+	reply := unique("live.rpcskip.reply")
+	m := admin(t, u)
+	_, err = m.DeclareQueue(ctx, amqpwire.QueueSpec{Name: reply, Type: amqpwire.Classic})
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = m.DeleteQueue(context.Background(), reply) })
+
+	require.NoError(t, app.Publish(ctx, q, &amqpactor.Message{Body: []byte("stale"), ReplyTo: amqpwire.QueuePath(reply),
+		AbsoluteExpiryTime: time.Now().Add(-time.Second)}))
+	rep, err := app.Request(ctx, q, &amqpactor.Message{Body: []byte("fresh")})
+	require.NoError(t, err)
+	require.Equal(t, "fresh", string(rep.Body))
+	require.Eventually(t, func() bool {
+		tree, err := app.Tree(ctx)
+		if err != nil {
+			return false
+		}
+		n := findKind(tree, "requests")
+		return n != nil && n.Counters["expired"] == 1
+	}, 10*time.Second, 20*time.Millisecond, "the expired request was counted")
+	mu.Lock()
+	require.Equal(t, []string{"fresh"}, seen, "the expired request never reached the function")
+	mu.Unlock()
+	info, err := m.QueueInfo(ctx, reply)
+	require.NoError(t, err)
+	require.Zero(t, info.Messages, "no reply to the expired request")
+	require.Eventually(t, func() bool {
+		info, err := m.QueueInfo(ctx, q.Name())
+		return err == nil && info.Messages == 0
+	}, 10*time.Second, 20*time.Millisecond, "the expired request was accepted")
+}
+
+// findKind returns the first node of kind in n's tree.
+func findKind(n *amqpactor.Node, kind string) *amqpactor.Node {
+	if n.Kind == kind {
+		return n
+	}
+	for _, c := range n.Children {
+		if f := findKind(c, kind); f != nil {
+			return f
+		}
+	}
+	return nil
+}
+
+// latencies describes the time each failing request took to return its
+// *RemoteError: the first apart (it attaches the reply link), then the rest.
+func latencies(took []time.Duration) string {
+	rest := slices.Clone(took[1:])
+	slices.Sort(rest)
+	n := len(rest)
+	return fmt.Sprintf("first %v; the other %d: min %v, median %v, p90 %v, max %v",
+		took[0].Round(time.Microsecond), n, rest[0].Round(time.Microsecond), rest[n/2].Round(time.Microsecond),
+		rest[n*9/10].Round(time.Microsecond), rest[n-1].Round(time.Microsecond))
+}
