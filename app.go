@@ -53,6 +53,12 @@ type App struct {
 	subs     []*Subscription
 	names    map[string]int
 
+	// instance is random per App: it keeps the ephemeral subscription
+	// nodes of two instances with one name apart. unnamed: the name is
+	// random too (no WithName).
+	instance string
+	unnamed  bool
+
 	seq       atomic.Uint64
 	addrCache sync.Map // Address -> error, for addresses already checked
 
@@ -101,10 +107,12 @@ func New(c Connector, opts ...Option) *App {
 		a.log = slog.New(slog.DiscardHandler)
 	}
 	a.tel = newTelemetry(a.cfg.otel, a.telemetryError)
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	a.instance = hex.EncodeToString(b[:])
 	if a.cfg.name == "" {
-		var b [4]byte
-		_, _ = rand.Read(b[:])
-		a.cfg.name = "app-" + hex.EncodeToString(b[:])
+		a.cfg.name = "app-" + a.instance
+		a.unnamed = true
 	}
 	return a
 }
@@ -251,6 +259,18 @@ func (s *Subscription) setPaused(p bool) {
 
 // Subscribe runs h for every delivery from addr. Before Start it only
 // registers; after Start it attaches at once and returns the broker's answer.
+//
+// A topic subscription receives through a durable node of its own, named
+// after the subscription (WithSubscriptionName; by default the App's name and
+// the topic's): every App subscribing with that name, the replicas of one
+// service, competes on it, each message going to one of them, and it keeps
+// what is published while every one of them is down or re-attaching. It
+// lives on the broker until deleted there (RabbitMQ 4: the quorum queue
+// TOPIC.NAME; Artemis: the queue NAME of the topic's address; Service Bus:
+// the subscription NAME; the in-process broker: as long as the Broker).
+// WithEphemeral, or an App without WithName, gives a private node instead.
+// Two subscriptions of one App to one topic are two nodes, each getting
+// every message.
 func (a *App) Subscribe(addr Address, h Handler, opts ...SubscribeOption) (*Subscription, error) {
 	if h == nil {
 		return nil, errors.New("amqpactor: Subscribe: nil handler")
@@ -334,6 +354,10 @@ func (a *App) subscribe(addr Address, h Handler, bh BatchHandler, opts []Subscri
 		return nil, ErrStopped
 	}
 	spec.Name = a.subName(c.name, addr)
+	if addr.Kind() == address.KindTopic && (c.ephemeral || a.unnamed && c.name == "") {
+		spec.Ephemeral = true
+		spec.Node = spec.Name + "." + a.instance
+	}
 	a.instrument(spec, c.retry) // tracing and metrics (telemetry.go)
 	a.subs = append(a.subs, s)
 	started, root, env := a.state == stateStarted, a.root, a.env

@@ -59,8 +59,11 @@ func WithSenderLimits(maxSenders int, idle time.Duration) Option {
 func WithCloseTimeout(d time.Duration) Option { return func(c *appConfig) { c.closeTimeout = d } }
 
 // WithName names the App: the root of its actor tree and the prefix of the
-// private nodes it creates (topic subscription queues, reply queues). Zero
-// means a random name.
+// nodes it creates (topic subscription nodes, reply queues). Instances
+// (replicas) of one service share its name, and so its durable topic
+// subscriptions. Zero means a random name, and then topic subscriptions
+// without WithSubscriptionName are ephemeral (WithEphemeral): a durable node
+// named after a random name would never be found again, only left behind.
 func WithName(name string) Option { return func(c *appConfig) { c.name = name } }
 
 // SubscribeOption configures a subscription.
@@ -75,6 +78,7 @@ type subConfig struct {
 	batchSize  int
 	batchWait  time.Duration
 	name       string
+	ephemeral  bool
 }
 
 // DefaultCredit is the link credit of a subscription without WithCredit.
@@ -112,9 +116,19 @@ func WithBatch(size int, wait time.Duration) SubscribeOption {
 }
 
 // WithSubscriptionName names the subscription in the tree and, for a topic,
-// the subscriber's own node on brokers that need one. Zero means one derived
-// from the address.
+// its durable subscription node, exactly as written: every App that
+// subscribes to the topic with this name shares the node. Zero means the
+// App's name, a dot and the address's name, numbered from the second
+// subscription of one App to one address.
 func WithSubscriptionName(name string) SubscribeOption { return func(c *subConfig) { c.name = name } }
+
+// WithEphemeral makes a topic subscription receive through a private node
+// that lives as long as its link, as a non-durable subscriber: every instance
+// of the App gets every message (the node's name carries a random suffix of
+// the App instance, so replicas never share it), and nothing published while
+// the link is not attached is kept for it. Without it a topic subscription is
+// durable and shared: see App.Subscribe. It changes nothing for a queue.
+func WithEphemeral() SubscribeOption { return func(c *subConfig) { c.ephemeral = true } }
 
 // PublishOption configures one publish.
 type PublishOption func(*pubConfig)
