@@ -496,7 +496,7 @@ func describeAddress(a Address) string {
 	case address.KindQueue:
 		return "Queue " + a.Name() + ": its receivers compete for each message."
 	case address.KindTopic:
-		return "Topic " + a.Name() + ": every subscription gets its own copy of each message."
+		return "Topic " + a.Name() + ": every subscription gets its own copy of each message, shared by the Apps subscribing under its name."
 	}
 	return "Raw address " + a.Name() + ", sent to the broker as written."
 }
