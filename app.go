@@ -268,7 +268,8 @@ func (s *Subscription) setPaused(p bool) {
 // lives on the broker until deleted there (RabbitMQ 4: the quorum queue
 // TOPIC.NAME; Artemis: the queue NAME of the topic's address; Service Bus:
 // the subscription NAME; the in-process broker: as long as the Broker).
-// WithEphemeral, or an App without WithName, gives a private node instead.
+// WithEphemeral, or an App without WithName (unless WithSubscriptionName
+// names the subscription), gives a private node instead.
 // Two subscriptions of one App to one topic are two nodes, each getting
 // every message.
 func (a *App) Subscribe(addr Address, h Handler, opts ...SubscribeOption) (*Subscription, error) {
@@ -381,8 +382,9 @@ func (a *App) subscribe(addr Address, h Handler, bh BatchHandler, opts []Subscri
 	return s, nil
 }
 
-// subName makes a name unique within the App; the App's name keeps topic
-// subscription nodes of two instances of a service apart.
+// subName makes a name unique within the App. It is the same in every
+// instance of a service that subscribes in the same order, so their topic
+// subscriptions share one node; the App's name keeps services apart.
 func (a *App) subName(name string, addr Address) string {
 	if name == "" {
 		name = a.cfg.name + "." + addr.Name()
