@@ -18,7 +18,8 @@ type Address = address.Address
 // is the fully qualified form (queue billing of address orders; Artemis only).
 func Queue(name string) Address { return address.Queue(name) }
 
-// Topic names a topic: every subscription gets its own copy.
+// Topic names a topic: every subscription (by its name) gets its own copy,
+// which the Apps subscribing under that name share; see App.Subscribe.
 func Topic(name string) Address { return address.Topic(name) }
 
 // Raw names an address that goes to the broker exactly as written.

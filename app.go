@@ -54,6 +54,12 @@ type App struct {
 	subs     []*Subscription
 	names    map[string]int
 
+	// instance is random per App: it keeps the ephemeral subscription
+	// nodes of two instances with one name apart. unnamed: the name is
+	// random too (no WithName).
+	instance string
+	unnamed  bool
+
 	seq       atomic.Uint64
 	addrCache sync.Map      // Address -> error, for addresses already checked
 	partRR    atomic.Uint64 // round robin of Partitioned publishes without a group-id
@@ -103,10 +109,12 @@ func New(c Connector, opts ...Option) *App {
 		a.log = slog.New(slog.DiscardHandler)
 	}
 	a.tel = newTelemetry(a.cfg.otel, a.telemetryError)
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	a.instance = hex.EncodeToString(b[:])
 	if a.cfg.name == "" {
-		var b [4]byte
-		_, _ = rand.Read(b[:])
-		a.cfg.name = "app-" + hex.EncodeToString(b[:])
+		a.cfg.name = "app-" + a.instance
+		a.unnamed = true
 	}
 	return a
 }
@@ -270,6 +278,19 @@ func (s *Subscription) setPaused(p bool) {
 
 // Subscribe runs h for every delivery from addr. Before Start it only
 // registers; after Start it attaches at once and returns the broker's answer.
+//
+// A topic subscription receives through a durable node of its own, named
+// after the subscription (WithSubscriptionName; by default the App's name and
+// the topic's): every App subscribing with that name, the replicas of one
+// service, competes on it, each message going to one of them, and it keeps
+// what is published while every one of them is down or re-attaching. It
+// lives on the broker until deleted there (RabbitMQ 4: the quorum queue
+// TOPIC.NAME; Artemis: the queue NAME of the topic's address; Service Bus:
+// the subscription NAME; the in-process broker: as long as the Broker).
+// WithEphemeral, or an App without WithName (unless WithSubscriptionName
+// names the subscription), gives a private node instead.
+// Two subscriptions of one App to one topic are two nodes, each getting
+// every message.
 func (a *App) Subscribe(addr Address, h Handler, opts ...SubscribeOption) (*Subscription, error) {
 	if h == nil {
 		return nil, errors.New("amqpactor: Subscribe: nil handler")
@@ -384,6 +405,10 @@ func (a *App) subscribe(addr Address, h Handler, bh BatchHandler, opts []Subscri
 		return nil, ErrStopped
 	}
 	spec.Name = a.subName(c.name, addr)
+	if addr.Kind() == address.KindTopic && (c.ephemeral || a.unnamed && c.name == "") {
+		spec.Ephemeral = true
+		spec.Node = spec.Name + "." + a.instance
+	}
 	for i, p := range s.parts {
 		p.spec.Name = a.subName(spec.Name+".p"+strconv.Itoa(i), p.spec.Address)
 	}
@@ -413,8 +438,9 @@ func (a *App) subscribe(addr Address, h Handler, bh BatchHandler, opts []Subscri
 	return s, nil
 }
 
-// subName makes a name unique within the App; the App's name keeps topic
-// subscription nodes of two instances of a service apart.
+// subName makes a name unique within the App. It is the same in every
+// instance of a service that subscribes in the same order, so their topic
+// subscriptions share one node; the App's name keeps services apart.
 func (a *App) subName(name string, addr Address) string {
 	if name == "" {
 		name = a.cfg.name + "." + addr.Name()

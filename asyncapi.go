@@ -383,7 +383,7 @@ func (a *App) AsyncAPI() ([]byte, error) {
 		}
 		b := &channelBinding{BindingVersion: bindingVersion, Kind: cs.addr.Kind().String(), Name: cs.addr.Name(), Dialect: dialect.String()}
 		cs.binding = b
-		target := renderNode(dialect, cs.addr, address.Send, "", false)
+		target := renderNode(dialect, cs.addr, address.Send, "", false, false)
 		ch.Address = cs.addr.Name()
 		if target != nil {
 			ch.Address = target.Address
@@ -499,7 +499,7 @@ func describeAddress(a Address) string {
 		}
 		return "Queue " + a.Name() + ": its receivers compete for each message."
 	case address.KindTopic:
-		return "Topic " + a.Name() + ": every subscription gets its own copy of each message."
+		return "Topic " + a.Name() + ": every subscription gets its own copy of each message, shared by the Apps subscribing under its name."
 	}
 	return "Raw address " + a.Name() + ", sent to the broker as written."
 }
@@ -524,8 +524,11 @@ func describeSubscription(s *Subscription) string {
 	return b.String()
 }
 
-func renderNode(d Dialect, a Address, role address.Role, sub string, classic bool) *wireNode {
+func renderNode(d Dialect, a Address, role address.Role, sub string, classic, ephemeral bool) *wireNode {
 	n, err := address.Render(d, a, role, sub)
+	if ephemeral {
+		n, err = address.RenderEphemeral(d, a, sub)
+	}
 	if err != nil {
 		return nil
 	}
@@ -533,7 +536,11 @@ func renderNode(d Dialect, a Address, role address.Role, sub string, classic boo
 	if d == address.RabbitMQ4 && a.Kind() != address.KindRaw {
 		switch {
 		case n.Queue != "":
-			w.Declares = &wireDeclare{Queue: n.Queue, QueueType: "classic", Exchange: n.Exchange, Binding: "#"}
+			qt := "quorum"
+			if classic || ephemeral {
+				qt = "classic"
+			}
+			w.Declares = &wireDeclare{Queue: n.Queue, QueueType: qt, Exchange: n.Exchange, Binding: "#"}
 		case a.Kind() == address.KindQueue:
 			qt := "quorum"
 			if classic {
@@ -549,10 +556,14 @@ func renderNode(d Dialect, a Address, role address.Role, sub string, classic boo
 
 func receiveBindingOf(d Dialect, s *Subscription) *receiveBinding {
 	sp, in := s.spec, s.info
+	node := sp.Node // the subscription's own node on the broker
+	if node == "" {
+		node = sp.Name
+	}
 	rb := &receiveBinding{
 		BindingVersion: bindingVersion,
 		Name:           sp.Name,
-		Source:         renderNode(d, sp.Address, address.Receive, sp.Name, sp.Classic),
+		Source:         renderNode(d, sp.Address, address.Receive, node, sp.Classic, sp.Ephemeral),
 		Handler:        "handler",
 		Credit:         sp.Credit,
 		Partitions:     sp.Partitions,

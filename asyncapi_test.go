@@ -152,7 +152,7 @@ func TestAsyncAPIHasNoCredentialsAndSpellsTheDialect(t *testing.T) {
 	require.Equal(t, "/exchanges/events", get(ev, "address"))
 	evSub := get(ev, "bindings", "x-amqpactor-amqp1", "subscriptions", "0")
 	require.Equal(t, "/queues/events.billing.events", get(evSub, "source", "address"))
-	require.Equal(t, map[string]any{"queue": "events.billing.events", "queueType": "classic", "exchange": "events", "bindingKey": "#"},
+	require.Equal(t, map[string]any{"queue": "events.billing.events", "queueType": "quorum", "exchange": "events", "bindingKey": "#"},
 		get(evSub, "source", "declares"))
 	require.Equal(t, "batch", get(evSub, "handler"))
 	require.Equal(t, map[string]any{"size": 20.0, "waitMs": 10.0}, get(evSub, "batch"))

@@ -68,8 +68,11 @@ func WithSenderLimits(maxSenders int, idle time.Duration) Option {
 func WithCloseTimeout(d time.Duration) Option { return func(c *appConfig) { c.closeTimeout = d } }
 
 // WithName names the App: the root of its actor tree and the prefix of the
-// private nodes it creates (topic subscription queues, reply queues). Zero
-// means a random name.
+// nodes it creates (topic subscription nodes, reply queues). Instances
+// (replicas) of one service share its name, and so its durable topic
+// subscriptions. Zero means a random name, and then topic subscriptions
+// without WithSubscriptionName are ephemeral (WithEphemeral): a durable node
+// named after a random name would never be found again, only left behind.
 func WithName(name string) Option { return func(c *appConfig) { c.name = name } }
 
 // SubscribeOption configures a subscription.
@@ -86,6 +89,7 @@ type subConfig struct {
 	name       string
 	timeout    time.Duration
 	queueArgs  map[string]any
+	ephemeral  bool
 }
 
 // DefaultCredit is the link credit of a subscription without WithCredit.
@@ -141,8 +145,10 @@ func WithBatch(size int, wait time.Duration) SubscribeOption {
 }
 
 // WithSubscriptionName names the subscription in the tree and, for a topic,
-// the subscriber's own node on brokers that need one. Zero means one derived
-// from the address.
+// its durable subscription node, exactly as written: every App that
+// subscribes to the topic with this name shares the node. Zero means the
+// App's name, a dot and the address's name, numbered from the second
+// subscription of one App to one address.
 func WithSubscriptionName(name string) SubscribeOption { return func(c *subConfig) { c.name = name } }
 
 // WithHandlerTimeout bounds each handler call: its context ends d after the
@@ -151,6 +157,14 @@ func WithSubscriptionName(name string) SubscribeOption { return func(c *subConfi
 // that ignores its context is not interrupted. Zero means no bound of its
 // own (an ActorHandler then waits DefaultActorTimeout).
 func WithHandlerTimeout(d time.Duration) SubscribeOption { return func(c *subConfig) { c.timeout = d } }
+
+// WithEphemeral makes a topic subscription receive through a private node
+// that lives as long as its link, as a non-durable subscriber: every instance
+// of the App gets every message (the node's name carries a random suffix of
+// the App instance, so replicas never share it), and nothing published while
+// the link is not attached is kept for it. Without it a topic subscription is
+// durable and shared: see App.Subscribe. It changes nothing for a queue.
+func WithEphemeral() SubscribeOption { return func(c *subConfig) { c.ephemeral = true } }
 
 // PublishOption configures one publish.
 type PublishOption func(*pubConfig)

@@ -17,7 +17,8 @@ func TestRender(t *testing.T) {
 		{Artemis, Queue("orders"), Send, Node{Address: "orders", Capabilities: []string{"queue"}}},
 		{Artemis, Queue("orders::billing"), Receive, Node{Address: "orders::billing", Capabilities: []string{"queue"}}},
 		{Artemis, Topic("events"), Send, Node{Address: "events", Capabilities: []string{"topic"}}},
-		{Artemis, Topic("events"), Receive, Node{Address: "events", Capabilities: []string{"topic"}}},
+		{Artemis, Topic("events"), Receive, Node{Address: "events::sub-1", Capabilities: []string{"topic", "shared", "global"},
+			Durable: true, LinkName: "sub-1"}},
 		{Artemis, Raw("x/y"), Send, Node{Address: "x/y"}},
 		{RabbitMQ4, Queue("orders"), Send, Node{Address: "/queues/orders"}},
 		{RabbitMQ4, Queue("a/c%"), Receive, Node{Address: "/queues/a%2Fc%25"}},
@@ -34,6 +35,32 @@ func TestRender(t *testing.T) {
 			require.Equal(t, tc.want, got)
 		})
 	}
+}
+
+// An ephemeral subscription is a private node: Artemis's plain topic
+// address, RabbitMQ 4's queue of the same spelling (declared exclusive).
+func TestRenderEphemeral(t *testing.T) {
+	for _, tc := range []struct {
+		d    Dialect
+		a    Address
+		want Node
+	}{
+		{Artemis, Topic("events"), Node{Address: "events", Capabilities: []string{"topic"}}},
+		{Artemis, Queue("orders"), Node{Address: "orders", Capabilities: []string{"queue"}}},
+		{RabbitMQ4, Topic("events"), Node{Address: "/queues/events.sub-1.x", Queue: "events.sub-1.x", Exchange: "events"}},
+		{ServiceBus, Topic("events"), Node{Address: "events/subscriptions/sub-1.x"}},
+	} {
+		t.Run(tc.d.String()+"/"+tc.a.String(), func(t *testing.T) {
+			got, err := RenderEphemeral(tc.d, tc.a, "sub-1.x")
+			require.NoError(t, err)
+			require.Equal(t, tc.want, got)
+		})
+	}
+	// Artemis needs no name for a private node; a durable one without a
+	// name is one too.
+	got, err := Render(Artemis, Topic("events"), Receive, "")
+	require.NoError(t, err)
+	require.Equal(t, Node{Address: "events", Capabilities: []string{"topic"}}, got)
 }
 
 func TestRenderErrors(t *testing.T) {
@@ -65,5 +92,7 @@ func TestRenderErrors(t *testing.T) {
 	_, err := Render(RabbitMQ4, Topic("events"), Receive, "")
 	require.ErrorContains(t, err, "subscription name")
 	_, err = Render(ServiceBus, Topic("events"), Receive, "a/b")
+	require.ErrorContains(t, err, "may not contain")
+	_, err = Render(Artemis, Topic("events"), Receive, "a::b")
 	require.ErrorContains(t, err, "may not contain")
 }

@@ -49,16 +49,43 @@ type Node struct {
 	// attaches (RabbitMQ4 topic subscriptions); Exchange is what it binds to.
 	Queue    string
 	Exchange string
+	// Durable asks the peer to keep the source node after the link ends
+	// (terminus durability unsettled-state, expiry-policy never): an
+	// Artemis shared durable subscription.
+	Durable bool
+	// LinkName, when set, is the name the link must attach with: Artemis
+	// names a durable subscription's queue after it.
+	LinkName string
 }
 
 var (
 	capQueue = []string{"queue"}
 	capTopic = []string{"topic"}
+	// capShared asks Artemis for a subscription queue shared by every
+	// receiver attaching with the same name, from any connection (global).
+	capShared = []string{"topic", "shared", "global"}
 )
 
 // Render spells a for dialect d. subscription names the subscriber's own node
-// when a topic is received on a broker that needs one (RabbitMQ4, ServiceBus).
+// when a topic is received: a durable node shared by every receiver that
+// names it (RabbitMQ4 queue TOPIC.SUBSCRIPTION, Artemis queue SUBSCRIPTION of
+// the topic's address, ServiceBus subscription). On Artemis an empty
+// subscription is a private node per link. RenderEphemeral spells the
+// private node of an ephemeral subscription instead.
 func Render(d Dialect, a Address, role Role, subscription string) (Node, error) {
+	return render(d, a, role, subscription, false)
+}
+
+// RenderEphemeral spells the source of an ephemeral topic subscription: a
+// node of the subscriber's own that lives as long as its link (RabbitMQ4: the
+// queue TOPIC.SUBSCRIPTION, declared exclusive and auto-delete; Artemis: the
+// topic's address, a private queue per link). Other addresses are spelt as
+// Render spells them.
+func RenderEphemeral(d Dialect, a Address, subscription string) (Node, error) {
+	return render(d, a, Receive, subscription, true)
+}
+
+func render(d Dialect, a Address, role Role, subscription string, ephemeral bool) (Node, error) {
 	if err := a.Validate(); err != nil {
 		e := err.(*Error)
 		e.Dialect = d
@@ -87,7 +114,15 @@ func Render(d Dialect, a Address, role Role, subscription string) (Node, error) 
 		if a.kind == KindQueue {
 			return Node{Address: a.name, Capabilities: capQueue}, nil
 		}
-		return Node{Address: a.name, Capabilities: capTopic}, nil
+		if role == Send || ephemeral || subscription == "" {
+			return Node{Address: a.name, Capabilities: capTopic}, nil
+		}
+		if strings.Contains(subscription, "::") {
+			return Node{}, &Error{Address: a, Dialect: d, Reason: "subscription name may not contain '::'"}
+		}
+		// The fully qualified name attaches to the subscription queue as
+		// to a queue, so closing the link never deletes it.
+		return Node{Address: a.name + "::" + subscription, Capabilities: capShared, Durable: true, LinkName: subscription}, nil
 	case RabbitMQ4:
 		if fq {
 			return Node{}, &Error{Address: a, Dialect: d, Reason: "fully qualified queue names are an Artemis feature"}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -115,6 +116,30 @@ func (b *Broker) queue(name string, create bool) *queue {
 	q := &queue{id: b.ids.Add(1), name: name}
 	v, _ := b.queues.LoadOrStore(name, q)
 	return v.(*queue)
+}
+
+// subscription finds or creates the durable subscription sub of the topic
+// name: the queue "name::sub", bound to the topic from its creation until
+// the broker goes, whatever links come and go. A queue of that name that
+// exists already (declared, or attached as a Queue) is bound as it is, as
+// Artemis binds a queue named by its fully qualified name.
+func (b *Broker) subscription(name, sub string) (*queue, error) {
+	if strings.Contains(sub, "::") {
+		return nil, &amqp.LinkError{RemoteErr: &amqp.Error{Condition: amqp.ErrCondInvalidField,
+			Description: "subscription name may not contain '::'"}}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	q := b.queue(name+"::"+sub, true)
+	if q.temporary {
+		return nil, &amqp.LinkError{RemoteErr: &amqp.Error{Condition: amqp.ErrCondResourceLocked,
+			Description: "a dynamic node is exclusive to the link that created it"}}
+	}
+	if !q.bound {
+		q.bound = true
+		b.topic(name).add(q)
+	}
+	return q, nil
 }
 
 // newDynamic creates a private, addressable reply node.
@@ -423,7 +448,8 @@ func (b *Broker) HasQueue(name string) bool {
 }
 
 // Subscriptions reports how many subscription queues the topic name has: one
-// per attached receiver link.
+// per durable subscription name ever attached, plus one per attached
+// ephemeral receiver link.
 func (b *Broker) Subscriptions(topicName string) int {
 	v, ok := b.topics.Load(topicName)
 	if !ok {

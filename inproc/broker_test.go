@@ -202,6 +202,58 @@ func TestTopicGivesEveryReceiverItsOwnCopy(t *testing.T) {
 	require.False(t, e.b.HasQueue("events"))
 }
 
+// A named subscription is durable and shared: its receivers compete, it
+// keeps what is published while none is attached, it outlives detaches and
+// dropped connections, and an ephemeral one beside it is still private.
+func TestTopicDurableSubscription(t *testing.T) {
+	e := newEnv(t)
+	a := address.Topic("orders")
+	named := transport.ReceiverOptions{Address: a, Subscription: "billing", Credit: 10}
+	r1, r2 := e.receiver(named, 10), e.receiver(named, 10)
+	eph := e.receiver(transport.ReceiverOptions{Address: a, Subscription: "billing", Ephemeral: true, Credit: 10}, 10)
+	require.Equal(t, 2, e.b.Subscriptions("orders"), "one shared node and one private one")
+	require.True(t, e.b.HasQueue("orders::billing"))
+	s := e.sender(a)
+	e.sendN(s, "m", 4)
+	take := func(r transport.Receiver) string {
+		m := recv(t, r)
+		settle(t, r, m, accept)
+		return string(m.GetData())
+	}
+	// Round robin between the competing receivers; the private one gets all.
+	require.Equal(t, "m0", take(r1))
+	require.Equal(t, "m1", take(r2))
+	require.Equal(t, "m2", take(r1))
+	require.Equal(t, "m3", take(r2))
+	for i := range 4 {
+		require.Equal(t, "m"+strconv.Itoa(i), take(eph))
+	}
+
+	// Nothing attached: kept.
+	require.NoError(t, r1.Close(context.Background()))
+	require.Equal(t, 3, e.b.DetachLinks(a, "amqp:internal-error", "test"), "r2, the ephemeral receiver and the sender")
+	s = e.sender(a)
+	require.Equal(t, 1, e.b.Subscriptions("orders"), "the ephemeral node went with its link")
+	e.send(s, "kept")
+	require.Equal(t, 1, e.b.QueueDepth("orders::billing"))
+	require.Equal(t, 1, e.b.DropConnections(nil))
+
+	c, err := e.b.Connect(context.Background())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	sess, err := c.NewSession(context.Background())
+	require.NoError(t, err)
+	r3, err := sess.NewReceiver(context.Background(), named)
+	require.NoError(t, err)
+	require.NoError(t, r3.IssueCredit(1))
+	require.Equal(t, "kept", recvBody(t, r3))
+
+	_, err = sess.NewReceiver(context.Background(), transport.ReceiverOptions{Address: a, Subscription: "a::b"})
+	op, cond, _ := remoteCond(t, err)
+	require.Equal(t, "attach", op)
+	require.Equal(t, amqp.ErrCondInvalidField, cond)
+}
+
 func TestTopicSubscriptionIsNotDurable(t *testing.T) {
 	e := newEnv(t)
 	a := address.Topic("ticks")

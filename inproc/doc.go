@@ -9,10 +9,16 @@
 //     name anycast queues ("orders::billing" is simply the queue of that name):
 //     their receivers compete, round robin between the receivers that have
 //     credit. Attaching a receiver to a queue creates it; DeclareQueue creates
-//     one ahead of any receiver. A Topic gives every receiver link its own
-//     non-durable subscription queue that lives as long as the link. A message
-//     sent where no queue or subscription exists is dropped (and still
-//     accepted, as a broker would).
+//     one ahead of any receiver. A Topic receiver that names a subscription
+//     (ReceiverOptions.Subscription) attaches to the topic's durable
+//     subscription of that name: the queue "TOPIC::SUBSCRIPTION", created on
+//     the first attach and kept, with what is published to it, as long as the
+//     Broker lives, whatever links come and go; every receiver naming it
+//     competes for its messages, as a shared durable subscription on Artemis.
+//     A Topic receiver that is Ephemeral or names none gets its own
+//     non-durable subscription queue that lives as long as the link. A
+//     message sent where no queue or subscription exists is dropped (and
+//     still accepted, as a broker would).
 //   - Copies, not the wire form. Send, Txn.Publish and Broker.Publish take
 //     the broker's own copy of the message before they return (data
 //     sections in one new byte slice; properties, header, maps, byte
@@ -68,7 +74,8 @@
 //     transaction is visible before Commit.
 //   - Fault injection and introspection for tests: DetachLinks,
 //     EndSessions, DropConnections, RefuseAttach, RejectPublish, QueueDepth, Unsettled,
-//     DeadLetters, Expired, Links.
+//     DeadLetters, Expired, Links, Subscriptions (QueueDepth and Unsettled read a durable
+//     subscription by its queue name "TOPIC::SUBSCRIPTION").
 //
 // Errors look like go-amqp's, wrapped in the seam's *transport.LinkError
 // (Op "attach", "send", "receive" or "settle"; Address in kind:name form):

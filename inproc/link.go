@@ -180,9 +180,16 @@ func (s *session) NewReceiver(ctx context.Context, o transport.ReceiverOptions) 
 		r.q = b.newDynamic()
 		r.name = r.q.name
 		r.addr = address.Raw(r.q.name)
-	case a.Kind() == address.KindTopic:
+	case a.Kind() == address.KindTopic && (o.Ephemeral || o.Subscription == ""):
 		r.topic = b.topic(a.Name())
 		r.q = &queue{id: b.ids.Add(1), name: a.Name() + "::$inproc.sub." + fmt.Sprint(r.id), temporary: true}
+		r.name, r.addr = a.Name(), a
+	case a.Kind() == address.KindTopic:
+		q, err := b.subscription(a.Name(), o.Subscription)
+		if err != nil {
+			return nil, &transport.LinkError{Address: a.String(), Op: "attach", Err: err}
+		}
+		r.q = q
 		r.name, r.addr = a.Name(), a
 	default:
 		r.q = b.queue(a.Name(), true)

@@ -98,18 +98,21 @@ func (d *deque) drain() []*entry {
 }
 
 // queue is an anycast node: a queue, a dynamic reply node or one topic
-// subscription. Its lock guards the waiting messages, the consumers and their
+// subscription (durable and shared, or one link's own). Its lock guards the waiting messages, the consumers and their
 // credit; a receiver's own lock nests inside it, never the other way round.
 type queue struct {
 	id   uint64
 	name string
-	// temporary queues (dynamic nodes, topic subscriptions) die with their
-	// link; their messages go with them.
+	// temporary queues (dynamic nodes, ephemeral topic subscriptions) die
+	// with their link; their messages go with them.
 	temporary bool
 	// single (a partition queue, set under mu by the first receiver that
 	// asks for it) delivers only to cons[0], the receiver attached first;
 	// when it detaches, the next one in attach order takes over.
 	single bool
+	// bound: a durable topic subscription, in its topic's list; guarded by
+	// the Broker's mu.
+	bound bool
 
 	gone atomic.Bool     // deleted: senders drop their cached pointer
 	out  atomic.Int64    // transferred to receivers and not yet settled

@@ -104,6 +104,12 @@ type Subscription struct {
 	Settled    bool // at-most-once
 	Classic    bool // RabbitMQ4: classic queue instead of quorum
 	Paused     bool // attach paused: Pause came before the subscription attached
+	// Ephemeral: a topic is received through a private node of the link's
+	// own instead of the durable subscription node named Node.
+	Ephemeral bool
+	// Node names the subscriber's own node of a topic on the broker; empty
+	// means Name.
+	Node string
 
 	Handler      Handler
 	BatchHandler BatchHandler

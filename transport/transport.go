@@ -140,9 +140,18 @@ type ReceiverOptions struct {
 	// Dynamic asks for a temporary node that lives as long as the link (a
 	// reply address). Receiver.Address reports it.
 	Dynamic bool
-	// Subscription names this subscriber's own node when a topic is received
-	// on a broker that needs one (RabbitMQ4 queue, ServiceBus subscription).
+	// Subscription names the subscriber's own node when a topic is
+	// received: a durable node that outlives the link and is shared by every
+	// receiver attaching with the same name, each message going to one of
+	// them (RabbitMQ4 and Artemis queue, ServiceBus subscription, the
+	// in-process broker's subscription queue). Empty, on a broker that does
+	// not need a name (Artemis, in-process), asks for a private node per link.
 	Subscription string
+	// Ephemeral asks, for a topic, for a private node of this link's own
+	// that lives as long as the link, named by Subscription where the
+	// broker needs a name: nothing published while it is not attached is
+	// kept. The zero value asks for the durable, shared node.
+	Ephemeral bool
 	// Settled asks the peer to send pre-settled transfers (at-most-once).
 	Settled bool
 	// Credit is the window the runtime will grant; transports use it to size

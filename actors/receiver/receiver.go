@@ -205,9 +205,14 @@ func (r *receiver) set(to string, err error) {
 }
 
 func (r *receiver) opts() transport.ReceiverOptions {
+	node := r.spec.Node
+	if node == "" {
+		node = r.spec.Name
+	}
 	return transport.ReceiverOptions{
 		Address:      r.spec.Address,
-		Subscription: r.spec.Name,
+		Subscription: node,
+		Ephemeral:    r.spec.Ephemeral,
 		Settled:      r.spec.Settled,
 		Credit:       r.spec.Credit,
 		ClassicQueue: r.spec.Classic,

@@ -45,6 +45,11 @@ type Factory struct {
 	// register the deletion of the queue with t.Cleanup. Nil means base
 	// plus a random suffix.
 	Unique func(t *testing.T, base string) string
+	// DeleteSubscription, when set, deletes the durable node of the topic
+	// subscription named subscription; each test calls it for every topic
+	// subscription it made, once its Apps have stopped, so a live broker
+	// does not keep them. Nil means the broker forgets them by itself.
+	DeleteSubscription func(topic amqpactor.Address, subscription string) error
 	// Features marks the broker's differences.
 	Features Features
 }

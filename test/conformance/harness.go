@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/amqpactor/amqpactor"
+	"github.com/amqpactor/amqpactor/address"
 	"github.com/amqpactor/amqpactor/inproc"
 )
 
@@ -37,6 +38,8 @@ type env struct {
 
 	mu    sync.Mutex
 	gates []*gate
+	// subs are the topic subscriptions made, deleted when the test ends.
+	subs []*amqpactor.Subscription
 }
 
 func newEnv(t *testing.T, f Factory) *env {
@@ -44,7 +47,21 @@ func newEnv(t *testing.T, f Factory) *env {
 	t.Cleanup(cancel)
 	c := f.New(t)
 	require.NotNil(t, c, "Factory.New returned nil")
-	return &env{T: t, f: f, c: c, ctx: ctx}
+	e := &env{T: t, f: f, c: c, ctx: ctx}
+	if f.DeleteSubscription != nil {
+		// Registered before any App, so it runs after every App stopped:
+		// a running subscriber would declare its node again.
+		t.Cleanup(func() {
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			for _, s := range e.subs {
+				if err := f.DeleteSubscription(s.Address(), s.Name()); err != nil {
+					t.Logf("deleting the subscription %s of %s: %v", s.Name(), s.Address(), err)
+				}
+			}
+		})
+	}
+	return e
 }
 
 // unique makes a name no other test or run uses.
@@ -107,6 +124,11 @@ func (e *env) subscribe(app *amqpactor.App, a amqpactor.Address, h amqpactor.Han
 	e.Helper()
 	sub, err := app.Subscribe(a, h, opts...)
 	require.NoError(e, err, "Subscribe %s", a)
+	if a.Kind() == address.KindTopic {
+		e.mu.Lock()
+		e.subs = append(e.subs, sub)
+		e.mu.Unlock()
+	}
 	return sub
 }
 

@@ -1,10 +1,14 @@
 package conformance_test
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/amqpactor/amqpactor"
+	"github.com/amqpactor/amqpactor/address"
 	"github.com/amqpactor/amqpactor/test/conformance"
+	"github.com/amqpactor/amqpactor/transport/amqpwire"
 
 	"github.com/amqpactor/amqpactor/internal/livetest"
 )
@@ -19,6 +23,21 @@ func TestRabbitMQ4(t *testing.T) {
 		Name: "rabbitmq4",
 		New: func(t *testing.T) amqpactor.Connector {
 			return amqpactor.Dial(url, amqpactor.WithDialect(amqpactor.RabbitMQ4))
+		},
+		DeleteSubscription: func(topic amqpactor.Address, sub string) error {
+			node, err := address.Render(address.RabbitMQ4, topic, address.Receive, sub)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			c, err := amqpwire.New(amqpwire.Config{URL: url, Dialect: address.RabbitMQ4}).Connect(ctx)
+			if err != nil {
+				return err
+			}
+			defer func() { _ = c.Close(ctx) }()
+			_, err = c.(*amqpwire.Conn).Management().DeleteQueue(ctx, node.Queue)
+			return err
 		},
 		Features: conformance.Features{
 			DeliveryCountOnModified: true,  // quorum queues

@@ -90,19 +90,39 @@
 //     matches, so every subscription gets every message; a topic exchange keeps
 //     the door open to routing by subject later.
 //   - Topic(name), receive: the exchange as above, plus the subscription queue
-//     address.Render names (NAME.SUBSCRIPTION), declared classic, exclusive to
-//     the connection, auto-delete and not durable, so that it ends with the
-//     subscription (the spec's terminus defaults), bound with key "#".
+//     address.Render names (NAME.SUBSCRIPTION), bound with key "#". By
+//     default it is a durable quorum queue (classic when
+//     ReceiverOptions.ClassicQueue), neither exclusive nor auto-delete: every
+//     receiver naming the same subscription, on any connection, attaches to
+//     it and competes for its messages, and it keeps what is published while
+//     none is attached, until someone deletes it. With
+//     ReceiverOptions.Ephemeral it is classic, exclusive to the connection,
+//     auto-delete and not durable, so that it ends with the link (the
+//     spec's terminus defaults); the subscription name then carries a suffix
+//     of its own (the App adds one) so no other connection collides with it.
+//
+// On Artemis, a durable subscription attaches to the fully qualified name
+// TOPIC::SUBSCRIPTION with the capabilities topic, shared and global,
+// terminus durability unsettled-state, expiry-policy never and the link named
+// SUBSCRIPTION: Artemis creates the multicast queue SUBSCRIPTION on the
+// topic's address on the first attach (auto-create-queues) and consumes from
+// it as from a queue afterwards, so closing a link never deletes it. Artemis
+// deletes an auto-created queue that is empty and has no consumer unless
+// auto-delete-queues is off for the address: turn it off (or create the queue
+// in broker.xml) to keep what is published while every subscriber is down.
+// An ephemeral one attaches to TOPIC with the topic capability: a private
+// non-durable queue per link.
 //   - Raw addresses are never declared, nor are names in the broker's own
 //     "amq." namespace (amq.topic and the like).
 //
 // A queue or exchange that already exists with other properties (say a queue
 // an operator declared with x-max-length, or a fanout exchange) is used as it
 // is, and so is one the user may not declare (no configure permission): a
-// warning is logged and the attach decides. Only the subscription queue of a
-// topic must be declared, and a partition queue must have its single active
-// consumer: one that exists without it (409) fails the attach, naming the
-// address, since it would hand one group to several replicas at once. Management.DeclareQueue and DeclareExchange
+// warning is logged and the attach decides. Only an ephemeral subscription
+// queue of a topic must be declared as asked, and a partition queue must have
+// its single active consumer: one that exists without it (409) fails the
+// attach, naming the address, since it would hand one group to several
+// replicas at once. Management.DeclareQueue and DeclareExchange
 // themselves report such a conflict as a *ManagementError with status 409.
 //
 // RabbitMQ 4.0 ends the whole session, not just the link, when it refuses an

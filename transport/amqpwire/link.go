@@ -220,8 +220,18 @@ func (s *Session) NewReceiver(ctx context.Context, o transport.ReceiverOptions) 
 		opts.DynamicAddress = true
 	default:
 		node, err := address.Render(d, o.Address, address.Receive, o.Subscription)
+		if o.Ephemeral {
+			node, err = address.RenderEphemeral(d, o.Address, o.Subscription)
+		}
 		if err != nil {
 			return nil, err
+		}
+		if node.Durable {
+			opts.Durability = amqp.DurabilityUnsettledState
+			opts.ExpiryPolicy = amqp.ExpiryPolicyNever
+		}
+		if node.LinkName != "" {
+			opts.Name = node.LinkName
 		}
 		if d == address.RabbitMQ4 {
 			if err := s.conn.declareForReceive(ctx, o, node); err != nil {

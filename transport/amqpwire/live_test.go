@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net/url"
 	"strings"
 	"testing"
@@ -376,7 +377,8 @@ func TestLiveModifiedRaisesDeliveryCount(t *testing.T) {
 	must(t, rcv.Settle(ctx, m, transport.Outcome{Kind: transport.Rejected, Condition: "amqp:internal-error", Description: "test"}), "reject")
 }
 
-// Every subscription of a topic gets its own copy; its queue goes with it.
+// Every subscription of a topic gets its own copy; an ephemeral one's queue
+// goes with it.
 func TestLiveTopicSubscriptions(t *testing.T) {
 	conn := connect(t)
 	s := session(t, conn)
@@ -392,7 +394,7 @@ func TestLiveTopicSubscriptions(t *testing.T) {
 
 	var rcvs []transport.Receiver
 	for _, sub := range []string{"billing", "audit"} {
-		r := newReceiver(t, s, transport.ReceiverOptions{Address: topic, Subscription: sub, Credit: 2})
+		r := newReceiver(t, s, transport.ReceiverOptions{Address: topic, Subscription: sub, Ephemeral: true, Credit: 2})
 		expect(t, r.Address() == "/queues/"+url.PathEscape(topic.Name()+"."+sub), "subscription address %q", r.Address())
 		must(t, r.IssueCredit(2), "issue credit")
 		rcvs = append(rcvs, r)
@@ -408,6 +410,54 @@ func TestLiveTopicSubscriptions(t *testing.T) {
 		m := receive(t, r, 10*time.Second)
 		expect(t, bodyOf(m) == "event", "received %q", bodyOf(m))
 		must(t, r.Settle(ctx, m, transport.Outcome{Kind: transport.Accepted}), "settle")
+	}
+}
+
+// A durable subscription's queue is a durable quorum queue (classic with
+// ClassicQueue), neither exclusive nor auto-delete: receivers on two
+// connections share it, and it keeps what is published once both are gone.
+func TestLiveDurableSubscription(t *testing.T) {
+	for _, classic := range []bool{false, true} {
+		t.Run(fmt.Sprintf("classic=%v", classic), func(t *testing.T) {
+			c1, c2 := connect(t), connect(t)
+			ctx := testContext(t)
+			var rnd [4]byte
+			_, _ = rand.Read(rnd[:])
+			topic := address.Topic("amqpwire-test.durable." + hex.EncodeToString(rnd[:]))
+			queue := topic.Name() + ".shared"
+			t.Cleanup(func() {
+				c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				if _, err := c1.Management().DeleteQueue(c, queue); err != nil {
+					t.Errorf("delete queue %s: %v", queue, err)
+				}
+				_ = c1.Management().DeleteExchange(c, topic.Name())
+			})
+			o := transport.ReceiverOptions{Address: topic, Subscription: "shared", Credit: 1, ClassicQueue: classic}
+			r1, r2 := newReceiver(t, session(t, c1), o), newReceiver(t, session(t, c2), o)
+			expect(t, r1.Address() == "/queues/"+url.PathEscape(queue), "subscription address %q", r1.Address())
+			info, err := c1.Management().QueueInfo(ctx, queue)
+			must(t, err, "queue info")
+			want := amqpwire.Quorum
+			if classic {
+				want = amqpwire.Classic
+			}
+			expect(t, info.Type == want && info.Durable && !info.Exclusive && !info.AutoDelete,
+				"subscription queue %+v, want a durable %s queue, not exclusive, not auto-delete", info, want)
+			expect(t, info.Consumers == 2, "consumers %d, want 2", info.Consumers)
+			must(t, r1.Close(ctx), "close")
+			must(t, r2.Close(ctx), "close")
+
+			snd := newSender(t, session(t, c1), topic, transport.Unsettled)
+			rc, err := snd.Send(ctx, text("kept"), false)
+			must(t, err, "publish")
+			oc, err := rc.Wait(ctx)
+			must(t, err, "outcome")
+			expect(t, oc.Kind == transport.Accepted, "outcome %v", oc)
+			info, err = c1.Management().QueueInfo(ctx, queue)
+			must(t, err, "queue info")
+			expect(t, info.Messages == 1, "kept %d messages with no receiver, want 1", info.Messages)
+		})
 	}
 }
 
@@ -506,7 +556,7 @@ func TestLiveExistingExchanges(t *testing.T) {
 		_ = conn.Management().DeleteExchange(c, name)
 	})
 	topic := address.Topic(name)
-	r := newReceiver(t, s, transport.ReceiverOptions{Address: topic, Subscription: "sub", Credit: 1})
+	r := newReceiver(t, s, transport.ReceiverOptions{Address: topic, Subscription: "sub", Ephemeral: true, Credit: 1})
 	must(t, r.IssueCredit(1), "issue credit")
 	snd := newSender(t, s, topic, transport.Settled)
 	_, err := snd.Send(ctx, text("to the fanout"), true)

@@ -123,12 +123,25 @@ func (c *Conn) declareForReceive(ctx context.Context, o transport.ReceiverOption
 		if err := c.ensureExchange(ctx, a.String(), node.Exchange); err != nil {
 			return err
 		}
-		// The subscription queue lives as long as the subscription: it is
-		// exclusive to this connection and deleted with its last consumer.
-		if _, err := c.mgmt.DeclareQueue(ctx, QueueSpec{
-			Name: node.Queue, Type: Classic, Transient: true, Exclusive: true, AutoDelete: true,
-		}); err != nil {
-			return declareError(a.String(), err)
+		if o.Ephemeral {
+			// An ephemeral subscription's queue lives as long as its link:
+			// exclusive to this connection, deleted with its last consumer.
+			if _, err := c.mgmt.DeclareQueue(ctx, QueueSpec{
+				Name: node.Queue, Type: Classic, Transient: true, Exclusive: true, AutoDelete: true,
+			}); err != nil {
+				return declareError(a.String(), err)
+			}
+		} else {
+			// A durable subscription's queue outlives every link: the
+			// replicas that name it compete on it, and it keeps what is
+			// published while all of them are down.
+			typ := Quorum
+			if o.ClassicQueue {
+				typ = Classic
+			}
+			if err := c.ensureQueue(ctx, a.String(), QueueSpec{Name: node.Queue, Type: typ}); err != nil {
+				return err
+			}
 		}
 		if err := c.mgmt.Bind(ctx, Binding{Source: node.Exchange, Queue: node.Queue, Key: subscriptionKey}); err != nil {
 			return declareError(a.String(), err)

@@ -1,0 +1,366 @@
+package faults
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/amqpactor/amqpactor"
+	"github.com/amqpactor/amqpactor/address"
+	"github.com/amqpactor/amqpactor/inproc"
+	"github.com/amqpactor/amqpactor/transport/amqpwire"
+)
+
+// Durable, shared topic subscriptions (issue 14): a topic subscription is a
+// node named after the App and the subscription, so the replicas of a
+// service compete on it and it keeps what is published while they are down.
+// Each scenario runs on the in-process broker and on RabbitMQ 4.
+
+// appMaker returns a new App named name on the test's broker.
+type appMaker func(t *testing.T, name string) *amqpactor.App
+
+func inprocMaker(b *inproc.Broker) appMaker {
+	return func(t *testing.T, name string) *amqpactor.App {
+		log, _ := newLog(t)
+		return amqpactor.New(b, amqpactor.WithName(name), amqpactor.WithLogger(log),
+			amqpactor.WithBackoff(backoffInitial, backoffMax))
+	}
+}
+
+func liveMaker(u string) appMaker {
+	return func(t *testing.T, name string) *amqpactor.App {
+		log, _ := newLog(t)
+		return amqpactor.New(amqpactor.Dial(u, amqpactor.WithDialect(amqpactor.RabbitMQ4)), amqpactor.WithName(name),
+			amqpactor.WithLogger(log), amqpactor.WithBackoff(backoffInitial, backoffMax), amqpactor.WithCloseTimeout(3*time.Second))
+	}
+}
+
+// liveTopic names a topic for a live test and deletes, when the test ends,
+// its exchange and the durable subscription queue each of subs (the names
+// the subscriptions report) left on the shared broker.
+func liveTopic(t *testing.T, u, prefix string, subs *[]string) amqpactor.Address {
+	tp := amqpactor.Topic(unique(prefix))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c, err := amqpwire.New(amqpwire.Config{URL: u, Dialect: amqpactor.RabbitMQ4}).Connect(ctx)
+		if err != nil {
+			t.Logf("cleanup: %v", err)
+			return
+		}
+		defer func() { _ = c.Close(ctx) }()
+		m := c.(*amqpwire.Conn).Management()
+		for _, s := range *subs {
+			node, err := address.Render(address.RabbitMQ4, tp, address.Receive, s)
+			if err != nil {
+				t.Logf("cleanup: %v", err)
+				continue
+			}
+			if _, err := m.DeleteQueue(ctx, node.Queue); err != nil {
+				t.Logf("cleanup: deleting %s: %v", node.Queue, err)
+			}
+		}
+		_ = m.DeleteExchange(ctx, tp.Name())
+	})
+	return tp
+}
+
+// keep records the name of a subscription for the cleanup of liveTopic.
+func keep(subs *[]string, s *amqpactor.Subscription) *amqpactor.Subscription {
+	if s != nil {
+		*subs = append(*subs, s.Name())
+	}
+	return s
+}
+
+func counting(got *tally) amqpactor.Handler {
+	return func(ctx context.Context, m *amqpactor.Message) error {
+		id, _ := m.MessageID.(string)
+		got.add(id)
+		return nil
+	}
+}
+
+// topicFault is one fault of topicFaultScenario: do injects it, back
+// reports the subscription attached again after it.
+type topicFault struct {
+	name string
+	do   func()
+	back func(app *amqpactor.App, before *amqpactor.Node) bool
+}
+
+// receiverBack: the receiver restarted since before and is attached.
+func receiverBack(app *amqpactor.App, before *amqpactor.Node) bool {
+	r, r0 := ofKind(treeOr(app), "receiver"), ofKind(before, "receiver")
+	return len(r) == 1 && len(r0) == 1 && r[0].State == "attached" && r[0].Restarts > r0[0].Restarts
+}
+
+// connectionBack: the connection restarted since before and the receiver
+// is attached on it.
+func connectionBack(app *amqpactor.App, before *amqpactor.Node) bool {
+	n := treeOr(app)
+	if n == nil || before == nil || n.State != "attached" || n.Restarts <= before.Restarts {
+		return false
+	}
+	r := ofKind(n, "receiver")
+	return len(r) == 1 && r[0].State == "attached"
+}
+
+// topicFaultScenario subscribes app to tp, publishes n uniquely identified
+// events through app from 16 goroutines and injects each fault after
+// another share of them is confirmed. No event may be lost; duplicates are
+// counted (a delivery in flight at a fault comes again) and allowed.
+func topicFaultScenario(t *testing.T, app *amqpactor.App, tp amqpactor.Address, n int, budget time.Duration, faults []topicFault) {
+	got := newTally()
+	_, err := app.Subscribe(tp, counting(got), amqpactor.WithCredit(256))
+	require.NoError(t, err)
+	startApp(t, app)
+
+	ctx := bound(t, 3*time.Minute)
+	all := ids(unique("ev"), n)
+	started := time.Now()
+	pub := publishAll(ctx, app, tp, all, 16)
+	var maxResume time.Duration
+	for k, f := range faults {
+		at := int64((k + 1) * n / (len(faults) + 1))
+		require.Eventually(t, func() bool { return pub.confirmed.Load() >= at }, 90*time.Second, 5*time.Millisecond,
+			"%d publishes confirmed before fault %d (confirmed %d, errors %d, last %v)", at, k+1, pub.confirmed.Load(), pub.errors.Load(), pub.err())
+		before := tree(t, app)
+		f.do()
+		t0 := time.Now()
+		require.Eventually(t, func() bool { return f.back(app, before) }, budget, 5*time.Millisecond,
+			"attached again after %s (fault %d):\n%s", f.name, k+1, treeText(treeOr(app)))
+		seen := got.total.Load()
+		require.Eventually(t, func() bool { return got.total.Load() > seen || got.distinct() == n }, budget, 5*time.Millisecond,
+			"consumption resumes after %s (fault %d):\n%s", f.name, k+1, treeText(treeOr(app)))
+		maxResume = max(maxResume, time.Since(t0))
+	}
+	pub.wg.Wait()
+	require.EqualValues(t, n, pub.confirmed.Load(), "every publish returned nil (last error %v)", pub.err())
+	require.Eventually(t, func() bool { return got.distinct() == n }, 90*time.Second, 10*time.Millisecond,
+		"every event delivered: %d of %d; first missing %v\n%s", got.distinct(), n, first(got.missing(all), 5), treeText(treeOr(app)))
+	lost := len(got.missing(all))
+	require.Zero(t, lost)
+	t.Logf("FIGURES %s: published=%d lost=%d duplicates=%d faults=%d publish_errors_retried=%d resume_max=%s elapsed=%s",
+		t.Name(), n, lost, got.duplicates(), len(faults), pub.errors.Load(), maxResume.Round(time.Millisecond),
+		time.Since(started).Round(time.Millisecond))
+}
+
+// TestInprocTopicDurableFaults: a topic subscription across 3 link
+// detaches and 3 dropped connections while 10,000 events flow.
+func TestInprocTopicDurableFaults(t *testing.T) {
+	b := inproc.New()
+	app := inprocMaker(b)(t, unique("durable"))
+	tp := amqpactor.Topic(unique("durable.events"))
+	var faults []topicFault
+	for range 3 {
+		faults = append(faults,
+			topicFault{name: "DetachLinks", back: receiverBack, do: func() {
+				require.NotZero(t, b.DetachLinks(tp, "amqp:internal-error", "fault injection: detach"))
+			}},
+			topicFault{name: "DropConnections", back: connectionBack, do: func() {
+				require.NotZero(t, b.DropConnections(errors.New("fault injection: cut")))
+			}})
+	}
+	topicFaultScenario(t, app, tp, 10_000, 15*time.Second, faults)
+}
+
+// TestLiveTopicDurableCuts: a topic subscription on RabbitMQ 4 across 3
+// connection cuts (the proxy) while 5,000 events flow.
+func TestLiveTopicDurableCuts(t *testing.T) {
+	u := brokerURL(t)
+	p, pu := viaProxy(t, u)
+	p.Latency(2 * time.Millisecond)
+	var subs []string
+	name := unique("faults.durable")
+	tp := liveTopic(t, u, "faults.durable.events", &subs)
+	// The subscription's name is the App's default: cleaned up by name.
+	subs = append(subs, name+"."+tp.Name())
+	app := liveMaker(pu)(t, name)
+	var faults []topicFault
+	for range 3 {
+		faults = append(faults, topicFault{name: "cut", back: connectionBack, do: func() {
+			require.NotZero(t, p.Cut(), "connections cut")
+		}})
+	}
+	topicFaultScenario(t, app, tp, 5_000, 20*time.Second, faults)
+}
+
+// keptWhileStopped: events published while every replica of a service is
+// stopped are handled by the next one started with the same name.
+func keptWhileStopped(t *testing.T, mk appMaker, tp amqpactor.Address, subs *[]string) {
+	ctx := bound(t, time.Minute)
+	name := unique("kept")
+	got := newTally()
+	first := mk(t, name)
+	keep(subs, must(first.Subscribe(tp, counting(got))))
+	startApp(t, first)
+	pub := mk(t, unique("publisher"))
+	startApp(t, pub)
+	require.NoError(t, pub.Publish(ctx, tp, &amqpactor.Message{MessageID: "warm", Durable: true}))
+	require.Eventually(t, func() bool { return got.has("warm") }, 20*time.Second, 5*time.Millisecond)
+	stopApp(t, first)
+
+	down := ids(unique("down"), 5)
+	for _, id := range down {
+		require.NoError(t, pub.Publish(ctx, tp, &amqpactor.Message{MessageID: id, Durable: true}))
+	}
+	next := mk(t, name)
+	keep(subs, must(next.Subscribe(tp, counting(got))))
+	startApp(t, next)
+	require.Eventually(t, func() bool { return len(got.missing(down)) == 0 }, 20*time.Second, 5*time.Millisecond,
+		"published while stopped, handled after restart: missing %v", got.missing(down))
+	t.Logf("FIGURES %s: published_while_stopped=%d handled_after_restart=%d", t.Name(), len(down), len(down)-len(got.missing(down)))
+}
+
+func must(s *amqpactor.Subscription, err error) *amqpactor.Subscription {
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+func TestInprocTopicKeptWhileStopped(t *testing.T) {
+	var subs []string
+	keptWhileStopped(t, inprocMaker(inproc.New()), amqpactor.Topic(unique("kept.events")), &subs)
+}
+
+func TestLiveTopicKeptWhileStopped(t *testing.T) {
+	u := brokerURL(t)
+	var subs []string
+	keptWhileStopped(t, liveMaker(u), liveTopic(t, u, "faults.kept.events", &subs), &subs)
+}
+
+// sharedReplicas: three Apps with one name subscribe to a topic and a
+// queue; each message is handled once in total, by one of them, and each
+// replica handles some.
+func sharedReplicas(t *testing.T, mk appMaker, tp, q amqpactor.Address, subs *[]string) {
+	ctx := bound(t, 2*time.Minute)
+	name := unique("replica")
+	const n = 300
+	got := map[amqpactor.Address]*tally{tp: newTally(), q: newTally()}
+	per := map[amqpactor.Address][]*tally{}
+	var apps []*amqpactor.App
+	for range 3 {
+		app := mk(t, name)
+		for _, a := range []amqpactor.Address{tp, q} {
+			mine := newTally()
+			per[a] = append(per[a], mine)
+			all := got[a]
+			s := must(app.Subscribe(a, func(ctx context.Context, m *amqpactor.Message) error {
+				id, _ := m.MessageID.(string)
+				all.add(id)
+				mine.add(id)
+				return nil
+			}))
+			if a == tp && len(apps) == 0 {
+				keep(subs, s) // one node shared by the three
+			}
+		}
+		startApp(t, app)
+		apps = append(apps, app)
+	}
+	for _, a := range []amqpactor.Address{tp, q} {
+		want := ids(unique(a.Kind().String()), n)
+		for i, id := range want {
+			require.NoError(t, apps[i%3].Publish(ctx, a, &amqpactor.Message{MessageID: id, Durable: true}))
+		}
+		require.Eventually(t, func() bool { return got[a].distinct() == n }, 30*time.Second, 5*time.Millisecond,
+			"%s: %d of %d handled", a, got[a].distinct(), n)
+	}
+	for _, app := range apps {
+		stopApp(t, app)
+	}
+	for _, a := range []amqpactor.Address{tp, q} {
+		require.Zero(t, got[a].duplicates(), "%s: every message handled once in total", a)
+		shares := make([]int, 3)
+		for i, mine := range per[a] {
+			shares[i] = int(mine.total.Load())
+			require.NotZero(t, shares[i], "%s: replica %d handled nothing: they do not compete", a, i)
+		}
+		t.Logf("FIGURES %s %s: replicas=3 messages=%d handled=%d duplicates=0 shares=%v", t.Name(), a.Kind(), n, got[a].total.Load(), shares)
+	}
+}
+
+func TestInprocTopicSharedReplicas(t *testing.T) {
+	var subs []string
+	sharedReplicas(t, inprocMaker(inproc.New()), amqpactor.Topic(unique("shared.events")), amqpactor.Queue(unique("shared.q")), &subs)
+}
+
+func TestLiveTopicSharedReplicas(t *testing.T) {
+	u := brokerURL(t)
+	var subs []string
+	sharedReplicas(t, liveMaker(u), liveTopic(t, u, "faults.shared.events", &subs), liveQueue(t, u, "faults.shared.q"), &subs)
+}
+
+// ephemeralScenario: WithEphemeral gives each instance its own node: two
+// replicas with one name both get every event, and what is published while
+// an instance is down never reaches it.
+func ephemeralScenario(t *testing.T, mk appMaker, tp amqpactor.Address) {
+	ctx := bound(t, time.Minute)
+	name := unique("ephemeral")
+	a, b := newTally(), newTally()
+	r1, r2 := mk(t, name), mk(t, name)
+	must(r1.Subscribe(tp, counting(a), amqpactor.WithEphemeral()))
+	must(r2.Subscribe(tp, counting(b), amqpactor.WithEphemeral()))
+	startApp(t, r1)
+	startApp(t, r2)
+	want := ids(unique("e"), 20)
+	for _, id := range want {
+		require.NoError(t, r1.Publish(ctx, tp, &amqpactor.Message{MessageID: id}))
+	}
+	require.Eventually(t, func() bool { return a.distinct() == len(want) && b.distinct() == len(want) }, 20*time.Second, 5*time.Millisecond,
+		"each replica got every event: %d and %d of %d", a.distinct(), b.distinct(), len(want))
+
+	stopApp(t, r2)
+	require.NoError(t, r1.Publish(ctx, tp, &amqpactor.Message{MessageID: "while-down"}))
+	r3 := mk(t, name)
+	c := newTally()
+	must(r3.Subscribe(tp, counting(c), amqpactor.WithEphemeral()))
+	startApp(t, r3)
+	require.NoError(t, r1.Publish(ctx, tp, &amqpactor.Message{MessageID: "after"}))
+	require.Eventually(t, func() bool { return c.has("after") }, 20*time.Second, 5*time.Millisecond)
+	// The node of r3 is new, and a queue is first in, first out: what it
+	// kept would have come before "after".
+	require.False(t, c.has("while-down"), "an ephemeral subscription keeps nothing while it is down")
+}
+
+func TestInprocTopicEphemeral(t *testing.T) {
+	b := inproc.New()
+	tp := amqpactor.Topic(unique("ephemeral.events"))
+	ephemeralScenario(t, inprocMaker(b), tp)
+	// Two instances run (the first and the third): the second's node went
+	// with its link.
+	require.Equal(t, 2, b.Subscriptions(tp.Name()), "an ephemeral subscription node goes with its link")
+}
+
+func TestLiveTopicEphemeral(t *testing.T) {
+	u := brokerURL(t)
+	var subs []string
+	ephemeralScenario(t, liveMaker(u), liveTopic(t, u, "faults.ephemeral.events", &subs))
+}
+
+// TestInprocTopicUnnamedApp: an App without WithName has a random name no
+// later instance could share, so its topic subscriptions are ephemeral
+// unless WithSubscriptionName names them; a named App's are durable.
+func TestInprocTopicUnnamedApp(t *testing.T) {
+	b := inproc.New()
+	tp := amqpactor.Topic(unique("unnamed.events"))
+	log, _ := newLog(t)
+	app := amqpactor.New(b, amqpactor.WithLogger(log))
+	must(app.Subscribe(tp, counting(newTally())))
+	must(app.Subscribe(tp, counting(newTally()), amqpactor.WithSubscriptionName("audit")))
+	named := inprocMaker(b)(t, "billing")
+	must(named.Subscribe(tp, counting(newTally())))
+	startApp(t, app)
+	startApp(t, named)
+	require.Equal(t, 3, b.Subscriptions(tp.Name()))
+	require.True(t, b.HasQueue(tp.Name()+"::audit"), "WithSubscriptionName names a durable node")
+	require.True(t, b.HasQueue(tp.Name()+"::billing."+tp.Name()), "a named App's node is named after it")
+	stopApp(t, app)
+	stopApp(t, named)
+	require.Equal(t, 2, b.Subscriptions(tp.Name()), "only the unnamed App's default subscription went with its link")
+}
