@@ -186,7 +186,7 @@ func TestLiveTopicDurableCuts(t *testing.T) {
 			require.NotZero(t, p.Cut(), "connections cut")
 		}})
 	}
-	topicFaultScenario(t, app, tp, 5_000, 20*time.Second, faults)
+	topicFaultScenario(t, app, tp, 10_000, 20*time.Second, faults)
 }
 
 // keptWhileStopped: events published while every replica of a service is
