@@ -95,12 +95,14 @@ func reportCPU(b *testing.B, res scenario.Result) {
 // quorum queue, 100-byte messages. Publishes are pipelined with at most 256
 // awaiting their outcome; the receiver has credit 256 and accepts every
 // message. One op is one message received and accepted. Both sides publish
-// and consume on one connection, in separate sessions. See
-// scenario.ThroughputActor and scenario.ThroughputRaw.
+// and consume on one connection, in separate sessions; amqpactor-async
+// publishes from one goroutine with PublishAsync. See
+// scenario.ThroughputActor(Async) and scenario.ThroughputRaw.
 func BenchmarkLiveThroughput(b *testing.B) {
 	url := liveURL(b)
 	m := admin(b, url)
 	b.Run("amqpactor", func(b *testing.B) { benchThroughput(b, scenario.ThroughputActor, url, m) })
+	b.Run("amqpactor-async", func(b *testing.B) { benchThroughput(b, scenario.ThroughputActorAsync, url, m) })
 	b.Run("raw-go-amqp", func(b *testing.B) { benchThroughput(b, scenario.ThroughputRaw, url, m) })
 }
 

@@ -57,7 +57,7 @@ func InprocThroughput(ctx context.Context, p InprocParams) (res Result, err erro
 	broker := inproc.New()
 	app := amqpactor.New(broker)
 	opts := []amqpactor.SubscribeOption{amqpactor.WithCredit(uint32(p.Credit)), amqpactor.WithPartitions(p.Partitions)}
-	res, stop, err := appThroughput(ctx, &cl, app, name, opts, p.Publishers, p.Body, p.N, p.OnStart, p.OnStop)
+	res, stop, err := appThroughput(ctx, &cl, app, name, opts, p.Publishers, p.Body, p.N, p.OnStart, p.OnStop, false)
 	if err != nil {
 		return Result{}, err
 	}

@@ -30,7 +30,29 @@ func ThroughputActor(ctx context.Context, p Params, m *amqpwire.Management) (res
 	defer func() { err = errors.Join(err, cl.run()) }()
 	name := queueName(&cl, m, "bench.tput.amqpactor")
 	app, opts := liveApp(p)
-	res, stop, err := appThroughput(ctx, &cl, app, name, opts, p.Window, p.Body, p.N, p.OnStart, p.OnStop)
+	res, stop, err := appThroughput(ctx, &cl, app, name, opts, p.Window, p.Body, p.N, p.OnStart, p.OnStop, false)
+	if err != nil {
+		return Result{}, err
+	}
+	if err := stop(); err != nil {
+		return Result{}, err
+	}
+	return res, checkQueue(m, name, p.Queue, 0)
+}
+
+// ThroughputActorAsync is ThroughputActor with one publishing goroutine:
+// it calls app.PublishAsync and keeps Window receipts outstanding, waiting
+// for the oldest before the next publish, the way a service publishing
+// from one loop would use it.
+func ThroughputActorAsync(ctx context.Context, p Params, m *amqpwire.Management) (res Result, err error) {
+	if p, err = p.normalize(); err != nil {
+		return Result{}, err
+	}
+	var cl cleanups
+	defer func() { err = errors.Join(err, cl.run()) }()
+	name := queueName(&cl, m, "bench.tput.async")
+	app, opts := liveApp(p)
+	res, stop, err := appThroughput(ctx, &cl, app, name, opts, p.Window, p.Body, p.N, p.OnStart, p.OnStop, true)
 	if err != nil {
 		return Result{}, err
 	}
@@ -56,10 +78,11 @@ func liveApp(p Params) (*amqpactor.App, []amqpactor.SubscribeOption) {
 // seen through (which attaches the sender link), then n messages timed,
 // published by publishers goroutines that each wait for their outcome (so
 // that many are in flight, pipelined on the sender's link). The clock stops
-// when all n have been handled. It returns the App's stop for the caller's
-// checks after the clock.
+// when all n have been handled. With async, one goroutine publishes with
+// PublishAsync, publishers receipts outstanding. It returns the App's stop
+// for the caller's checks after the clock.
 func appThroughput(ctx context.Context, cl *cleanups, app *amqpactor.App, name string, opts []amqpactor.SubscribeOption,
-	publishers, bodySize, n int, onStart, onStop func()) (res Result, stop func() error, err error) {
+	publishers, bodySize, n int, onStart, onStop func(), async bool) (res Result, stop func() error, err error) {
 	var handled, target atomic.Int64
 	target.Store(1) // the warm-up message
 	done := make(chan struct{}, 1)
@@ -90,15 +113,19 @@ func appThroughput(ctx context.Context, cl *cleanups, app *amqpactor.App, name s
 	mt := startMeter(onStart, onStop)
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	for range publishers {
-		wg.Go(func() {
-			for next.Add(1) <= total {
-				if err := app.Publish(rctx, amqpactor.Queue(name), &amqpactor.Message{Body: body}); err != nil {
-					cancel(fmt.Errorf("publish: %w", err))
-					return
+	if async {
+		wg.Go(func() { publishAsync(rctx, cancel, app, name, body, publishers, total) })
+	} else {
+		for range publishers {
+			wg.Go(func() {
+				for next.Add(1) <= total {
+					if err := app.Publish(rctx, amqpactor.Queue(name), &amqpactor.Message{Body: body}); err != nil {
+						cancel(fmt.Errorf("publish: %w", err))
+						return
+					}
 				}
-			}
-		})
+			})
+		}
 	}
 	wg.Wait()
 	err = waitHandled(rctx, done, &handled, total)
@@ -107,6 +134,28 @@ func appThroughput(ctx context.Context, cl *cleanups, app *amqpactor.App, name s
 		return Result{}, nil, err
 	}
 	return res, stop, nil
+}
+
+// publishAsync publishes total messages from one goroutine, window receipts
+// outstanding.
+func publishAsync(ctx context.Context, cancel context.CancelCauseFunc, app *amqpactor.App, name string, body []byte, window int, total int64) {
+	inflight := make([]*amqpactor.Receipt, 0, window)
+	for i := int64(0); i < total; i++ {
+		if len(inflight) == window {
+			if err := inflight[0].Wait(ctx); err != nil {
+				cancel(fmt.Errorf("publish: %w", err))
+				return
+			}
+			inflight = inflight[1:]
+		}
+		inflight = append(inflight, app.PublishAsync(ctx, amqpactor.Queue(name), &amqpactor.Message{Body: body}))
+	}
+	for _, r := range inflight {
+		if err := r.Wait(ctx); err != nil {
+			cancel(fmt.Errorf("publish: %w", err))
+			return
+		}
+	}
 }
 
 // startApp starts app and has cl stop it; stop stops it now (once).
