@@ -85,7 +85,9 @@ func WithControl() Option {
 // preflight that the handler never answers.
 const ControlHeader = "X-Amqpactor-Debug"
 
-// Handler returns the debug handler of app.
+// Handler returns the debug handler of app. It follows app's state changes
+// (App.WatchStateChanges) from the moment it is made, for as long as app
+// lives, to tell when each node's last error came.
 //
 // A nil app gives a handler that answers every request with 503.
 func Handler(app *amqpactor.App, opts ...Option) http.Handler {
