@@ -1,16 +1,25 @@
-// Package debug serves an App's insides over HTTP for a debug port: the live
-// actor tree (App.Tree) as JSON and as indented text, and the App's AsyncAPI
-// document (App.AsyncAPI).
+// Package debug serves an App's insides over HTTP for a debug port: a live
+// page of the actor tree, the tree (App.Tree) as JSON and as indented text,
+// and the App's AsyncAPI document (App.AsyncAPI).
 //
 //	mux.Handle("/debug/amqpactor/", http.StripPrefix("/debug/amqpactor", debug.Handler(app)))
 //
-// Routes, relative to where the handler is mounted:
+// Routes, relative to where the handler is mounted (mount it under a path
+// that ends in "/": the page asks for its data by relative URLs):
 //
-//	GET /              an index of the routes
+//	GET /              the live page (HTML, self-contained)
 //	GET /tree          the tree as JSON (?format=text for text)
 //	GET /tree.txt      the tree as indented text
 //	GET /asyncapi.json the AsyncAPI 3.0 document
 //	GET /events        the App's state changes as server-sent events
+//	                   (?tree=1: with snapshots of the tree)
+//	POST /subscriptions/{name}/pause, /subscriptions/{name}/resume
+//	                   only with WithControl (else 403)
+//
+// The page shows the tree as collapsible nodes coloured by state, with each
+// node's address, counters, last error and when it came, and a sparkline of
+// its messages per second over the last minute. It follows /events?tree=1,
+// so it changes as the App does, and the browser reconnects it by itself.
 //
 // /events streams every state change of the App's tree (see
 // amqpactor.StateChange) from the moment the client connects, as
@@ -20,9 +29,14 @@
 // that falls that far behind gets a last "dropped" event and is
 // disconnected, so a slow client never holds up the App.
 //
-// The handler only reads: it changes nothing in the App. It shows addresses,
-// counters and last errors, never credentials, but it is meant for a port
-// that is not public.
+// With ?tree=1, /events also carries a "tree" event at once and then every
+// TreeInterval: a Snapshot of the whole tree, each node with its path and the
+// time of its last error. A tree that cannot be had (the App is not
+// running) comes as a snapshot with Error set.
+//
+// Without WithControl the handler only reads: it changes nothing in the
+// App. It shows addresses, counters and last errors, never credentials, but
+// it is meant for a port that is not public.
 package debug
 
 import (
@@ -43,23 +57,56 @@ import (
 // TreeTimeout bounds how long a request waits for the tree.
 const TreeTimeout = 2 * time.Second
 
-// Handler returns the debug handler of app.
+// TreeInterval is how often /events?tree=1 sends a snapshot of the tree.
+const TreeInterval = time.Second
+
+// Option configures Handler. The zero configuration only reads.
+type Option func(*config)
+
+type config struct {
+	control bool
+}
+
+// WithControl turns on the handler's actions: POST
+// /subscriptions/{name}/pause and /subscriptions/{name}/resume pause and
+// resume a subscription (Subscription.Pause, Resume; the name is the one
+// after "subscription:" in the tree), and the page shows their buttons. Off
+// by default: the endpoints answer 403 and the page has no buttons.
+//
+// Each request must carry the header ControlHeader (the page sets it) and,
+// if it has an Origin or Sec-Fetch-Site header, come from the handler's own
+// origin: a form or a script of another site cannot act on the App.
+func WithControl() Option {
+	return func(c *config) { c.control = true }
+}
+
+// ControlHeader must be on every control request; its value is not
+// checked. A browser sends a custom header across origins only after a
+// preflight that the handler never answers.
+const ControlHeader = "X-Amqpactor-Debug"
+
+// Handler returns the debug handler of app. It follows app's state changes
+// (App.WatchStateChanges) from the moment it is made, for as long as app
+// lives, to tell when each node's last error came.
 //
 // A nil app gives a handler that answers every request with 503.
-func Handler(app *amqpactor.App) http.Handler {
+func Handler(app *amqpactor.App, opts ...Option) http.Handler {
 	if app == nil {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "amqpactor debug: no App (debug.Handler(nil))", http.StatusServiceUnavailable)
 		})
 	}
+	var cfg config
+	for _, o := range opts {
+		if o != nil {
+			o(&cfg)
+		}
+	}
+	errs := watchErrors(app)
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		fmt.Fprint(w, "amqpactor debug\n\n"+
-			"tree           the live actor tree as JSON (tree?format=text for text)\n"+
-			"tree.txt       the live actor tree as indented text\n"+
-			"asyncapi.json  the AsyncAPI 3.0 document of the App\n"+
-			"events         the App's state changes as server-sent events\n")
+	mux.HandleFunc("GET /{$}", servePage)
+	mux.HandleFunc("POST /subscriptions/{name}/{action}", func(w http.ResponseWriter, r *http.Request) {
+		serveControl(w, r, app, cfg.control)
 	})
 	mux.HandleFunc("GET /tree", func(w http.ResponseWriter, r *http.Request) {
 		serveTree(w, r, app, r.URL.Query().Get("format") == "text")
@@ -68,7 +115,7 @@ func Handler(app *amqpactor.App) http.Handler {
 		serveTree(w, r, app, true)
 	})
 	mux.HandleFunc("GET /events", func(w http.ResponseWriter, r *http.Request) {
-		serveEvents(w, r, app)
+		serveEvents(w, r, app, r.URL.Query().Get("tree") != "", cfg.control, errs)
 	})
 	mux.HandleFunc("GET /asyncapi.json", func(w http.ResponseWriter, r *http.Request) {
 		doc, err := app.AsyncAPI()
@@ -101,7 +148,7 @@ type Event struct {
 	At      time.Time `json:"at"`
 }
 
-func serveEvents(w http.ResponseWriter, r *http.Request, app *amqpactor.App) {
+func serveEvents(w http.ResponseWriter, r *http.Request, app *amqpactor.App, tree, control bool, errs *errorTimes) {
 	fl, ok := w.(http.Flusher)
 	if !ok {
 		http.Error(w, "amqpactor debug: this server cannot stream", http.StatusInternalServerError)
@@ -127,10 +174,29 @@ func serveEvents(w http.ResponseWriter, r *http.Request, app *amqpactor.App) {
 	rc := http.NewResponseController(w)
 	w.WriteHeader(http.StatusOK)
 	_ = rc.SetWriteDeadline(time.Now().Add(EventWriteTimeout))
-	_, _ = io.WriteString(w, ": amqpactor state changes\n\n")
+	// retry: a browser whose stream broke asks again after a second, not
+	// its default three.
+	_, _ = io.WriteString(w, ": amqpactor state changes\nretry: 1000\n\n")
 	fl.Flush()
+	// Snapshots are taken on this goroutine, between writes: while one is
+	// taken, state changes wait in ch, and the order on the wire is kept.
+	var tick <-chan time.Time
+	if tree {
+		if !writeSnapshot(w, r, rc, app, control, errs) {
+			return
+		}
+		fl.Flush()
+		t := time.NewTicker(TreeInterval)
+		defer t.Stop()
+		tick = t.C
+	}
 	for {
 		select {
+		case <-tick:
+			if !writeSnapshot(w, r, rc, app, control, errs) {
+				return
+			}
+			fl.Flush()
 		case sc := <-ch:
 			e := Event{Path: sc.Path, Kind: sc.Kind, Address: sc.Address, From: sc.From, To: sc.To, At: sc.At}
 			if sc.Err != nil {

@@ -73,8 +73,10 @@ func TestHandlerServesTreeAndAsyncAPI(t *testing.T) {
 
 	code, ctype, body := fetch(t, base+"/")
 	require.Equal(t, http.StatusOK, code)
-	require.Contains(t, ctype, "text/plain")
-	require.Contains(t, body, "asyncapi.json")
+	require.Equal(t, "text/html; charset=utf-8", ctype)
+	for _, link := range []string{`href="tree"`, `href="tree.txt"`, `href="asyncapi.json"`, `EventSource("events?tree=1")`} {
+		require.Contains(t, body, link)
+	}
 
 	code, ctype, body = fetch(t, base+"/tree")
 	require.Equal(t, http.StatusOK, code)

@@ -46,3 +46,43 @@ func ExampleHandler() {
 	// /tree.txt 200 OK: connection (connection) [attached] inproc
 	// /asyncapi.json 200 OK: {
 }
+
+// On a debug port that is not public, WithControl lets the page pause and
+// resume subscriptions; a script does the same with the header the page
+// sets.
+func ExampleWithControl() {
+	app := amqpactor.New(inproc.New(), amqpactor.WithName("shop"))
+	_, err := app.Subscribe(amqpactor.Queue("orders"), func(ctx context.Context, m *amqpactor.Message) error { return nil },
+		amqpactor.WithSubscriptionName("orders"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := app.Start(ctx); err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer func() { _ = app.Stop(ctx) }()
+
+	srv := httptest.NewServer(debug.Handler(app, debug.WithControl()))
+	defer srv.Close()
+	for _, h := range []string{"", debug.ControlHeader} {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/subscriptions/orders/pause", nil)
+		if h != "" {
+			req.Header.Set(h, "script")
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		fmt.Printf("%s: %s", res.Status, body)
+	}
+	// Output:
+	// 403 Forbidden: amqpactor debug: a control request needs the X-Amqpactor-Debug header
+	// 200 OK: {"paused":true,"subscription":"orders"}
+}

@@ -1,11 +1,13 @@
-// Debug: the debug handler (package debug) on an HTTP port: the live actor
-// tree as JSON (/tree) and as text (/tree.txt), and the App's AsyncAPI 3.0
-// document (/asyncapi.json). A small service runs behind it, publishing and
-// handling a message every few milliseconds; the example serves for -for
-// (2 s by default), reads its own endpoints once to show them, and exits.
+// Debug: the debug handler (package debug) on an HTTP port: a live page of
+// the actor tree to open in a browser (/), the tree as JSON (/tree) and as
+// text (/tree.txt), and the App's AsyncAPI 3.0 document (/asyncapi.json).
+// The handler has WithControl, so the page can pause and resume the
+// subscriptions. A small service runs behind it, publishing and handling a
+// message every few milliseconds; the example serves for -for (2 s by
+// default), reads its own endpoints once to show them, and exits.
 //
 //	go run ./examples/debug                          # serves on a free port for 2 s
-//	go run ./examples/debug -addr 127.0.0.1:6060 -for 1m
+//	go run ./examples/debug -addr 127.0.0.1:6060 -for 1m   # then open http://127.0.0.1:6060/debug/amqpactor/
 //	go run ./examples/debug -url amqp://guest:guest@127.0.0.1:5673/
 package main
 
@@ -19,6 +21,7 @@ import (
 	"net"
 	"net/http"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/amqpactor/amqpactor"
@@ -75,12 +78,18 @@ func run(broker *cli.Broker, addr string, serveFor time.Duration) error {
 		return err
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/debug/amqpactor/", http.StripPrefix("/debug/amqpactor", debug.Handler(app)))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	// A debug port is not public: here the page may pause and resume.
+	mux.Handle("/debug/amqpactor/", http.StripPrefix("/debug/amqpactor", debug.Handler(app, debug.WithControl())))
+	// An open page holds its event stream: ending the base context ends
+	// the stream, so that Shutdown need not wait for the browser to go.
+	streams, endStreams := context.WithCancel(context.Background())
+	defer endStreams()
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return streams }}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	base := "http://" + ln.Addr().String() + "/debug/amqpactor"
-	fmt.Printf("debug: serving %s/ for %s: tree, tree.txt, asyncapi.json\n", base, serveFor)
+	fmt.Printf("debug: serving %s/ for %s: open it in a browser for the live tree; also tree, tree.txt, asyncapi.json\n", base, serveFor)
 
 	// The service at work while the port is up.
 	work, stopWork := context.WithCancel(ctx)
@@ -108,6 +117,13 @@ func run(broker *cli.Broker, addr string, serveFor time.Duration) error {
 	}()
 
 	// Read our own endpoints once, as a person with curl would.
+	page, err := get(ctx, base+"/")
+	if err != nil {
+		return err
+	}
+	title, _, _ := strings.Cut(page, "</title>")
+	_, title, _ = strings.Cut(title, "<title>")
+	fmt.Printf("debug: GET /: the live page %q (%d bytes, self-contained)\n", title, len(page))
 	tree, err := get(ctx, base+"/tree.txt")
 	if err != nil {
 		return err
@@ -135,6 +151,7 @@ func run(broker *cli.Broker, addr string, serveFor time.Duration) error {
 	}
 	stopWork()
 	werr := <-worked
+	endStreams()
 	sctx, scancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer scancel()
 	if err := srv.Shutdown(sctx); err != nil {

@@ -2,8 +2,9 @@
 // with -url). It shows partitioned handling by group-id, a retry, request/
 // reply, a transaction, and prints the actor tree; it exits by itself.
 //
-// -debug ADDR serves the debug handler (the live tree and the AsyncAPI
-// document, package debug) on ADDR while it runs; -asyncapi FILE writes the
+// -debug ADDR serves the debug handler (package debug: a live page of the
+// actor tree to open in a browser, the tree as JSON and text, the AsyncAPI
+// document) on ADDR while it runs; -asyncapi FILE writes the
 // App's AsyncAPI document to FILE before it stops.
 package main
 
@@ -34,7 +35,7 @@ type Order struct {
 
 func main() {
 	broker := cli.Flags()
-	flag.StringVar(&debugAddr, "debug", "", "serve the debug handler (tree, AsyncAPI) on this address while running, e.g. 127.0.0.1:6060")
+	flag.StringVar(&debugAddr, "debug", "", "serve the debug handler (a live page of the tree, the tree, AsyncAPI) on this address while running, e.g. 127.0.0.1:6060")
 	flag.StringVar(&asyncAPIFile, "asyncapi", "", "write the App's AsyncAPI document to this file before stopping")
 	flag.Parse()
 	cli.Exit("quickstart", run(broker, cli.Logger()))
@@ -49,14 +50,19 @@ func serveDebug(app *amqpactor.App, addr string) (stop func(), err error) {
 	if err != nil {
 		return nil, fmt.Errorf("debug: %w", err)
 	}
-	srv := &http.Server{Handler: debug.Handler(app), ReadHeaderTimeout: 5 * time.Second}
+	// The page holds its event stream open: ending the base context ends
+	// the stream, so that Shutdown need not wait for the browser to go.
+	base, endStreams := context.WithCancel(context.Background())
+	srv := &http.Server{Handler: debug.Handler(app), ReadHeaderTimeout: 5 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return base }}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		_ = srv.Serve(ln)
 	}()
-	fmt.Fprintf(os.Stderr, "debug: serving http://%s/ (tree, tree.txt, asyncapi.json) while the quickstart runs\n", ln.Addr())
+	fmt.Fprintf(os.Stderr, "debug: open http://%s/ in a browser for the live tree (also tree, tree.txt, asyncapi.json) while the quickstart runs\n", ln.Addr())
 	return func() {
+		endStreams()
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(ctx)
