@@ -30,9 +30,11 @@ type Receipt struct {
 // publishes in flight, where Publish waits a broker round trip for each.
 // The guarantees are Publish's: a publish whose link ends before its outcome
 // is sent again on the next link (same message-id), until ctx ends.
-// Publishes from one goroutine to one address are written in order while
-// their link stays up; what a link that ends had in flight goes again on
-// the next one, possibly after later publishes.
+// Publishes from one goroutine to one address are written in order once
+// the address's link is attached and while it stays up. The first ones to
+// an address, which wait for its link, may be written after later ones,
+// and so may what a link that ends had in flight (it goes again on the
+// next link).
 //
 // m (its body included) must not be changed until Wait has returned. The
 // publish's span and metrics are recorded when its outcome is first read by

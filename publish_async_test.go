@@ -54,7 +54,7 @@ func startPublisherApp(t *testing.T, broker *inproc.Broker, sub func(app *amqpac
 
 // One goroutine keeps a window of 256 publishes in flight with
 // PublishAsync: every outcome is accepted and every message arrives once,
-// in the order published.
+// in the order published (after a first publish has attached the link).
 func TestPublishAsyncWindowFromOneGoroutine(t *testing.T) {
 	seen := asyncWindow(t, false)
 	seen.mu.Lock()
@@ -85,6 +85,13 @@ func asyncWindow(t *testing.T, detach bool) *inOrder {
 		_, err := app.Subscribe(amqpactor.Queue("async"), seen.handle, amqpactor.WithPartitions(1))
 		require.NoError(t, err)
 	})
+	// The first publish attaches the sender link: publishes that wait for
+	// it may be written after later ones.
+	require.NoError(t, app.Publish(ctx, amqpactor.Queue("async"), &amqpactor.Message{Body: []byte("-1")}))
+	require.Eventually(t, func() bool { return seen.distinct() == 1 }, 5*time.Second, time.Millisecond)
+	seen.mu.Lock()
+	seen.got = nil
+	seen.mu.Unlock()
 	const n, window = 10000, 256
 	inflight := make([]*amqpactor.Receipt, 0, window)
 	for i := range n {
