@@ -85,6 +85,11 @@ func TestFailoverBadURLReportedAtOnce(t *testing.T) {
 	expect(t, strings.Contains(err.Error(), "second:xxxxx@host:port"), "the error names the failover URL: %v", err)
 	expect(t, a.accepted.Load() == 0, "nothing was dialled")
 
+	// An empty failover URL is an error too, not an endpoint skipped.
+	c = amqpwire.New(amqpwire.Config{URL: a.url("first"), Failover: []string{""}})
+	_, err = c.Connect(context.Background())
+	expect(t, err != nil && strings.Contains(err.Error(), "no broker URL"), "an empty failover URL is refused: %v", err)
+
 	// The cleartext rule holds for every endpoint.
 	c = amqpwire.New(amqpwire.Config{URL: a.url("first"), Failover: []string{"amqp://second:" + secret + "@192.0.2.1:5672/"}})
 	_, err = c.Connect(context.Background())
