@@ -66,3 +66,14 @@ func WithMaxMessageSize(n uint64) DialOption {
 // WithDialLogger receives connection events. Nothing logged contains
 // credentials.
 func WithDialLogger(l *slog.Logger) DialOption { return func(c *amqpwire.Config) { c.Logger = l } }
+
+// WithFailover adds endpoints of the same broker cluster, tried in order
+// after the Dial URL when it cannot be reached or its connection is lost,
+// with the App's backoff between rounds; after a loss the endpoint that
+// worked last is tried first. Each URL has its own credentials and is
+// checked as the Dial URL is (TLS, SASL and the cleartext rule apply to
+// each); none is ever printed with its password. The tree's connection node
+// and StateChange.Address name the endpoint the connection is on.
+func WithFailover(urls ...string) DialOption {
+	return func(c *amqpwire.Config) { c.Failover = append(c.Failover, urls...) }
+}

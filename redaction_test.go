@@ -56,7 +56,8 @@ func secretParts(pw string) []string {
 // a URL's authority ('/', '?', '#'), a broken escape, an '@' or a ':' never
 // shows any part of the password: not in Start's error, not in later
 // errors, not in the connector's String (the tree's connection node), not
-// in the AsyncAPI document, not in the App's or the connector's log.
+// in the AsyncAPI document, not in the App's or the connector's log; and
+// the same when the URL is a failover endpoint (WithFailover).
 func TestRedactionEverywhere(t *testing.T) {
 	defer goleak.VerifyNone(t, ignoreThrottle)
 	passwords := []string{
@@ -83,53 +84,64 @@ func TestRedactionEverywhere(t *testing.T) {
 	}
 	for _, pw := range passwords {
 		for _, sh := range shapes {
-			t.Run(sh.name+"/"+strings.NewReplacer("/", "_", "%", "pct", "#", "hash", "?", "q").Replace(pw), func(t *testing.T) {
-				raw := fmt.Sprintf(sh.url, pw)
-				log := &syncBuffer{}
-				// No time stamps and a fixed name: digits of either could
-				// match a digit run of a password by chance.
-				logger := slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug,
-					ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
-						if a.Key == slog.TimeKey && len(groups) == 0 {
-							return slog.Attr{}
-						}
-						return a
-					}}))
-				app := amqpactor.New(amqpactor.Dial(raw, amqpactor.WithDialLogger(logger)), amqpactor.WithLogger(logger),
-					amqpactor.WithName("redaction"))
-				_, err := app.Subscribe(amqpactor.Queue("q"), func(context.Context, *amqpactor.Message) error { return nil })
-				require.NoError(t, err)
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				defer cancel()
-				startErr := app.Start(ctx)
-				require.Error(t, startErr, "Start")
-				pubErr := app.Publish(ctx, amqpactor.Queue("q"), &amqpactor.Message{})
-				_, reqErr := app.Request(ctx, amqpactor.Queue("q"), &amqpactor.Message{})
-				_, treeErr := app.Tree(ctx)
-				doc, docErr := app.AsyncAPI()
-				require.NoError(t, docErr)
-				require.NoError(t, app.Stop(ctx))
-				seen := map[string]string{
-					"Start":     fmt.Sprintf("%v %+v %#v", startErr, startErr, startErr.Error()),
-					"Publish":   fmt.Sprint(pubErr),
-					"Request":   fmt.Sprint(reqErr),
-					"Tree":      fmt.Sprint(treeErr),
-					"String":    app.Connector().String(),
-					"AsyncAPI":  string(doc),
-					"log":       log.String(),
-					"Connector": fmt.Sprintf("%v %+v", app.Connector(), app.Connector()),
+			for _, failover := range []bool{false, true} {
+				name := sh.name
+				if failover {
+					name += "-failover"
 				}
-				for where, text := range seen {
-					for _, part := range secretParts(pw) {
-						require.NotContains(t, text, part, "%s shows part of the password %q", where, pw)
+				t.Run(name+"/"+strings.NewReplacer("/", "_", "%", "pct", "#", "hash", "?", "q").Replace(pw), func(t *testing.T) {
+					raw := fmt.Sprintf(sh.url, pw)
+					log := &syncBuffer{}
+					// No time stamps and a fixed name: digits of either could
+					// match a digit run of a password by chance.
+					logger := slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug,
+						ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+							if a.Key == slog.TimeKey && len(groups) == 0 {
+								return slog.Attr{}
+							}
+							return a
+						}}))
+					dial := amqpactor.Dial(raw, amqpactor.WithDialLogger(logger))
+					if failover {
+						// A refused Dial URL with the same password, then raw.
+						dial = amqpactor.Dial(fmt.Sprintf("amqp://other:%s@127.0.0.1:1/", pw), amqpactor.WithDialLogger(logger),
+							amqpactor.WithFailover(raw))
 					}
-				}
-				if sh.dialled != "" {
-					require.Contains(t, startErr.Error(), "dial tcp "+sh.dialled, "the right host was dialled")
-				}
-				t.Log(startErr)
-				t.Log(app.Connector().String())
-			})
+					app := amqpactor.New(dial, amqpactor.WithLogger(logger), amqpactor.WithName("redaction"))
+					_, err := app.Subscribe(amqpactor.Queue("q"), func(context.Context, *amqpactor.Message) error { return nil })
+					require.NoError(t, err)
+					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+					defer cancel()
+					startErr := app.Start(ctx)
+					require.Error(t, startErr, "Start")
+					pubErr := app.Publish(ctx, amqpactor.Queue("q"), &amqpactor.Message{})
+					_, reqErr := app.Request(ctx, amqpactor.Queue("q"), &amqpactor.Message{})
+					_, treeErr := app.Tree(ctx)
+					doc, docErr := app.AsyncAPI()
+					require.NoError(t, docErr)
+					require.NoError(t, app.Stop(ctx))
+					seen := map[string]string{
+						"Start":     fmt.Sprintf("%v %+v %#v", startErr, startErr, startErr.Error()),
+						"Publish":   fmt.Sprint(pubErr),
+						"Request":   fmt.Sprint(reqErr),
+						"Tree":      fmt.Sprint(treeErr),
+						"String":    app.Connector().String(),
+						"AsyncAPI":  string(doc),
+						"log":       log.String(),
+						"Connector": fmt.Sprintf("%v %+v", app.Connector(), app.Connector()),
+					}
+					for where, text := range seen {
+						for _, part := range secretParts(pw) {
+							require.NotContains(t, text, part, "%s shows part of the password %q", where, pw)
+						}
+					}
+					if sh.dialled != "" {
+						require.Contains(t, startErr.Error(), "dial tcp "+sh.dialled, "the right host was dialled")
+					}
+					t.Log(startErr)
+					t.Log(app.Connector().String())
+				})
+			}
 		}
 	}
 }

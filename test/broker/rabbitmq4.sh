@@ -15,12 +15,24 @@
 #   rabbitmq4.sh kill9       crash the broker: kill -9 its Erlang VM (and the chroot's epmd);
 #                            `start` brings it back (fault-injection tests)
 #
+# Cluster mode: three clustered nodes in the same chroot, beside the single
+# node and independent of it (own node names rabbitcN@localhost, AMQP ports
+# AMQPACTOR_CLUSTER_PORT+0..2, distribution and epmd ports, configuration
+# and data directories under /var/lib/rabbitmq/cluster):
+#   rabbitmq4.sh cluster-start      start three fresh nodes and cluster them; reuse a cluster that answers
+#   rabbitmq4.sh cluster-stop       stop the cluster this script started and wipe its data
+#   rabbitmq4.sh cluster-kill N     crash node N (1..3): kill -9 its Erlang VM
+#   rabbitmq4.sh cluster-restart N  start node N again with its data (it rejoins the cluster)
+#   rabbitmq4.sh cluster-urls       print the three AMQP URLs, space separated
+#   rabbitmq4.sh cluster-ctl N ARGS.. run rabbitmqctl against node N
+#
 # Environment:
 #   AMQPACTOR_RABBIT_DIR   chroot directory (default /var/lib/amqpactor/rabbitmq4-chroot)
 #   AMQPACTOR_RABBIT_PORT  AMQP port on 127.0.0.1 and ::1 (default 5673)
+#   AMQPACTOR_CLUSTER_PORT AMQP port of cluster node 1; nodes 2 and 3 take the next two (default 5691)
 #
-# Needs root (chroot, mount). Progress goes to stderr; only `url` and `ctl`
-# write to stdout.
+# Needs root (chroot, mount). Progress goes to stderr; only `url`, `ctl`,
+# `cluster-urls` and `cluster-ctl` write to stdout.
 set -euo pipefail
 
 DIR=${AMQPACTOR_RABBIT_DIR:-/var/lib/amqpactor/rabbitmq4-chroot}
@@ -33,6 +45,9 @@ MARKER="$DIR/var/lib/rabbitmq/amqpactor-started"
 APT_TIMEOUT=600
 DEBOOTSTRAP_TIMEOUT=1200
 STARTUP_TIMEOUT=120
+CLUSTER_PORT=${AMQPACTOR_CLUSTER_PORT:-5691}
+CLUSTER_BASE=/var/lib/rabbitmq/cluster
+CLUSTER_MARKER="$DIR$CLUSTER_BASE/amqpactor-started"
 STOP_TIMEOUT=60
 CTL_TIMEOUT=60
 
@@ -150,16 +165,27 @@ ctl() {
 	timeout "$CTL_TIMEOUT" chroot "$DIR" env HOME=/var/lib/rabbitmq rabbitmqctl -n "$NODE" "$@"
 }
 
-# chroot_pids NAME: pids of processes called NAME whose root is the chroot.
+# chroot_pids NAME [CLUSTER]: pids of processes called NAME whose root is
+# the chroot. Without CLUSTER only those of the single node; with it only
+# those of the cluster (CLUSTER=any) or of cluster node CLUSTER: cluster
+# processes carry AMQPACTOR_CLUSTER_NODE in their environment, so the
+# single node's stop and kill9 never touch them, nor the reverse.
 chroot_pids() {
-	local want p root comm
+	local want p root comm tag
 	want=$(readlink -f "$DIR")
 	for p in /proc/[0-9]*; do
 		comm=
 		read -r comm 2>/dev/null <"$p/comm" || continue
 		[ "$comm" = "$1" ] || continue
 		root=$(readlink "$p/root" 2>/dev/null || true)
-		[ "$root" = "$want" ] && echo "${p#/proc/}"
+		[ "$root" = "$want" ] || continue
+		tag=$(tr '\0' '\n' 2>/dev/null <"$p/environ" | sed -n 's/^AMQPACTOR_CLUSTER_NODE=//p' || true)
+		case "${2:-}" in
+		'') [ -z "$tag" ] || continue ;;
+		any) [ -n "$tag" ] || continue ;;
+		*) [ "$tag" = "$2" ] || continue ;;
+		esac
+		echo "${p#/proc/}"
 	done
 	return 0
 }
@@ -348,6 +374,193 @@ cmd_status() {
 	return 1
 }
 
+# --- cluster mode -----------------------------------------------------------
+
+cnode() { echo "rabbitc$1@localhost"; }
+cport() { echo $((CLUSTER_PORT + $1 - 1)); }
+cdir() { echo "$CLUSTER_BASE/n$1"; } # inside the chroot
+
+valid_n() {
+	case "${1:-}" in
+	1 | 2 | 3) ;;
+	*) die "want a node number 1, 2 or 3, not '${1:-}'" ;;
+	esac
+}
+
+# cluster_env N: the environment every command about node N runs with: its
+# own rabbitmq-env.conf (node name, ports, data and log directories) and the
+# tag that tells its processes apart from the single node's.
+cluster_env() {
+	echo HOME=/var/lib/rabbitmq AMQPACTOR_CLUSTER_NODE="$1" RABBITMQ_CONF_ENV_FILE="$(cdir "$1")/rabbitmq-env.conf"
+}
+
+cctl() {
+	local n=$1
+	shift
+	# shellcheck disable=SC2046 # cluster_env is words by design
+	timeout "$CTL_TIMEOUT" chroot "$DIR" env $(cluster_env "$n") rabbitmqctl -n "$(cnode "$n")" "$@"
+}
+
+cluster_write_config() {
+	local n=$1 dist_port=$2 epmd_port=$3 d
+	d=$(cdir "$n")
+	mkdir -p "$DIR$d/mnesia" "$DIR$d/log"
+	cat >"$DIR$d/rabbitmq.conf" <<-EOF
+		# Written by amqpactor's test/broker/rabbitmq4.sh cluster-start.
+		listeners.tcp.default = $(cport "$n")
+		loopback_users = none
+	EOF
+	cat >"$DIR$d/rabbitmq-env.conf" <<-EOF
+		# Written by amqpactor's test/broker/rabbitmq4.sh cluster-start.
+		NODENAME=$(cnode "$n")
+		DIST_PORT=$dist_port
+		ERL_EPMD_PORT=$epmd_port
+		CONFIG_FILE=$d/rabbitmq.conf
+		MNESIA_BASE=$d/mnesia
+		LOG_BASE=$d/log
+		ulimit -S -n "\$(ulimit -H -n)" 2>/dev/null || true
+	EOF
+}
+
+# cluster_boot N: start node N detached (its data decides whether it is new
+# or rejoins) and wait until it has booted.
+cluster_boot() {
+	local n=$1
+	log "starting cluster node $(cnode "$n") (AMQP port $(cport "$n"))"
+	# shellcheck disable=SC2046
+	timeout "$STARTUP_TIMEOUT" chroot "$DIR" env $(cluster_env "$n") rabbitmq-server -detached >&2 ||
+		die "rabbitmq-server -detached failed for node $n; logs are in $DIR$(cdir "$n")/log"
+}
+
+cluster_await() {
+	local n=$1 deadline=$((SECONDS + STARTUP_TIMEOUT)) out i
+	while :; do
+		if out=$(CTL_TIMEOUT=30 cctl "$n" await_startup --timeout 25 2>&1); then
+			break
+		fi
+		if [ "$SECONDS" -ge "$deadline" ]; then
+			printf '%s\n' "$out" >&2
+			die "cluster node $n did not start in ${STARTUP_TIMEOUT}s; logs are in $DIR$(cdir "$n")/log"
+		fi
+		if [ -z "$(chroot_pids beam.smp "$n")$(chroot_pids beam "$n")" ]; then
+			printf '%s\n' "$out" >&2
+			die "the Erlang VM of cluster node $n exited during startup; logs are in $DIR$(cdir "$n")/log"
+		fi
+		sleep 1
+	done
+	for i in $(seq 1 50); do
+		answers 127.0.0.1 "$(cport "$n")" && return 0
+		sleep 0.2
+	done
+	die "cluster node $n started but nothing answers on 127.0.0.1:$(cport "$n")"
+}
+
+cluster_answers() {
+	local n
+	for n in 1 2 3; do
+		answers 127.0.0.1 "$(cport "$n")" || return 1
+	done
+}
+
+cmd_cluster_start() {
+	need_root
+	if [ -f "$CLUSTER_MARKER" ] && cluster_answers; then
+		log "a cluster started by this script already answers on ports $(cport 1)-$(cport 3); reusing it"
+		return 0
+	fi
+	ensure_installed
+	ensure_hosts
+	ensure_proc
+	if [ -n "$(chroot_pids beam.smp any)$(chroot_pids beam any)" ]; then
+		log "cluster nodes of an earlier run are left; stopping them first"
+		cmd_cluster_stop
+		ensure_proc
+	fi
+	local n
+	for n in 1 2 3; do
+		! answers 127.0.0.1 "$(cport "$n")" || die "port $(cport "$n") is taken (set AMQPACTOR_CLUSTER_PORT)"
+	done
+	local epmd_port d1 d2 d3
+	epmd_port=$(free_port 14469)
+	d1=$(free_port 25691)
+	d2=$(free_port $((d1 + 1)))
+	d3=$(free_port $((d2 + 1)))
+	rm -rf "${DIR:?}$CLUSTER_BASE"
+	cluster_write_config 1 "$d1" "$epmd_port"
+	cluster_write_config 2 "$d2" "$epmd_port"
+	cluster_write_config 3 "$d3" "$epmd_port"
+	chroot "$DIR" chown -R rabbitmq:rabbitmq "$CLUSTER_BASE"
+	printf 'epmd_port=%s\n' "$epmd_port" >"$CLUSTER_MARKER"
+	# The nodes share the chroot's Erlang cookie (/var/lib/rabbitmq/.erlang.cookie).
+	local t0=$SECONDS
+	for n in 1 2 3; do cluster_boot "$n"; done
+	for n in 1 2 3; do cluster_await "$n"; done
+	for n in 2 3; do
+		log "joining $(cnode "$n") to $(cnode 1)"
+		cctl "$n" stop_app >&2
+		cctl "$n" join_cluster "$(cnode 1)" >&2
+		cctl "$n" start_app >&2
+		cluster_await "$n"
+	done
+	local running
+	running=$(cctl 1 eval 'length(rabbit_nodes:list_running()).' 2>/dev/null | tr -d '[:space:]')
+	[ "$running" = 3 ] || die "the cluster has ${running:-no} running nodes, not 3"
+	log "cluster up in $((SECONDS - t0))s: $(cmd_cluster_urls)"
+}
+
+cmd_cluster_stop() {
+	need_root
+	local n pid i
+	for n in 1 2 3; do
+		[ -n "$(chroot_pids beam.smp "$n")$(chroot_pids beam "$n")" ] || continue
+		log "stopping cluster node $(cnode "$n")"
+		CTL_TIMEOUT=30 cctl "$n" stop >&2 || log "rabbitmqctl stop failed for node $n; killing it"
+	done
+	for i in $(seq 1 150); do
+		[ -z "$(chroot_pids beam.smp any)$(chroot_pids beam any)" ] && break
+		sleep 0.2
+	done
+	for pid in $(chroot_pids beam.smp any) $(chroot_pids beam any) $(chroot_pids epmd any); do
+		kill -KILL "$pid" 2>/dev/null || true
+	done
+	rm -rf "${DIR:?}$CLUSTER_BASE"
+	log "cluster stopped"
+}
+
+cmd_cluster_kill() {
+	need_root
+	valid_n "${1:-}"
+	local pid i
+	pid=$({ chroot_pids beam.smp "$1"; chroot_pids beam "$1"; } | head -n1)
+	[ -n "$pid" ] || die "cluster node $1 does not run"
+	log "killing cluster node $(cnode "$1") (pid $pid) with SIGKILL"
+	kill -KILL "$pid"
+	for i in $(seq 1 100); do
+		[ -z "$(chroot_pids beam.smp "$1")$(chroot_pids beam "$1")" ] && break
+		sleep 0.1
+	done
+	[ -z "$(chroot_pids beam.smp "$1")$(chroot_pids beam "$1")" ] || die "node $1 survived SIGKILL"
+	log "killed"
+}
+
+cmd_cluster_restart() {
+	need_root
+	valid_n "${1:-}"
+	[ -f "$CLUSTER_MARKER" ] || die "no cluster started by this script"
+	if answers 127.0.0.1 "$(cport "$1")"; then
+		log "cluster node $1 already answers"
+		return 0
+	fi
+	local t0=$SECONDS
+	cluster_boot "$1"
+	cluster_await "$1"
+	log "cluster node $1 back in $((SECONDS - t0))s"
+}
+
+cmd_cluster_urls() {
+	echo "amqp://guest:guest@127.0.0.1:$(cport 1)/ amqp://guest:guest@127.0.0.1:$(cport 2)/ amqp://guest:guest@127.0.0.1:$(cport 3)/"
+}
+
 case "${1:-}" in
 start) cmd_start ;;
 stop) cmd_stop ;;
@@ -355,13 +568,25 @@ url) cmd_url ;;
 status) cmd_status ;;
 kill9) cmd_kill9 ;;
 reset) cmd_reset ;;
+cluster-start) cmd_cluster_start ;;
+cluster-stop) cmd_cluster_stop ;;
+cluster-kill) cmd_cluster_kill "${2:-}" ;;
+cluster-restart) cmd_cluster_restart "${2:-}" ;;
+cluster-urls) cmd_cluster_urls ;;
+cluster-ctl)
+	valid_n "${2:-}"
+	need_root
+	n=$2
+	shift 2
+	cctl "$n" "$@"
+	;;
 ctl)
 	shift
 	need_root
 	ctl "$@"
 	;;
 *)
-	echo "usage: $0 start|stop|reset|url|status|kill9|ctl ARGS..." >&2
+	echo "usage: $0 start|stop|reset|url|status|kill9|ctl ARGS..|cluster-start|cluster-stop|cluster-kill N|cluster-restart N|cluster-urls|cluster-ctl N ARGS.." >&2
 	exit 2
 	;;
 esac

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/amqpactor/amqpactor/address"
@@ -64,6 +65,12 @@ type Config struct {
 	// frame's hostname "vhost:NAME"); otherwise the hostname sent is the
 	// URL's host.
 	URL string
+	// Failover are more endpoints of the same broker cluster, tried in
+	// order after URL when it cannot be reached or its connection is lost;
+	// each is spelt and authenticated as URL is (its own userinfo, the same
+	// TLS and SASL settings). Connect starts with the last endpoint that
+	// worked. Empty means URL alone.
+	Failover []string
 	// TLS configures amqps:// connections. nil means a default config with
 	// verification on. ServerName defaults to the URL's host. It is never
 	// used for amqp:// URLs.
@@ -105,35 +112,100 @@ var ErrCleartextCredentials = errors.New("refusing to send a password in clear t
 
 // connector is the transport.Connector for one Config.
 type connector struct {
-	cfg      Config
-	redacted string
-	log      *slog.Logger
+	cfg Config
+	// targets are Config.URL, then Config.Failover, in order.
+	targets []target
+	// current indexes the target that connected last: String names it and
+	// Connect tries it first.
+	current atomic.Int32
+}
+
+// target is one endpoint of a connector.
+type target struct {
+	url, redacted string
+	log           *slog.Logger
 }
 
 // New returns a connector for cfg. It never fails: a malformed URL or an
 // unsafe combination of settings is reported by Connect, naming the redacted
 // URL.
 func New(cfg Config) transport.Connector {
-	c := &connector{cfg: cfg, redacted: redactURL(cfg.URL)}
-	if cfg.Logger != nil {
-		c.log = cfg.Logger.With("broker", c.redacted)
-	} else {
-		c.log = slog.New(slog.DiscardHandler)
+	c := &connector{cfg: cfg}
+	for _, u := range append([]string{cfg.URL}, cfg.Failover...) {
+		t := target{url: u, redacted: redactURL(u)}
+		if cfg.Logger != nil {
+			t.log = cfg.Logger.With("broker", t.redacted)
+		} else {
+			t.log = slog.New(slog.DiscardHandler)
+		}
+		c.targets = append(c.targets, t)
 	}
 	return c
 }
 
 func (c *connector) Dialect() address.Dialect { return c.cfg.Dialect }
 
-// String is the URL without its password.
-func (c *connector) String() string { return c.redacted }
+// String is the URL of the endpoint that connected last (the Config's URL
+// until one has), without its password.
+func (c *connector) String() string { return c.targets[c.current.Load()].redacted }
 
+// Connect opens a connection to the endpoint that connected last, or, when
+// it cannot be reached, to the next ones in order. Every endpoint is
+// checked first, so that a URL that can never work is reported by the first
+// Connect rather than by the first failover.
 func (c *connector) Connect(ctx context.Context) (transport.Conn, error) {
-	conn, err := c.connect(ctx)
-	if err != nil {
-		return nil, err
+	for i := range c.targets {
+		if _, err := c.prepare(&c.targets[i]); err != nil {
+			return nil, err
+		}
 	}
-	return conn, nil
+	start := int(c.current.Load())
+	var errs []error
+	for k := range c.targets {
+		i := (start + k) % len(c.targets)
+		conn, err := c.connect(ctx, &c.targets[i])
+		if err == nil {
+			if i != start {
+				conn.log.Warn("amqpactor: failed over", "from", c.targets[start].redacted)
+			}
+			c.current.Store(int32(i))
+			return conn, nil
+		}
+		errs = append(errs, err)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	if len(errs) == 1 {
+		return nil, errs[0]
+	}
+	return nil, &failoverError{errs: errs}
+}
+
+// failoverError is what Connect returns when no endpoint could be reached:
+// each error names its endpoint.
+type failoverError struct{ errs []error }
+
+func (e *failoverError) Error() string {
+	texts := make([]string, len(e.errs))
+	for i, err := range e.errs {
+		texts[i] = err.Error()
+	}
+	return "amqpactor: no endpoint of the cluster answers: " + strings.Join(texts, "; ")
+}
+
+func (e *failoverError) Unwrap() []error { return e.errs }
+
+// Terminal only when retrying can help on no endpoint: a node still booting
+// may refuse credentials that another one accepts.
+func (e *failoverError) Terminal() bool {
+	for _, err := range e.errs {
+		var t interface{ Terminal() bool }
+		if !errors.As(err, &t) || !t.Terminal() {
+			return false
+		}
+	}
+	return true
 }
 
 // userinfoSplit is a URL with its userinfo taken off.

@@ -34,15 +34,15 @@ type endpoint struct {
 	vhost    string
 }
 
-func (c *connector) parse() (endpoint, error) {
+func (c *connector) parse(t *target) (endpoint, error) {
 	var ep endpoint
-	raw := c.cfg.URL
+	raw := t.url
 	if raw == "" {
 		return ep, &connectError{url: "(empty URL)", msg: "no broker URL"}
 	}
 	sp, err := splitUserinfo(raw)
 	if err != nil {
-		return ep, &connectError{url: c.redacted, msg: "invalid URL", err: err}
+		return ep, &connectError{url: t.redacted, msg: "invalid URL", err: err}
 	}
 	u, err := url.Parse(sp.rest)
 	if err != nil {
@@ -54,11 +54,11 @@ func (c *connector) parse() (endpoint, error) {
 		if errors.As(err, &ue) {
 			reason = ue.Err
 		}
-		return ep, &connectError{url: c.redacted, msg: "invalid URL", err: scrubbed(reason, sp.userinfo, sp.password)}
+		return ep, &connectError{url: t.redacted, msg: "invalid URL", err: scrubbed(reason, sp.userinfo, sp.password)}
 	}
 	if u.User != nil {
 		// Only possible without "://", which splitUserinfo leaves alone.
-		return ep, &connectError{url: c.redacted, msg: "invalid URL: want amqp://[user:password@]host[:port][/vhost]"}
+		return ep, &connectError{url: t.redacted, msg: "invalid URL: want amqp://[user:password@]host[:port][/vhost]"}
 	}
 	if sp.hasUser {
 		ep.userinfo = true
@@ -71,11 +71,11 @@ func (c *connector) parse() (endpoint, error) {
 		ep.tls = true
 		ep.port = "5671"
 	default:
-		return ep, &connectError{url: c.redacted, msg: fmt.Sprintf("unsupported scheme %q (want amqp or amqps)", u.Scheme)}
+		return ep, &connectError{url: t.redacted, msg: fmt.Sprintf("unsupported scheme %q (want amqp or amqps)", u.Scheme)}
 	}
 	ep.host = u.Hostname()
 	if ep.host == "" {
-		return ep, &connectError{url: c.redacted, msg: "URL has no host"}
+		return ep, &connectError{url: t.redacted, msg: "URL has no host"}
 	}
 	if p := u.Port(); p != "" {
 		ep.port = p
@@ -95,38 +95,55 @@ func isLoopback(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-func (c *connector) connect(ctx context.Context) (*Conn, error) {
-	ep, err := c.parse()
+// prepared is a target checked and ready to dial.
+type prepared struct {
+	ep   endpoint
+	sasl amqp.SASLType
+	mech string
+}
+
+// prepare parses t and decides its SASL mechanism, so that a refusal sends
+// nothing anywhere.
+func (c *connector) prepare(t *target) (prepared, error) {
+	ep, err := c.parse(t)
 	if err != nil {
-		return nil, err
+		return prepared{}, err
 	}
 	fail := func(msg string, err error) error {
-		return &connectError{url: c.redacted, msg: msg, err: scrubbed(err, ep.password)}
+		return &connectError{url: t.redacted, msg: msg, err: scrubbed(err, ep.password)}
 	}
-
-	// Decide the SASL mechanism before anything is dialled, so that a
-	// refusal sends nothing anywhere.
-	var sasl amqp.SASLType
-	mech := "ANONYMOUS"
+	p := prepared{ep: ep, mech: "ANONYMOUS"}
 	switch c.cfg.SASL {
 	case SASLFromURL:
 		if ep.userinfo {
-			mech = "PLAIN"
-			sasl = amqp.SASLTypePlain(ep.user, ep.password)
+			p.mech = "PLAIN"
+			p.sasl = amqp.SASLTypePlain(ep.user, ep.password)
 		} else {
-			sasl = amqp.SASLTypeAnonymous()
+			p.sasl = amqp.SASLTypeAnonymous()
 		}
 	case SASLAnonymous:
-		sasl = amqp.SASLTypeAnonymous()
+		p.sasl = amqp.SASLTypeAnonymous()
 	case SASLExternal:
-		mech = "EXTERNAL"
-		sasl = amqp.SASLTypeExternal("")
+		p.mech = "EXTERNAL"
+		p.sasl = amqp.SASLTypeExternal("")
 	default:
-		return nil, fail(fmt.Sprintf("unknown SASL setting %d", c.cfg.SASL), nil)
+		return prepared{}, fail(fmt.Sprintf("unknown SASL setting %d", c.cfg.SASL), nil)
 	}
-	if mech == "PLAIN" && !ep.tls && !c.cfg.InsecurePlain && !isLoopback(ep.host) {
-		return nil, fail("SASL PLAIN over plain TCP to a non-loopback host", fmt.Errorf(
+	if p.mech == "PLAIN" && !ep.tls && !c.cfg.InsecurePlain && !isLoopback(ep.host) {
+		return prepared{}, fail("SASL PLAIN over plain TCP to a non-loopback host", fmt.Errorf(
 			"%w; use amqps://, or set InsecurePlain to allow it", ErrCleartextCredentials))
+	}
+	return p, nil
+}
+
+func (c *connector) connect(ctx context.Context, t *target) (*Conn, error) {
+	p, err := c.prepare(t)
+	if err != nil {
+		return nil, err
+	}
+	ep, sasl, mech := p.ep, p.sasl, p.mech
+	fail := func(msg string, err error) error {
+		return &connectError{url: t.redacted, msg: msg, err: scrubbed(err, ep.password)}
 	}
 
 	timeout := c.cfg.DialTimeout
@@ -203,21 +220,21 @@ func (c *connector) connect(ctx context.Context) (*Conn, error) {
 		return nil, fail(msg, err)
 	}
 	conn := &Conn{
-		conn:    c,
+		url:     t.redacted,
 		amqp:    ac,
 		net:     netConn,
 		guard:   g,
 		dialect: c.cfg.Dialect,
-		log:     c.log,
+		log:     t.log,
 	}
 	conn.mgmt = &Management{conn: conn}
-	c.log.Debug("amqpactor: connected", "sasl", mech, "tls", ep.tls)
+	t.log.Debug("amqpactor: connected", "sasl", mech, "tls", ep.tls)
 	return conn, nil
 }
 
 // Conn is one AMQP connection. It implements transport.Conn.
 type Conn struct {
-	conn    *connector
+	url     string // the redacted URL of the endpoint
 	amqp    *amqp.Conn
 	net     net.Conn
 	guard   *guard
@@ -253,9 +270,9 @@ func (c *Conn) Err() error {
 	if ge := c.guardFailure(); ge != nil {
 		// The guard refused what the broker sent; go-amqp's error has
 		// only its text.
-		return fmt.Errorf("amqpactor: connection to %s ended: %w", c.conn.redacted, ge)
+		return fmt.Errorf("amqpactor: connection to %s ended: %w", c.url, ge)
 	}
-	return fmt.Errorf("amqpactor: connection to %s ended: %w", c.conn.redacted, describe(err))
+	return fmt.Errorf("amqpactor: connection to %s ended: %w", c.url, describe(err))
 }
 
 // Features: dynamic sources only on Artemis (RabbitMQ 4.0 answers
@@ -283,17 +300,17 @@ func (c *Conn) guardFailure() *GuardError {
 // connection (RabbitMQ 4). Its links are opened on first use.
 func (c *Conn) Management() *Management { return c.mgmt }
 
-// String names the broker (without credentials).
-func (c *Conn) String() string { return c.conn.redacted }
+// String names the endpoint (without credentials).
+func (c *Conn) String() string { return c.url }
 
 // NewSession begins an AMQP session.
 func (c *Conn) NewSession(ctx context.Context) (transport.Session, error) {
 	if err := c.awaitChannelReuse(ctx); err != nil {
-		return nil, fmt.Errorf("amqpactor: begin session on %s: %w", c.conn.redacted, err)
+		return nil, fmt.Errorf("amqpactor: begin session on %s: %w", c.url, err)
 	}
 	s, err := c.amqp.NewSession(ctx, nil)
 	if err != nil {
-		return nil, fmt.Errorf("amqpactor: begin session on %s: %w", c.conn.redacted, describe(err))
+		return nil, fmt.Errorf("amqpactor: begin session on %s: %w", c.url, describe(err))
 	}
 	return &Session{conn: c, s: s}, nil
 }
@@ -326,7 +343,7 @@ func (c *Conn) Close(ctx context.Context) error {
 			err = fmt.Errorf("broker did not acknowledge the close: %w", ctx.Err())
 		}
 		if err != nil && !alreadyDone {
-			c.closeErr = fmt.Errorf("amqpactor: close connection to %s: %w", c.conn.redacted, describe(err))
+			c.closeErr = fmt.Errorf("amqpactor: close connection to %s: %w", c.url, describe(err))
 		}
 		c.log.Debug("amqpactor: connection closed")
 	})

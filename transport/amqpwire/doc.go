@@ -19,6 +19,11 @@
 // errors, logs or String: every message names the URL as url.URL.Redacted
 // spells it.
 //
+// Config.Failover lists more endpoints of the same broker cluster: Connect
+// tries the one that connected last, then the others in order, and String
+// names the endpoint the connector is on (the tree's connection node shows
+// it). Every URL is checked before anything is dialled.
+//
 // Conn.Done closes as soon as go-amqp's connection ends; Conn.Err then says
 // why (nil after Close).
 //

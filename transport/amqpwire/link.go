@@ -38,7 +38,7 @@ func (s *Session) Close(ctx context.Context) error {
 	ctx, cancel := closeContext(ctx)
 	defer cancel()
 	if err := s.s.Close(ctx); err != nil {
-		return fmt.Errorf("amqpactor: end session on %s: %w", s.conn.conn.redacted, describe(err))
+		return fmt.Errorf("amqpactor: end session on %s: %w", s.conn.url, describe(err))
 	}
 	return nil
 }

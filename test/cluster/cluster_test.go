@@ -1,0 +1,530 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/amqpactor/amqpactor"
+	"github.com/amqpactor/amqpactor/internal/livetest"
+	"github.com/amqpactor/amqpactor/transport/amqpwire"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"))
+}
+
+const (
+	backoffInitial = 50 * time.Millisecond
+	backoffMax     = time.Second
+	// failoverBudget bounds the wait for the App to be attached to another
+	// node and consuming again; the figure measured is logged, not asserted.
+	failoverBudget = 60 * time.Second
+	publishTimeout = 20 * time.Second
+)
+
+// nodes returns the cluster's three AMQP URLs (AMQP_CLUSTER_URLS, space
+// separated); without them, or without root to kill nodes, the test is
+// Missing the cluster.
+func nodes(t *testing.T) []string {
+	t.Helper()
+	urls := strings.Fields(os.Getenv("AMQP_CLUSTER_URLS"))
+	if len(urls) != 3 {
+		livetest.Missing(t, "AMQP_CLUSTER_URLS does not name three nodes, so the cluster tests cannot run. Start the "+
+			"three-node RabbitMQ 4 cluster with `bash test/broker/rabbitmq4.sh cluster-start` and set "+
+			"AMQP_CLUSTER_URLS=$(bash test/broker/rabbitmq4.sh cluster-urls) (as root), or run `make test` as root")
+	}
+	if os.Getuid() != 0 {
+		livetest.Missing(t, "the cluster tests kill and restart nodes with test/broker/rabbitmq4.sh, which needs root")
+	}
+	return urls
+}
+
+// script runs test/broker/rabbitmq4.sh with args (bounded).
+func script(t *testing.T, args ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "bash", append([]string{"../broker/rabbitmq4.sh"}, args...)...).CombinedOutput()
+	require.NoError(t, err, "rabbitmq4.sh %s:\n%s", strings.Join(args, " "), out)
+}
+
+// kill crashes node n (1..3) and makes sure it runs again when the test ends,
+// so that every test starts with the whole cluster.
+func kill(t *testing.T, n int) {
+	t.Helper()
+	script(t, "cluster-kill", fmt.Sprint(n))
+	t.Cleanup(func() { script(t, "cluster-restart", fmt.Sprint(n)) })
+}
+
+func restart(t *testing.T, n int) time.Duration {
+	t.Helper()
+	t0 := time.Now()
+	script(t, "cluster-restart", fmt.Sprint(n))
+	return time.Since(t0)
+}
+
+func unique(prefix string) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return prefix + "." + hex.EncodeToString(b[:])
+}
+
+func bound(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// changes records the connection's state changes.
+type changes struct {
+	mu  sync.Mutex
+	all []amqpactor.StateChange
+}
+
+func (c *changes) add(s amqpactor.StateChange) {
+	if s.Kind != "connection" {
+		return
+	}
+	c.mu.Lock()
+	c.all = append(c.all, s)
+	c.mu.Unlock()
+}
+
+// attachedTo lists the addresses the connection was attached to, in order.
+func (c *changes) attachedTo() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for _, s := range c.all {
+		if s.To == "attached" {
+			out = append(out, s.Address)
+		}
+	}
+	return out
+}
+
+// clusterApp is an App dialled at the first of urls with the others as
+// failover endpoints.
+func clusterApp(t *testing.T, urls []string) (*amqpactor.App, *changes) {
+	buf := &logBuffer{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("App log:\n%s", buf.String())
+		}
+	})
+	log := slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	ch := &changes{}
+	app := amqpactor.New(
+		amqpactor.Dial(urls[0], amqpactor.WithDialect(amqpactor.RabbitMQ4), amqpactor.WithFailover(urls[1:]...)),
+		amqpactor.WithLogger(log), amqpactor.WithBackoff(backoffInitial, backoffMax),
+		amqpactor.WithCloseTimeout(3*time.Second), amqpactor.WithStateChanges(ch.add))
+	return app, ch
+}
+
+func startApp(t *testing.T, app *amqpactor.App) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, app.Start(ctx))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if err := app.Stop(ctx); err != nil {
+			t.Logf("Stop: %v", err)
+		}
+	})
+}
+
+// redacted is how the tree and the state changes spell a node's URL.
+func redacted(u string) string { return strings.Replace(u, "guest:guest@", "guest:xxxxx@", 1) }
+
+// management runs f with the management client of a connection to the first
+// node of urls that answers.
+func management(t *testing.T, urls []string, f func(ctx context.Context, m *amqpwire.Management)) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var lastErr error
+	for _, u := range urls {
+		c, err := amqpwire.New(amqpwire.Config{URL: u, Dialect: amqpactor.RabbitMQ4}).Connect(ctx)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		defer func() { _ = c.Close(ctx) }()
+		f(ctx, c.(*amqpwire.Conn).Management())
+		return
+	}
+	t.Logf("management: no node answers: %v", lastErr)
+}
+
+// clusterQueue names a fresh queue, deleted when the test ends.
+func clusterQueue(t *testing.T, urls []string, prefix string) amqpactor.Address {
+	name := unique(prefix)
+	t.Cleanup(func() {
+		management(t, urls, func(ctx context.Context, m *amqpwire.Management) { _, _ = m.DeleteQueue(ctx, name) })
+	})
+	return amqpactor.Queue(name)
+}
+
+// replicas returns the nodes that hold a quorum queue, as the broker says.
+func replicas(t *testing.T, urls []string, name string) []string {
+	var out []string
+	management(t, urls, func(ctx context.Context, m *amqpwire.Management) {
+		resp, err := m.Request(ctx, "GET", amqpwire.QueuePath(name), nil)
+		require.NoError(t, err)
+		body, _ := resp.Body.(map[string]any)
+		switch rs := body["replicas"].(type) {
+		case []string:
+			out = append(out, rs...)
+		case []any:
+			for _, r := range rs {
+				out = append(out, fmt.Sprint(r))
+			}
+		}
+	})
+	sort.Strings(out)
+	return out
+}
+
+// tally counts deliveries by message-id.
+type tally struct {
+	mu     sync.Mutex
+	counts map[string]int
+	total  atomic.Int64
+}
+
+func newTally() *tally { return &tally{counts: map[string]int{}} }
+
+func (t *tally) add(id string) {
+	t.mu.Lock()
+	t.counts[id]++
+	t.mu.Unlock()
+	t.total.Add(1)
+}
+
+func (t *tally) missing(ids []string) []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []string
+	for _, id := range ids {
+		if t.counts[id] == 0 {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+func (t *tally) distinct() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.counts)
+}
+
+func (t *tally) duplicates() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for _, c := range t.counts {
+		n += c - 1
+	}
+	return n
+}
+
+// publisher publishes ids from several goroutines, each publish with its own
+// 20 s deadline. Unlike the fault tests it does not retry a failed publish:
+// every failure is counted, and the tests want none.
+type publisher struct {
+	confirmed, errors atomic.Int64
+	wg                sync.WaitGroup
+	mu                sync.Mutex
+	lastErr           error
+}
+
+func publishAll(ctx context.Context, app *amqpactor.App, q amqpactor.Address, all []string, workers int) *publisher {
+	p := &publisher{}
+	ch := make(chan string)
+	for range workers {
+		p.wg.Go(func() {
+			for id := range ch {
+				pctx, cancel := context.WithTimeout(ctx, publishTimeout)
+				err := app.Publish(pctx, q, &amqpactor.Message{MessageID: id, Body: []byte(id), Durable: true})
+				cancel()
+				if err == nil {
+					p.confirmed.Add(1)
+					continue
+				}
+				p.errors.Add(1)
+				p.mu.Lock()
+				p.lastErr = err
+				p.mu.Unlock()
+			}
+		})
+	}
+	go func() {
+		defer close(ch)
+		for _, id := range all {
+			select {
+			case ch <- id:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return p
+}
+
+func (p *publisher) err() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lastErr
+}
+
+func treeOr(app *amqpactor.App) *amqpactor.Node {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	n, _ := app.Tree(ctx)
+	return n
+}
+
+func treeText(n *amqpactor.Node) string {
+	var b strings.Builder
+	var walk func(n *amqpactor.Node, depth int)
+	walk = func(n *amqpactor.Node, depth int) {
+		fmt.Fprintf(&b, "%s%s [%s] address=%s state=%s restarts=%d err=%q %v\n", strings.Repeat("  ", depth), n.Name, n.Kind,
+			n.Address, n.State, n.Restarts, n.LastError, n.Counters)
+		for _, c := range n.Children {
+			walk(c, depth+1)
+		}
+	}
+	if n != nil {
+		walk(n, 0)
+	}
+	return b.String()
+}
+
+// attachedElsewhere reports the App's connection attached, after at least
+// restarts reconnects, to a node other than the one at dead.
+func attachedElsewhere(app *amqpactor.App, restarts int, dead string) bool {
+	n := treeOr(app)
+	return n != nil && n.State == "attached" && n.Restarts >= restarts && n.Address != redacted(dead)
+}
+
+func ids(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s-%05d", prefix, i)
+	}
+	return out
+}
+
+// step is one node loss during a scenario: after `at` confirmed publishes,
+// before() runs (a restart), then node kill is killed.
+type step struct {
+	at     int64
+	before func()
+	kill   int
+}
+
+// lossScenario publishes n messages to a fresh quorum queue replicated on
+// the three nodes, consuming them on the same App, while the steps kill
+// nodes; it wants no publish error, nothing lost, and logs the figures.
+func lossScenario(t *testing.T, urls []string, n int, steps []step) {
+	q := clusterQueue(t, urls, "cluster.quorum")
+	app, ch := clusterApp(t, urls)
+	got := newTally()
+	_, err := app.Subscribe(q, func(ctx context.Context, m *amqpactor.Message) error {
+		id, _ := m.MessageID.(string)
+		got.add(id)
+		return nil
+	}, amqpactor.WithCredit(256))
+	require.NoError(t, err)
+	startApp(t, app)
+	reps := replicas(t, urls, q.Name())
+	require.Len(t, reps, 3, "the quorum queue is replicated on the three nodes: %v", reps)
+
+	ctx := bound(t, 4*time.Minute)
+	all := ids(unique("m"), n)
+	started := time.Now()
+	pub := publishAll(ctx, app, q, all, 16)
+	var resumes, reconnects []time.Duration
+	for k, s := range steps {
+		require.Eventually(t, func() bool { return pub.confirmed.Load()+pub.errors.Load() >= s.at }, 2*time.Minute, 5*time.Millisecond,
+			"%d publishes before loss %d (confirmed %d, errors %d, last %v)", s.at, k+1, pub.confirmed.Load(), pub.errors.Load(), pub.err())
+		if s.before != nil {
+			s.before()
+		}
+		n0 := treeOr(app)
+		require.NotNil(t, n0)
+		require.Equal(t, redacted(urls[s.kill-1]), n0.Address, "the App is on the node about to be killed")
+		t0 := time.Now() // the figures include the kill command's own run (bash, chroot, SIGKILL)
+		kill(t, s.kill)
+		require.Eventually(t, func() bool { return attachedElsewhere(app, n0.Restarts+1, urls[s.kill-1]) }, failoverBudget, 5*time.Millisecond,
+			"attached to another node within %s:\n%s", failoverBudget, treeText(treeOr(app)))
+		reconnects = append(reconnects, time.Since(t0))
+		before := got.total.Load()
+		require.Eventually(t, func() bool { return got.total.Load() > before || got.distinct() == n }, failoverBudget, 5*time.Millisecond,
+			"consumption resumes after loss %d:\n%s", k+1, treeText(treeOr(app)))
+		resumes = append(resumes, time.Since(t0))
+	}
+	pub.wg.Wait()
+	require.Zero(t, pub.errors.Load(), "no publish failed (last error %v)", pub.err())
+	require.EqualValues(t, n, pub.confirmed.Load())
+	require.Eventually(t, func() bool { return got.distinct() == n }, 90*time.Second, 10*time.Millisecond,
+		"every message delivered: %d of %d; missing %d\n%s", got.distinct(), n, len(got.missing(all)), treeText(treeOr(app)))
+	lost := len(got.missing(all))
+	require.Zero(t, lost)
+
+	root := treeOr(app)
+	require.NotNil(t, root)
+	attached := ch.attachedTo()
+	require.GreaterOrEqual(t, len(attached), len(steps)+1, "state changes: %v", attached)
+	require.Equal(t, redacted(urls[0]), attached[0], "first attached to the Dial URL")
+	for _, a := range attached {
+		require.NotContains(t, a, "guest:guest", "no credentials in StateChange.Address")
+	}
+	require.Equal(t, root.Address, attached[len(attached)-1], "the tree names the node the state changes say")
+	resent := uint64(0)
+	var walk func(*amqpactor.Node)
+	walk = func(n *amqpactor.Node) {
+		if n.Kind == "sender" {
+			resent += n.Counters["resent"]
+		}
+		for _, c := range n.Children {
+			walk(c)
+		}
+	}
+	walk(root)
+	t.Logf("FIGURES %s: published=%d publish_errors=%d lost=%d duplicates=%d resent=%d losses=%d reconnect=%v resume=%v elapsed=%s attached=%v",
+		t.Name(), n, pub.errors.Load(), lost, got.duplicates(), resent, len(steps), rounded(reconnects), rounded(resumes),
+		time.Since(started).Round(time.Millisecond), attached)
+}
+
+func rounded(ds []time.Duration) []string {
+	out := make([]string, len(ds))
+	for i, d := range ds {
+		out[i] = d.Round(time.Millisecond).String()
+	}
+	return out
+}
+
+// TestClusterNodeLoss: 3,000 messages to a quorum queue replicated on the
+// three nodes while the node the App is connected to is killed after 1,000:
+// no publish fails, nothing is lost, consumption resumes on another node.
+func TestClusterNodeLoss(t *testing.T) {
+	urls := nodes(t)
+	lossScenario(t, urls, 3000, []step{{at: 1000, kill: 1}})
+}
+
+// TestClusterTwoNodeLosses: the same, with the killed node restarted after
+// 1,500 messages and the node the App failed over to killed after 2,000.
+func TestClusterTwoNodeLosses(t *testing.T) {
+	urls := nodes(t)
+	lossScenario(t, urls, 3000, []step{
+		{at: 1000, kill: 1},
+		{at: 2000, kill: 2, before: func() { t.Logf("node 1 restarted in %s", restart(t, 1).Round(time.Millisecond)) }},
+	})
+}
+
+// TestClusterTopicAndRequest: a topic subscription and a request/reply round
+// trip work before and after the node the Apps are connected to is killed.
+func TestClusterTopicAndRequest(t *testing.T) {
+	urls := nodes(t)
+	rpc := clusterQueue(t, urls, "cluster.rpc")
+	topic := amqpactor.Topic(unique("cluster.topic"))
+
+	responder, _ := clusterApp(t, urls)
+	_, err := responder.Subscribe(rpc, amqpactor.Responder(func(ctx context.Context, req *amqpactor.Message) (*amqpactor.Message, error) {
+		return &amqpactor.Message{Body: append([]byte("re:"), req.Body...)}, nil
+	}))
+	require.NoError(t, err)
+	startApp(t, responder)
+
+	app, _ := clusterApp(t, urls)
+	var events atomic.Int64
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	_, err = app.Subscribe(topic, func(ctx context.Context, m *amqpactor.Message) error {
+		mu.Lock()
+		seen[string(m.Body)] = true
+		mu.Unlock()
+		events.Add(1)
+		return nil
+	})
+	require.NoError(t, err)
+	startApp(t, app)
+
+	ctx := bound(t, 3*time.Minute)
+	// roundTrip publishes an event to the topic until the subscription has
+	// it and makes one request; a message published while the subscription
+	// queue is being declared again may miss it, which is why the event is
+	// published again (a topic keeps nothing for a subscription not there).
+	roundTrip := func(phase string) time.Duration {
+		t0 := time.Now()
+		body := unique(phase)
+		var last time.Time
+		require.Eventually(t, func() bool {
+			mu.Lock()
+			ok := seen[body]
+			mu.Unlock()
+			if ok || time.Since(last) < 500*time.Millisecond {
+				return ok
+			}
+			last = time.Now()
+			pctx, cancel := context.WithTimeout(ctx, publishTimeout)
+			defer cancel()
+			if err := app.Publish(pctx, topic, &amqpactor.Message{Body: []byte(body)}); err != nil {
+				t.Logf("%s: publish to the topic: %v", phase, err)
+			}
+			return false
+		}, failoverBudget, 10*time.Millisecond, "%s: the topic subscription gets an event", phase)
+		rctx, cancel := context.WithTimeout(ctx, publishTimeout)
+		defer cancel()
+		rep, err := app.Request(rctx, rpc, &amqpactor.Message{Body: []byte(phase)})
+		require.NoError(t, err, "%s: request", phase)
+		require.Equal(t, "re:"+phase, string(rep.Body))
+		return time.Since(t0)
+	}
+	roundTrip("before")
+	t0 := time.Now()
+	kill(t, 1)
+	require.Eventually(t, func() bool { return attachedElsewhere(app, 1, urls[0]) && attachedElsewhere(responder, 1, urls[0]) },
+		failoverBudget, 5*time.Millisecond, "both Apps attached to another node:\n%s\n%s", treeText(treeOr(app)), treeText(treeOr(responder)))
+	reconnect := time.Since(t0)
+	after := roundTrip("after")
+	t.Logf("FIGURES %s: reconnect=%s topic_event_and_request_after_failover=%s events=%d",
+		t.Name(), reconnect.Round(time.Millisecond), after.Round(time.Millisecond), events.Load())
+}
