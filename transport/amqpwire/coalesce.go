@@ -33,6 +33,7 @@ type coalescingConn struct {
 	buf      []byte    // pending bytes, in Write order
 	disp     int       // where the last frame of buf starts when it is a disposition, else -1
 	dispF    dispFrame // that disposition (dispmerge.go)
+	folded   uint64    // dispositions folded into the one before, for the tests
 	spare    []byte    // the flusher's buffer, reused
 	err      error     // sticky: the first write error, or net.ErrClosed
 	closing  bool
@@ -105,6 +106,7 @@ func (c *coalescingConn) appendFrame(p []byte) {
 		first := c.dispF.first
 		c.buf, c.dispF.tail = appendDisposition(c.buf[:c.disp], d.channel, d.role, first, d.last, p[d.tail:], d.tailFields)
 		c.dispF.last = d.last
+		c.folded++
 	default:
 		c.disp = len(c.buf)
 		c.buf = append(c.buf, p...)
