@@ -9,7 +9,11 @@
 //     goal (throughput >= 0.9 x raw, p50 <= 1.2 x raw);
 //   - in-process broker end to end, per partition count;
 //   - memory: a backlog drained by a slow handler, peak heap per credit;
-//   - allocation micro-benchmarks of the hot paths.
+//   - allocation micro-benchmarks of the hot paths;
+//   - with -frames, instead of all of the above: frames by performative and
+//     bytes per message, both directions, of the live throughput scenario
+//     run through a frame-parsing loopback proxy (package framecount), at
+//     one PublishAsync goroutine and at -frame-publishers publishers.
 //
 // Usage:
 //
