@@ -9,7 +9,11 @@
 //     goal (throughput >= 0.9 x raw, p50 <= 1.2 x raw);
 //   - in-process broker end to end, per partition count;
 //   - memory: a backlog drained by a slow handler, peak heap per credit;
-//   - allocation micro-benchmarks of the hot paths.
+//   - allocation micro-benchmarks of the hot paths;
+//   - with -frames, instead of all of the above: frames by performative and
+//     bytes per message, both directions, of the live throughput scenario
+//     run through a frame-parsing loopback proxy (package framecount), at
+//     one PublishAsync goroutine and at -frame-publishers publishers.
 //
 // Usage:
 //
@@ -65,6 +69,9 @@ type config struct {
 	inprocN          int
 	backlog          []int
 	micro            bool
+	frames           bool
+	framePublishers  []int
+	brokerPID        int
 	url              string
 	urlFromEnv       bool
 	commandLine      string
@@ -89,7 +96,7 @@ func run(argv []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	r := &runner{cfg: cfg, log: stderr, live: map[liveKey]*pair{}, inproc: map[int][]*scenario.Result{}}
+	r := &runner{cfg: cfg, log: stderr, live: map[liveKey]*pair{}, inproc: map[int][]*scenario.Result{}, frames: map[frameKey]*frameRow{}}
 	r.all(ctx)
 	if ctx.Err() != nil {
 		r.fail("ab", errors.New("interrupted: the remaining runs were skipped"))
@@ -120,6 +127,9 @@ func parseFlags(argv []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&cfg.inprocN, "inproc-n", 300000, "messages per in-process run")
 	backlog := fs.String("backlog", "64,256,1024", "comma-separated credits of the backlog memory runs; empty disables them")
 	fs.BoolVar(&cfg.micro, "micro", true, "run the allocation micro-benchmarks")
+	fs.BoolVar(&cfg.frames, "frames", false, "run only the frames-per-message table: the throughput scenario of both sides through a frame-parsing proxy")
+	framePubs := fs.String("frame-publishers", "64,256", "with -frames: comma-separated publisher counts (and raw windows) besides the one-goroutine PublishAsync case")
+	fs.IntVar(&cfg.brokerPID, "broker-pid", 0, "with -frames: the broker's process id, to report its CPU time per message (0: not measured)")
 	fs.StringVar(&cfg.url, "url", "", "RabbitMQ 4 broker URL (default $AMQP_URL); none skips the live parts")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: go run ./test/bench/cmd/ab [flags]")
@@ -154,6 +164,9 @@ func parseFlags(argv []string, stderr io.Writer) (*config, error) {
 		return nil, err
 	}
 	if cfg.backlog, err = positiveInts("backlog", *backlog); err != nil {
+		return nil, err
+	}
+	if cfg.framePublishers, err = positiveInts("frame-publishers", *framePubs); err != nil {
 		return nil, err
 	}
 	cfg.commandLine = commandLine(argv)
@@ -244,6 +257,9 @@ type runner struct {
 	micro    []microResult
 	failures []string
 	endLoad  string
+
+	frames     map[frameKey]*frameRow
+	frameOrder []frameKey
 }
 
 type microResult struct {
@@ -265,6 +281,15 @@ func (r *runner) all(ctx context.Context) {
 	c := r.cfg
 	c.start = time.Now()
 	c.startLoad = loadAverage()
+	if c.frames {
+		if c.url == "" {
+			r.fail("frames", errors.New("-frames needs a broker (-url or $AMQP_URL)"))
+		} else {
+			r.frameRuns(ctx)
+		}
+		r.endLoad = loadAverage()
+		return
+	}
 	if c.url == "" {
 		fmt.Fprintln(r.log, "ab: ******************************************************************")
 		fmt.Fprintln(r.log, "ab: NO BROKER URL (-url or AMQP_URL): SKIPPING ALL LIVE RabbitMQ 4 RUNS")
@@ -502,10 +527,13 @@ func (r *runner) print(w io.Writer) {
 	fmt.Fprintf(w, "- settings: %d round(s); live queues %s, bodies %s, credit %d; throughput %d messages per run, window %d; request/reply %d round trips per run\n",
 		c.rounds, strings.Join(qs, ", "), strings.Join(bs, ", "), c.credit, c.n, c.window, c.rpc)
 
+	r.printFrames(w)
 	r.printLive(w)
-	r.printInproc(w)
-	r.printBacklog(w)
-	r.printMicro(w)
+	if !c.frames {
+		r.printInproc(w)
+		r.printBacklog(w)
+		r.printMicro(w)
+	}
 	if len(r.failures) > 0 {
 		fmt.Fprintln(w)
 		fmt.Fprintf(w, "## FAILED runs (%d)\n\n", len(r.failures))

@@ -2,8 +2,13 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/amqpactor/amqpactor/internal/livetest"
 )
 
 func TestRedactedCommandLine(t *testing.T) {
@@ -50,5 +55,55 @@ func TestInprocOnly(t *testing.T) {
 	}
 	if strings.Contains(out.String(), "## Live") || strings.Contains(out.String(), "## Memory") {
 		t.Errorf("live tables without a broker:\n%s", out.String())
+	}
+}
+
+func TestFramesFlagsAndHelpers(t *testing.T) {
+	var out, errs bytes.Buffer
+	if code := run([]string{"ab", "-frame-publishers", "0"}, &out, &errs); code != 2 {
+		t.Errorf("-frame-publishers 0: exit %d, want 2", code)
+	}
+	t.Setenv("AMQP_URL", "")
+	out.Reset()
+	if code := run([]string{"ab", "-frames"}, &out, &errs); code != 1 || !strings.Contains(errs.String(), "-frames needs a broker") {
+		t.Errorf("-frames without a broker: exit %d, want 1 (%s)", code, errs.String())
+	}
+	if hp, err := brokerHostPort("amqp://u:p@broker:5673/vh"); err != nil || hp != "broker:5673" {
+		t.Errorf("brokerHostPort: %q, %v", hp, err)
+	}
+	if hp, err := brokerHostPort("amqp://broker"); err != nil || hp != "broker:5672" {
+		t.Errorf("brokerHostPort without a port: %q, %v", hp, err)
+	}
+	if _, err := brokerHostPort("amqps://broker"); err == nil {
+		t.Error("brokerHostPort accepted amqps")
+	}
+	if u, err := viaProxy("amqp://u:p@broker:5673/vh", "127.0.0.1:9"); err != nil || u != "amqp://u:p@127.0.0.1:9/vh" {
+		t.Errorf("viaProxy: %q, %v", u, err)
+	}
+	if _, ok := processTicks(os.Getpid()); !ok && runtime.GOOS == "linux" {
+		t.Error("processTicks cannot read this process")
+	}
+	if _, ok := processTicks(0); ok {
+		t.Error("processTicks without a pid")
+	}
+}
+
+// TestFramesLive is a short live run of -frames: it must parse the whole
+// stream of both sides and print the table; it times nothing.
+func TestFramesLive(t *testing.T) {
+	u := livetest.URL(t, "the -frames smoke test of cmd/ab")
+	var out, errs bytes.Buffer
+	code := run([]string{"ab", "-frames", "-url", u, "-rounds", "1", "-n", "300", "-queues", "quorum", "-sizes", "100",
+		"-frame-publishers", "4", "-broker-pid", strconv.Itoa(os.Getpid())}, &out, &errs)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs.String())
+	}
+	for _, s := range []string{"## Frames per message", "| 1 goroutine, 256 outstanding | quorum | 100 B | amqpactor | **", "| 4 publishers | quorum | 100 B | raw-go-amqp | **", "paired ratio"} {
+		if !strings.Contains(out.String(), s) {
+			t.Errorf("output lacks %q:\n%s", s, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "## In-process") {
+		t.Errorf("-frames ran more than the frames table:\n%s", out.String())
 	}
 }

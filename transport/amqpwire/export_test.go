@@ -1,0 +1,10 @@
+package amqpwire
+
+// FoldedDispositions is how many disposition frames c's writer has folded
+// into the one before (dispmerge.go), for the live tests.
+func FoldedDispositions(c *Conn) uint64 {
+	cc := c.guard.Conn.(*coalescingConn)
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	return cc.folded
+}
