@@ -384,6 +384,11 @@ func (c *Conn) awaitChannelReuse(ctx context.Context) error {
 // linkError is linkError, noting first whether the broker ended the
 // session (see awaitChannelReuse).
 func (c *Conn) linkError(ctx context.Context, addr, op string, err error) error {
+	if err == nil {
+		// Before se, whose address escapes: every settle came through
+		// here and paid an allocation for it.
+		return nil
+	}
 	var se *amqp.SessionError
 	if c != nil && errors.As(err, &se) && se.RemoteErr != nil {
 		c.remoteEnd.Store(time.Now().UnixNano())
