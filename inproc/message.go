@@ -157,7 +157,11 @@ func own(m *amqp.Message) (*stored, error) {
 		return nil, fmt.Errorf("inproc: footer: %w", err)
 	}
 	s.deep = c.deep
-	s.expires = expiry(s, time.Now())
+	if s.hdr.TTL > 0 || s.p != nil && s.p.props.AbsoluteExpiryTime != nil {
+		// The clock only for a message that can expire: reading it was
+		// a tenth of the in-process CPU per message.
+		s.expires = expiry(s, time.Now())
+	}
 	return s, nil
 }
 
