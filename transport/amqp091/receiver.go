@@ -1,0 +1,249 @@
+package amqp091
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/Azure/go-amqp"
+	rmq "github.com/rabbitmq/amqp091-go"
+
+	"github.com/amqpactor/amqpactor/transport"
+)
+
+// ErrCreditWindow is wrapped by the error IssueCredit returns when a grant
+// would leave more credit outstanding than ReceiverOptions.Credit.
+var ErrCreditWindow = errors.New("credit above the receiver's window")
+
+// defaultPrefetch is the window of a receiver that gives none.
+const defaultPrefetch = 256
+
+// NewReceiver declares the queue of o (or takes direct reply-to when
+// o.Dynamic) and sets the channel's prefetch to o.Credit with basic.qos.
+// The consumer starts on the first IssueCredit, so a receiver that grants
+// nothing receives nothing.
+func (s *Session) NewReceiver(ctx context.Context, o transport.ReceiverOptions) (transport.Receiver, error) {
+	window := o.Credit
+	if window == 0 {
+		window = defaultPrefetch
+	}
+	r := &Receiver{s: s, window: window, autoAck: o.Settled, held: map[*amqp.Message]uint64{},
+		credit: make(chan struct{}, 1), maxSize: s.conn.c.cfg.MaxMessageSize}
+	if r.maxSize == 0 {
+		r.maxSize = DefaultMaxMessageSize
+	}
+	if o.Dynamic {
+		// Direct reply-to: no queue; replies arrive pre-settled.
+		r.queue, r.autoAck = DirectReplyTo, true
+		r.addr = DirectReplyTo + "#" + randomToken()
+		if err := r.consume(ctx); err != nil {
+			return nil, linkError(ctx, "(dynamic)", "attach", err)
+		}
+		s.conn.replies.Store(r.addr, s)
+		return r, nil
+	}
+	q, err := s.conn.receiveQueue(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	r.queue, r.addr = q, o.Address.String()
+	if !o.Settled {
+		// Per consumer: the window of this receiver only.
+		if err := s.conn.call(ctx, s.ch, func() error { return s.ch.Qos(int(min(window, 65535)), 0, false) }); err != nil {
+			return nil, linkError(ctx, r.addr, "attach", err)
+		}
+	}
+	return r, nil
+}
+
+// replyChannel is the session whose channel consumes the replies to
+// replyTo, when replyTo is a direct reply-to address of this connection.
+func (c *Conn) replyChannel(replyTo string) *Session {
+	if replyTo == "" {
+		return nil
+	}
+	if s, ok := c.replies.Load(replyTo); ok {
+		return s.(*Session)
+	}
+	return nil
+}
+
+// Receiver is one consumer on its session's channel. It implements
+// transport.Receiver. Credit maps onto the prefetch window: the broker
+// holds back what is over it, and Receive hands out no more than has been
+// granted.
+type Receiver struct {
+	s       *Session
+	queue   string
+	addr    string
+	window  uint32
+	autoAck bool
+	maxSize uint64
+
+	mu         sync.Mutex
+	deliveries <-chan rmq.Delivery
+	tag        string
+	issued     uint64
+	received   uint64
+	held       map[*amqp.Message]uint64
+	closing    bool
+	credit     chan struct{} // signalled by IssueCredit
+}
+
+var _ transport.Receiver = (*Receiver)(nil)
+
+// Address is the address as given (a direct reply-to address when
+// Dynamic: a request naming it as reply-to is published on this
+// receiver's channel, as direct reply-to needs).
+func (r *Receiver) Address() string { return r.addr }
+
+func (r *Receiver) consume(ctx context.Context) error {
+	r.tag = "amqpactor-" + randomToken()
+	var d <-chan rmq.Delivery
+	err := r.s.conn.call(ctx, r.s.ch, func() error {
+		var err error
+		d, err = r.s.ch.Consume(r.queue, r.tag, r.autoAck, false, false, false, nil)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	r.deliveries = d
+	return nil
+}
+
+// IssueCredit adds n to the credit. The first grant starts the consumer.
+// A grant that would leave more outstanding than the window is refused
+// with an error wrapping ErrCreditWindow.
+func (r *Receiver) IssueCredit(n uint32) error {
+	if n == 0 {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closing {
+		return &transport.LinkError{Address: r.addr, Op: "receive", Err: &amqp.LinkError{}}
+	}
+	if !r.autoAck && r.issued-r.received+uint64(n) > uint64(r.window) {
+		return &transport.LinkError{Address: r.addr, Op: "receive", Err: fmt.Errorf(
+			"%w: granting %d with %d outstanding exceeds the window of %d", ErrCreditWindow, n, r.issued-r.received, r.window)}
+	}
+	if r.deliveries == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), DefaultDialTimeout)
+		err := r.consume(ctx)
+		cancel()
+		if err != nil {
+			return &transport.LinkError{Address: r.addr, Op: "receive", Err: err}
+		}
+	}
+	r.issued += uint64(n)
+	select {
+	case r.credit <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// Receive blocks for the next delivery there is credit for.
+func (r *Receiver) Receive(ctx context.Context) (*amqp.Message, error) {
+	for {
+		r.mu.Lock()
+		d, ok := r.deliveries, r.issued > r.received
+		r.mu.Unlock()
+		if !ok || d == nil {
+			select {
+			case <-r.credit:
+				continue
+			case <-ctx.Done():
+				return nil, fmt.Errorf("amqpactor: receive %s: %w", r.addr, ctx.Err())
+			case <-r.s.closedCh():
+				return nil, &transport.LinkError{Address: r.addr, Op: "receive", Err: r.s.ended()}
+			}
+		}
+		select {
+		case del, ok := <-d:
+			if !ok {
+				return nil, &transport.LinkError{Address: r.addr, Op: "receive", Err: r.s.ended()}
+			}
+			return r.take(&del), nil
+		case <-ctx.Done():
+			return nil, fmt.Errorf("amqpactor: receive %s: %w", r.addr, ctx.Err())
+		}
+	}
+}
+
+func (r *Receiver) take(d *rmq.Delivery) *amqp.Message {
+	var m *amqp.Message
+	if uint64(len(d.Body)) > r.maxSize {
+		m = poison(fmt.Sprintf("the message is %d bytes, over the max message size of %d", len(d.Body), r.maxSize))
+	} else {
+		m = fromDelivery(d)
+	}
+	r.mu.Lock()
+	r.received++
+	if !r.autoAck {
+		r.held[m] = d.DeliveryTag
+	}
+	r.mu.Unlock()
+	return m
+}
+
+// Settle acknowledges m: accepted is basic.ack, rejected basic.nack
+// without requeue (the queue dead-letters or drops it), released and
+// modified basic.nack with requeue (a quorum queue counts it in
+// x-delivery-count); modified{undeliverable-here} is not requeued, as
+// RabbitMQ 4 does over AMQP 1.0. A pre-settled message needs nothing.
+func (r *Receiver) Settle(ctx context.Context, m *amqp.Message, o transport.Outcome) error {
+	if m == nil {
+		return errors.New("amqpactor: settle: nil message")
+	}
+	if r.autoAck {
+		return nil
+	}
+	r.mu.Lock()
+	tag, ok := r.held[m]
+	delete(r.held, m)
+	r.mu.Unlock()
+	if !ok {
+		return &transport.LinkError{Address: r.addr, Op: "receive",
+			Err: errors.New("settle a message that this receiver does not hold")}
+	}
+	var err error
+	switch o.Kind {
+	case transport.Accepted:
+		err = r.s.ch.Ack(tag, false)
+	case transport.Rejected:
+		err = r.s.ch.Nack(tag, false, false)
+	case transport.Released:
+		err = r.s.ch.Nack(tag, false, true)
+	case transport.Modified:
+		err = r.s.ch.Nack(tag, false, !o.UndeliverableHere)
+	default:
+		return fmt.Errorf("amqpactor: settle on %s: unknown outcome kind %d", r.addr, o.Kind)
+	}
+	if err != nil {
+		return &transport.LinkError{Address: r.addr, Op: "receive", Err: r.s.failed(err)}
+	}
+	return nil
+}
+
+// Close cancels the consumer. Deliveries not yet settled stay with the
+// channel until it closes (Session.Close), which gives them back.
+func (r *Receiver) Close(ctx context.Context) error {
+	r.mu.Lock()
+	first := !r.closing
+	r.closing = true
+	tag, started := r.tag, r.deliveries != nil
+	r.mu.Unlock()
+	r.s.conn.replies.Delete(r.addr)
+	if !first || !started || r.s.ch.IsClosed() {
+		return nil
+	}
+	ctx, cancel := closeContext(ctx)
+	defer cancel()
+	if err := r.s.conn.call(ctx, r.s.ch, func() error { return r.s.ch.Cancel(tag, false) }); err != nil && !r.s.ch.IsClosed() {
+		return linkError(ctx, r.addr, "detach", err)
+	}
+	return nil
+}
