@@ -1,10 +1,12 @@
 package amqp091
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/Azure/go-amqp"
@@ -13,14 +15,25 @@ import (
 	"github.com/amqpactor/amqpactor/transport"
 )
 
-// Header names for what AMQP 0-9-1 has no property for. They are the names
-// RabbitMQ 4 itself uses when it converts between AMQP 1.0 and 0-9-1, so a
-// message keeps them crossing between the protocols.
+// Header names for what AMQP 0-9-1 has no property for. Their "x-" prefix
+// makes RabbitMQ 4 hand them to an AMQP 1.0 reader as message annotations,
+// not as application properties.
 const (
-	headerGroupID        = "x-amqp-1.0-group-id" // RabbitMQ 4's name
 	headerTo             = "x-amqp-1.0-to"
+	headerGroupSequence  = "x-amqp-1.0-group-sequence"
+	headerReplyToGroupID = "x-amqp-1.0-reply-to-group-id"
+	headerAbsoluteExpiry = "x-amqp-1.0-absolute-expiry-time" // milliseconds
+	headerCreationTime   = "x-amqp-1.0-creation-time"        // milliseconds
+	headerMessageIDType  = "x-amqp-1.0-message-id-type"
+	headerCorrIDType     = "x-amqp-1.0-correlation-id-type"
 	headerDeliveryCount  = "x-delivery-count" // set by quorum queues
-	headerTimestampMilli = "timestamp_in_ms"  // RabbitMQ's millisecond timestamp
+)
+
+// The types of a message-id or correlation-id that is not a string.
+const (
+	idULong  = "ulong"
+	idUUID   = "uuid"
+	idBinary = "binary" // hex
 )
 
 // defaultPriority is AMQP 1.0's priority of a message that sets none.
@@ -58,32 +71,66 @@ func toPublishing(m *amqp.Message) (rmq.Publishing, error) {
 		headers[k] = hv
 	}
 	if pr := m.Properties; pr != nil {
+		var typ string
 		var err error
-		if p.MessageId, err = idString("message-id", pr.MessageID); err != nil {
+		if p.MessageId, typ, err = idString("message-id", pr.MessageID); err != nil {
 			return p, err
 		}
-		if p.CorrelationId, err = idString("correlation-id", pr.CorrelationID); err != nil {
+		if typ != "" {
+			headers[headerMessageIDType] = typ
+		}
+		if p.CorrelationId, typ, err = idString("correlation-id", pr.CorrelationID); err != nil {
 			return p, err
+		}
+		if typ != "" {
+			headers[headerCorrIDType] = typ
 		}
 		p.ContentType = deref(pr.ContentType)
 		p.ContentEncoding = deref(pr.ContentEncoding)
 		p.ReplyTo = deref(pr.ReplyTo)
 		p.Type = deref(pr.Subject)
 		p.UserId = string(pr.UserID)
+		// RabbitMQ 4 converts AMQP 1.0's group-id to and from app-id.
+		p.AppId = deref(pr.GroupID)
 		if pr.CreationTime != nil && !pr.CreationTime.IsZero() {
 			p.Timestamp = pr.CreationTime.UTC()
-			headers[headerTimestampMilli] = pr.CreationTime.UnixMilli()
+			headers[headerCreationTime] = pr.CreationTime.UnixMilli()
 		}
-		if g := deref(pr.GroupID); g != "" {
-			headers[headerGroupID] = g
+		if pr.AbsoluteExpiryTime != nil && !pr.AbsoluteExpiryTime.IsZero() {
+			headers[headerAbsoluteExpiry] = pr.AbsoluteExpiryTime.UnixMilli()
 		}
 		if to := deref(pr.To); to != "" {
 			headers[headerTo] = to
 		}
+		if g := deref(pr.ReplyToGroupID); g != "" {
+			headers[headerReplyToGroupID] = g
+		}
+		if pr.GroupSequence != nil && *pr.GroupSequence != 0 {
+			headers[headerGroupSequence] = int64(*pr.GroupSequence)
+		}
+	}
+	for k, v := range m.Annotations {
+		key, ok := k.(string)
+		if sym, isSym := k.(amqp.Symbol); isSym {
+			key, ok = string(sym), true
+		}
+		if !ok || !strings.HasPrefix(key, "x-") {
+			continue // only "x-" annotations have a 0-9-1 form (RabbitMQ's rule)
+		}
+		hv, err := headerValue(v)
+		if err != nil {
+			return p, fmt.Errorf("annotation %q: %w", key, err)
+		}
+		headers[key] = hv
 	}
 	p.Priority = defaultPriority
 	p.DeliveryMode = rmq.Transient
 	if h := m.Header; h != nil {
+		if h.DeliveryCount > 0 {
+			// A copy republished for a retry carries its count; a quorum
+			// queue replaces it with its own when it redelivers.
+			headers[headerDeliveryCount] = int64(h.DeliveryCount)
+		}
 		p.Priority = min(h.Priority, 9) // 0-9-1 priorities are 0..9
 		if h.Durable {
 			p.DeliveryMode = rmq.Persistent
@@ -133,7 +180,12 @@ func fromDelivery(d *rmq.Delivery) *amqp.Message {
 		t := d.Timestamp.UTC()
 		props.CreationTime = &t
 	}
+	if d.AppId != "" {
+		props.GroupID = &d.AppId
+	}
+	var idType, corrType string
 	app := map[string]any{}
+	ann := amqp.Annotations{}
 	for k, v := range d.Headers {
 		switch k {
 		case headerDeliveryCount:
@@ -141,25 +193,47 @@ func fromDelivery(d *rmq.Delivery) *amqp.Message {
 				h.DeliveryCount = n
 			}
 			continue
-		case headerGroupID:
+		case headerTo, headerReplyToGroupID, headerMessageIDType, headerCorrIDType:
 			if s, ok := v.(string); ok {
-				props.GroupID = &s
+				switch k {
+				case headerTo:
+					props.To = &s
+				case headerReplyToGroupID:
+					props.ReplyToGroupID = &s
+				case headerMessageIDType:
+					idType = s
+				default:
+					corrType = s
+				}
 				continue
 			}
-		case headerTo:
-			if s, ok := v.(string); ok {
-				props.To = &s
+		case headerGroupSequence:
+			if n, ok := asUint32(v); ok {
+				props.GroupSequence = &n
 				continue
 			}
-		case headerTimestampMilli:
+		case headerCreationTime, headerAbsoluteExpiry:
 			if n, ok := asInt64(v); ok {
 				t := time.UnixMilli(n).UTC()
-				props.CreationTime = &t
+				if k == headerCreationTime {
+					props.CreationTime = &t
+				} else {
+					props.AbsoluteExpiryTime = &t
+				}
 				continue
 			}
 		}
+		if strings.HasPrefix(k, "x-") {
+			ann[k] = fromHeaderValue(v)
+			continue
+		}
 		app[k] = fromHeaderValue(v)
 	}
+	if len(ann) > 0 {
+		m.Annotations = ann
+	}
+	props.MessageID = typedID(props.MessageID, idType)
+	props.CorrelationID = typedID(props.CorrelationID, corrType)
 	if len(app) > 0 {
 		m.ApplicationProperties = app
 	}
@@ -183,22 +257,57 @@ func deref(s *string) string {
 }
 
 // idString spells a message-id or correlation-id as the shortstr AMQP
-// 0-9-1 has for it: a string as it is, the other AMQP 1.0 id types in
-// their usual text form (they come back as strings).
-func idString(what string, id any) (string, error) {
+// 0-9-1 has for it: a string as it is; another AMQP 1.0 id type in text
+// (decimal, canonical UUID, hex), with its type, which goes in a header so
+// the id reads back as it was sent.
+func idString(what string, id any) (string, string, error) {
 	switch v := id.(type) {
 	case nil:
-		return "", nil
+		return "", "", nil
 	case string:
-		return v, nil
+		return v, "", nil
 	case uint64:
-		return strconv.FormatUint(v, 10), nil
+		return strconv.FormatUint(v, 10), idULong, nil
 	case amqp.UUID:
-		return v.String(), nil
+		return v.String(), idUUID, nil
 	case []byte:
-		return string(v), nil
+		return hex.EncodeToString(v), idBinary, nil
 	}
-	return "", fmt.Errorf("%s of type %T", what, id)
+	return "", "", fmt.Errorf("%s of type %T", what, id)
+}
+
+// typedID reads an id back as the type its header names; an id without
+// one, or that does not parse as it, stays a string.
+func typedID(id any, typ string) any {
+	s, ok := id.(string)
+	if !ok || typ == "" {
+		return id
+	}
+	switch typ {
+	case idULong:
+		if n, err := strconv.ParseUint(s, 10, 64); err == nil {
+			return n
+		}
+	case idUUID:
+		if u, err := parseUUID(s); err == nil {
+			return u
+		}
+	case idBinary:
+		if b, err := hex.DecodeString(s); err == nil {
+			return b
+		}
+	}
+	return id
+}
+
+func parseUUID(s string) (amqp.UUID, error) {
+	var u amqp.UUID
+	b, err := hex.DecodeString(strings.ReplaceAll(s, "-", ""))
+	if err != nil || len(b) != len(u) {
+		return u, fmt.Errorf("not a UUID: %q", s)
+	}
+	copy(u[:], b)
+	return u, nil
 }
 
 // headerValue converts an application-property value to a type a 0-9-1
@@ -211,10 +320,8 @@ func headerValue(v any) (any, error) {
 		return x, nil
 	case int:
 		return int64(x), nil
-	case uint16:
-		return int32(x), nil
-	case uint32:
-		return int64(x), nil
+	case uint16, uint32:
+		return x, nil
 	case uint:
 		if uint64(x) > math.MaxInt64 {
 			return nil, fmt.Errorf("%d is out of range of a 0-9-1 long", x)
@@ -302,4 +409,34 @@ func asUint32(v any) (uint32, bool) {
 // the runtime rejects it alone (transport.PoisonAnnotation).
 func poison(reason string) *amqp.Message {
 	return &amqp.Message{DeliveryAnnotations: amqp.Annotations{transport.PoisonAnnotation: reason}}
+}
+
+// CheckMessage reports what of m AMQP 0-9-1 cannot carry, without mapping
+// it: App.Publish asks before a message reaches a sender.
+func (c *connector) CheckMessage(m *amqp.Message) error {
+	if m == nil {
+		return errors.New("nil message")
+	}
+	if m.Value != nil || len(m.Sequence) > 0 {
+		return errValueBody
+	}
+	for k, v := range m.ApplicationProperties {
+		if _, err := headerValue(v); err != nil {
+			return fmt.Errorf("header %q: %w", k, err)
+		}
+	}
+	for k, v := range m.Annotations {
+		if _, err := headerValue(v); err != nil {
+			return fmt.Errorf("annotation %v: %w", k, err)
+		}
+	}
+	if p := m.Properties; p != nil {
+		if _, _, err := idString("message-id", p.MessageID); err != nil {
+			return err
+		}
+		if _, _, err := idString("correlation-id", p.CorrelationID); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -86,7 +86,14 @@ func (c *Conn) declare(ctx context.Context, f func(ch *rmq.Channel) error) error
 		return err
 	}
 	defer func() { _ = ch.Close() }()
-	return c.call(ctx, ch, func() error { return f(ch) })
+	err = c.call(ctx, ch, func() error { return f(ch) })
+	var re *rmq.Error
+	if errors.As(err, &re) && re.Server && !connectionLevel(re.Code) {
+		// The broker refused the declaration, closing only the channel
+		// opened for it: a refusal (actors.Refused), not a lost session.
+		return &wrapped{text: fmt.Sprintf("%d %s", re.Code, re.Reason), base: remoteError(re), err: re}
+	}
+	return err
 }
 
 // code is the broker's reply code in err, 0 when there is none.
@@ -254,8 +261,19 @@ func (c *Conn) receiveQueue(ctx context.Context, o transport.ReceiverOptions) (s
 		return node.Queue, c.ensureQueue(ctx, a.String(), queueSpec{name: node.Queue, transient: true,
 			bindTo: node.Exchange, exchangeOf: node.Exchange})
 	}
-	// A raw source is a queue name (or RabbitMQ 4's "/queues/NAME").
-	return unescapePath(strings.TrimPrefix(a.Name(), "/queues/")), nil
+	// A raw source is a queue name (or RabbitMQ 4's "/queues/NAME"), which
+	// must exist: it is not ours to declare.
+	q := unescapePath(strings.TrimPrefix(a.Name(), "/queues/"))
+	if strings.HasPrefix(q, "amq.") {
+		return q, nil
+	}
+	if err := c.declare(ctx, func(ch *rmq.Channel) error {
+		_, err := ch.QueueDeclarePassive(q, false, false, false, false, nil)
+		return err
+	}); err != nil {
+		return "", &transport.LinkError{Address: q, Op: "attach", Err: err}
+	}
+	return q, nil
 }
 
 // deadLetterQueue is the queue a receiver's queue dead-letters to: only a
