@@ -164,13 +164,32 @@ func (r *Receiver) Receive(ctx context.Context) (*amqp.Message, error) {
 		select {
 		case del, ok := <-d:
 			if !ok {
-				return nil, &transport.LinkError{Address: r.addr, Op: "receive", Err: r.s.ended()}
+				return nil, &transport.LinkError{Address: r.addr, Op: "receive", Err: r.consumerEnded()}
 			}
 			return r.take(&del), nil
 		case <-ctx.Done():
 			return nil, fmt.Errorf("amqpactor: receive %s: %w", r.addr, ctx.Err())
 		}
 	}
+}
+
+// consumerEnded says why the deliveries stopped: the channel ended (amqp091-go
+// marks it closed before it closes its consumers), the receiver was closed,
+// or the broker cancelled the consumer (its queue was deleted), which ends
+// this link only.
+func (r *Receiver) consumerEnded() error {
+	if r.s.ch.IsClosed() {
+		return r.s.ended()
+	}
+	r.mu.Lock()
+	closing := r.closing
+	r.mu.Unlock()
+	if closing {
+		return &amqp.LinkError{}
+	}
+	r.s.conn.declared.Clear() // its queue is gone, most likely
+	return &amqp.LinkError{RemoteErr: &amqp.Error{Condition: amqp.ErrCondResourceDeleted,
+		Description: "the broker cancelled the consumer of queue " + r.queue}}
 }
 
 func (r *Receiver) take(d *rmq.Delivery) *amqp.Message {

@@ -44,6 +44,10 @@ func (s *Session) watch() {
 	switch {
 	case ok && e != nil:
 		s.endErr = s.conn.gone(e)
+		if e.Code == rmq.NotFound {
+			// Something declared is gone: the next attach declares again.
+			s.conn.declared.Clear()
+		}
 	case s.conn.conn.IsClosed():
 		s.endErr = lost(errors.New("the connection is closed"), true)
 	default:

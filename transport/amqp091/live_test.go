@@ -1,0 +1,242 @@
+package amqp091_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/Azure/go-amqp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/amqpactor/amqpactor"
+	"github.com/amqpactor/amqpactor/address"
+	"github.com/amqpactor/amqpactor/internal/livetest"
+	"github.com/amqpactor/amqpactor/messages"
+	"github.com/amqpactor/amqpactor/transport"
+	"github.com/amqpactor/amqpactor/transport/amqp091"
+	"github.com/amqpactor/amqpactor/transport/amqpwire"
+)
+
+// startApp starts an App on Dial091 with subs already subscribed, and
+// stops it when the test ends.
+func startApp(t *testing.T, url string, subscribe func(app *amqpactor.App)) *amqpactor.App {
+	t.Helper()
+	app := amqpactor.New(amqpactor.Dial091(url, amqpactor.WithContainerID(unique("amqp091-test"))),
+		amqpactor.WithBackoff(5*time.Millisecond, 200*time.Millisecond), amqpactor.WithName(unique("app")))
+	if subscribe != nil {
+		subscribe(app)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	require.NoError(t, app.Start(ctx))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+		defer cancel()
+		require.NoError(t, app.Stop(ctx))
+	})
+	return app
+}
+
+// TestLivePrefetchBoundsUnacked: two competing consumers with a window
+// (WithCredit) of 2 and a slow handler each hold at most 2 unacknowledged
+// deliveries at any time, as the broker counts them (rabbitmqctl), and
+// every message is handled once.
+func TestLivePrefetchBoundsUnacked(t *testing.T) {
+	url := livetest.URL(t, "the AMQP 0-9-1 prefetch test")
+	q := amqpactor.Queue(unique("amqp091-prefetch"))
+	s := newSide(t, url)
+	s.deleteQueue(q.Name())
+	const n = 20
+	release := make(chan struct{})
+	var handled sync.Map
+	var total atomic.Int64
+	inFlight := [2]atomic.Int64{}
+	maxInFlight := [2]atomic.Int64{}
+	for i := range 2 {
+		startApp(t, url, func(app *amqpactor.App) {
+			_, err := app.Subscribe(q, func(ctx context.Context, m *amqpactor.Message) error {
+				now := inFlight[i].Add(1)
+				defer inFlight[i].Add(-1)
+				for {
+					old := maxInFlight[i].Load()
+					if now <= old || maxInFlight[i].CompareAndSwap(old, now) {
+						break
+					}
+				}
+				select {
+				case <-release: // the slow part
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+				handled.Store(m.MessageID, true)
+				total.Add(1)
+				return nil
+			}, amqpactor.WithCredit(2), amqpactor.WithPartitions(4))
+			require.NoError(t, err)
+		})
+	}
+	pub := startApp(t, url, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	for i := range n {
+		require.NoError(t, pub.Publish(ctx, q, &amqpactor.Message{MessageID: fmt.Sprint("m", i), Body: []byte("x")}))
+	}
+	// Both consumers fill their window and no more.
+	require.Eventually(t, func() bool { return inFlight[0].Load() == 2 && inFlight[1].Load() == 2 },
+		waitFor, 5*time.Millisecond, "each consumer holds its window")
+	samples := [][]int{unacked(t, q.Name())}
+	require.Equal(t, []int{2, 2}, samples[0], "unacknowledged per consumer while both handlers wait")
+	for i := range n {
+		release <- struct{}{}
+		if i%5 == 4 && i < n-4 {
+			got := unacked(t, q.Name())
+			samples = append(samples, got)
+			require.Len(t, got, 2, "consumers of %s", q)
+			for _, u := range got {
+				require.LessOrEqual(t, u, 2, "unacknowledged deliveries of one consumer after %d handled", i+1)
+			}
+		}
+	}
+	require.Eventually(t, func() bool { return total.Load() == n }, waitFor, 5*time.Millisecond, "every message handled")
+	count := 0
+	handled.Range(func(any, any) bool { count++; return true })
+	require.Equal(t, n, count, "distinct messages handled")
+	require.LessOrEqual(t, maxInFlight[0].Load(), int64(2))
+	require.LessOrEqual(t, maxInFlight[1].Load(), int64(2))
+	t.Logf("unacknowledged per consumer, sampled on the broker: %v; most handlers at once: %d and %d",
+		samples, maxInFlight[0].Load(), maxInFlight[1].Load())
+}
+
+// connect opens a connection with the transport alone.
+func connect(t *testing.T, url string) transport.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	c, err := amqp091.New(amqpwire.Config{URL: url}).Connect(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	return c
+}
+
+// TestLiveClosedChannelRedelivers: deliveries a channel holds when it
+// closes come back to the next consumer marked redelivered (FirstAcquirer
+// false), counted by the quorum queue.
+func TestLiveClosedChannelRedelivers(t *testing.T) {
+	url := livetest.URL(t, "the AMQP 0-9-1 redelivery test")
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	q := address.Queue(unique("amqp091-redeliver"))
+	newSide(t, url).deleteQueue(q.Name())
+	c := connect(t, url)
+
+	ps, err := c.NewSession(ctx)
+	require.NoError(t, err)
+	snd, err := ps.NewSender(ctx, transport.SenderOptions{Address: q})
+	require.NoError(t, err)
+	s1, err := c.NewSession(ctx)
+	require.NoError(t, err)
+	r1, err := s1.NewReceiver(ctx, transport.ReceiverOptions{Address: q, Credit: 5})
+	require.NoError(t, err)
+	for i := range 3 {
+		rc, err := snd.Send(ctx, &amqp.Message{Data: [][]byte{[]byte("x")}, Properties: &amqp.MessageProperties{MessageID: fmt.Sprint("m", i)}}, false)
+		require.NoError(t, err)
+		o, err := rc.Wait(ctx)
+		require.NoError(t, err)
+		require.Equal(t, transport.Accepted, o.Kind)
+	}
+	require.NoError(t, r1.IssueCredit(5))
+	for range 3 {
+		m, err := r1.Receive(ctx)
+		require.NoError(t, err)
+		require.True(t, m.Header.FirstAcquirer, "a first delivery")
+	}
+	require.NoError(t, s1.Close(ctx), "closing the channel with 3 unacknowledged deliveries")
+	_, err = r1.Receive(ctx)
+	require.Error(t, err, "a receiver whose channel closed")
+
+	s2, err := c.NewSession(ctx)
+	require.NoError(t, err)
+	r2, err := s2.NewReceiver(ctx, transport.ReceiverOptions{Address: q, Credit: 5})
+	require.NoError(t, err)
+	require.NoError(t, r2.IssueCredit(5))
+	seen := map[any]bool{}
+	for range 3 {
+		m, err := r2.Receive(ctx)
+		require.NoError(t, err)
+		require.False(t, m.Header.FirstAcquirer, "%v: redelivered", m.Properties.MessageID)
+		require.EqualValues(t, 1, m.Header.DeliveryCount, "%v: x-delivery-count", m.Properties.MessageID)
+		require.NoError(t, r2.Settle(ctx, m, transport.Outcome{Kind: transport.Accepted}))
+		seen[m.Properties.MessageID] = true
+	}
+	require.Len(t, seen, 3)
+	require.NoError(t, s2.Close(ctx))
+	require.NoError(t, ps.Close(ctx))
+}
+
+// TestLiveTransactions: a committed transaction's 100 publishes are all on
+// the queue, a rolled back one's never are.
+func TestLiveTransactions(t *testing.T) {
+	url := livetest.URL(t, "the AMQP 0-9-1 transaction test")
+	q := amqpactor.Queue(unique("amqp091-txn"))
+	s := newSide(t, url)
+	s.deleteQueue(q.Name())
+	app := startApp(t, url, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	const n = 100
+	err := app.Transaction(ctx, func(tx *amqpactor.Tx) error {
+		for i := range n {
+			if err := tx.Publish(ctx, q, &amqpactor.Message{MessageID: fmt.Sprint("c", i), Body: []byte("c")}); err != nil {
+				return err
+			}
+		}
+		if d := s.depth(q.Name()); d != 0 {
+			return fmt.Errorf("%d messages visible before commit", d)
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, n, s.depth(q.Name()), "after commit") // tx.commit-ok comes once they are enqueued
+
+	plan := errors.New("roll back")
+	err = app.Transaction(ctx, func(tx *amqpactor.Tx) error {
+		for i := range n {
+			if err := tx.Publish(ctx, q, &amqpactor.Message{MessageID: fmt.Sprint("r", i), Body: []byte("r")}); err != nil {
+				return err
+			}
+		}
+		return plan
+	})
+	require.ErrorIs(t, err, plan)
+	// A publish after the rollback is on the queue once it is confirmed:
+	// had anything of the rollback been enqueued, it would be before it.
+	require.NoError(t, app.Publish(ctx, q, &amqpactor.Message{MessageID: "marker", Body: []byte("m")}))
+	require.Equal(t, n+1, s.depth(q.Name()), "after the rollback and one more publish")
+}
+
+// TestLiveUnroutable: a publish no queue takes (a topic nobody subscribes
+// to) is an *OutcomeError, never a silent drop.
+func TestLiveUnroutable(t *testing.T) {
+	url := livetest.URL(t, "the AMQP 0-9-1 unroutable test")
+	app := startApp(t, url, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	topic := amqpactor.Topic(unique("amqp091-nobody"))
+	t.Cleanup(func() {
+		_ = newSide(t, url).do(func(ch *rmqChannel) error { return ch.ExchangeDelete(topic.Name(), false, false) })
+	})
+	err := app.Publish(ctx, topic, &amqpactor.Message{MessageID: "lost", Body: []byte("x")})
+	var oe *amqpactor.OutcomeError
+	require.ErrorAs(t, err, &oe)
+	require.Equal(t, messages.Released, oe.Outcome.Kind)
+	require.Contains(t, oe.Outcome.Description, "NO_ROUTE")
+	require.Contains(t, err.Error(), topic.Name())
+	// The channel goes on.
+	q := amqpactor.Queue(unique("amqp091-after"))
+	newSide(t, url).deleteQueue(q.Name())
+	require.NoError(t, app.Publish(ctx, q, &amqpactor.Message{Body: []byte("y")}))
+}
