@@ -80,7 +80,11 @@ func ctl(t *testing.T, args ...string) []string {
 	script := filepath.Join(filepath.Dir(file), "..", "..", "test", "broker", "rabbitmq4.sh")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, "bash", append([]string{script, "ctl"}, append(args, "--quiet", "--no-table-headers")...)...).Output()
+	args = append(args, "--quiet")
+	if strings.HasPrefix(args[0], "list_") {
+		args = append(args, "--no-table-headers")
+	}
+	out, err := exec.CommandContext(ctx, "bash", append([]string{script, "ctl"}, args...)...).Output()
 	if err != nil {
 		livetest.Missing(t, "rabbitmqctl through test/broker/rabbitmq4.sh ctl: "+err.Error())
 	}

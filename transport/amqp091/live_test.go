@@ -23,9 +23,10 @@ import (
 
 // startApp starts an App on Dial091 with subs already subscribed, and
 // stops it when the test ends.
-func startApp(t *testing.T, url string, subscribe func(app *amqpactor.App)) *amqpactor.App {
+func startApp(t *testing.T, url string, subscribe func(app *amqpactor.App), opts ...amqpactor.DialOption) *amqpactor.App {
 	t.Helper()
-	app := amqpactor.New(amqpactor.Dial091(url, amqpactor.WithContainerID(unique("amqp091-test"))),
+	opts = append([]amqpactor.DialOption{amqpactor.WithContainerID(unique("amqp091-test"))}, opts...)
+	app := amqpactor.New(amqpactor.Dial091(url, opts...),
 		amqpactor.WithBackoff(5*time.Millisecond, 200*time.Millisecond), amqpactor.WithName(unique("app")))
 	if subscribe != nil {
 		subscribe(app)
