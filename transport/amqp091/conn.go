@@ -84,18 +84,35 @@ func (c *Conn) gone(err error) error {
 	return lost(err, c.conn.IsClosed())
 }
 
-// channel opens a channel, bounded by ctx.
+// channel opens a channel, bounded by ctx. A channel that opens after ctx
+// ended is closed at once.
 func (c *Conn) channel(ctx context.Context) (*rmq.Channel, error) {
-	var ch *rmq.Channel
-	err := c.call(ctx, nil, func() error {
-		var err error
-		ch, err = c.conn.Channel()
-		return err
-	})
-	if err != nil {
+	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return ch, nil
+	type result struct {
+		ch  *rmq.Channel
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		ch, err := c.conn.Channel()
+		done <- result{ch, err}
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil {
+			return nil, c.gone(r.err)
+		}
+		return r.ch, nil
+	case <-ctx.Done():
+		go func() {
+			if r := <-done; r.ch != nil {
+				_ = r.ch.Close()
+			}
+		}()
+		return nil, ctx.Err()
+	}
 }
 
 // call runs f, a call into amqp091-go that blocks until the broker
@@ -150,7 +167,12 @@ func (c *Conn) Close(ctx context.Context) error {
 		if err := c.conn.CloseDeadline(deadline); err != nil && !errors.Is(err, rmq.ErrClosed) {
 			c.closeE = fmt.Errorf("amqpactor: close connection to %s: %w", c.c.redacted, err)
 		}
-		<-c.done
+		select {
+		case <-c.done:
+		case <-ctx.Done():
+			// amqp091-go shuts the socket when the close handshake
+			// fails; done follows without us.
+		}
 		c.c.log.Debug("amqpactor: connection closed")
 	})
 	return c.closeE

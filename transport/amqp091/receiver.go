@@ -29,7 +29,7 @@ func (s *Session) NewReceiver(ctx context.Context, o transport.ReceiverOptions) 
 		window = defaultPrefetch
 	}
 	r := &Receiver{s: s, window: window, autoAck: o.Settled, held: map[*amqp.Message]uint64{},
-		credit: make(chan struct{}, 1), maxSize: s.conn.c.cfg.MaxMessageSize}
+		credit: make(chan struct{}, 1), started: make(chan struct{}), maxSize: s.conn.c.cfg.MaxMessageSize}
 	if r.maxSize == 0 {
 		r.maxSize = DefaultMaxMessageSize
 	}
@@ -37,6 +37,7 @@ func (s *Session) NewReceiver(ctx context.Context, o transport.ReceiverOptions) 
 		// Direct reply-to: no queue; replies arrive pre-settled.
 		r.queue, r.autoAck = DirectReplyTo, true
 		r.addr = DirectReplyTo + "#" + randomToken()
+		r.consuming = true
 		if err := r.consume(ctx); err != nil {
 			return nil, linkError(ctx, "(dynamic)", "attach", err)
 		}
@@ -64,7 +65,12 @@ func (c *Conn) replyChannel(replyTo string) *Session {
 		return nil
 	}
 	if s, ok := c.replies.Load(replyTo); ok {
-		return s.(*Session)
+		if s := s.(*Session); !s.ch.IsClosed() {
+			return s
+		}
+		// Its channel is gone: the request goes out as it is, and its
+		// caller waits out its context, as for a lost reply link on 1.0.
+		c.replies.Delete(replyTo)
 	}
 	return nil
 }
@@ -89,6 +95,9 @@ type Receiver struct {
 	held       map[*amqp.Message]uint64
 	closing    bool
 	credit     chan struct{} // signalled by IssueCredit
+	consuming  bool          // basic.consume sent (or under way)
+	started    chan struct{} // closed once basic.consume is answered
+	consumeErr error
 }
 
 var _ transport.Receiver = (*Receiver)(nil)
@@ -99,18 +108,22 @@ var _ transport.Receiver = (*Receiver)(nil)
 func (r *Receiver) Address() string { return r.addr }
 
 func (r *Receiver) consume(ctx context.Context) error {
-	r.tag = "amqpactor-" + randomToken()
+	tag := "amqpactor-" + randomToken()
 	var d <-chan rmq.Delivery
 	err := r.s.conn.call(ctx, r.s.ch, func() error {
 		var err error
-		d, err = r.s.ch.Consume(r.queue, r.tag, r.autoAck, false, false, false, nil)
+		d, err = r.s.ch.Consume(r.queue, tag, r.autoAck, false, false, false, nil)
 		return err
 	})
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if err != nil {
-		return err
+		r.consumeErr = err
+	} else {
+		r.tag, r.deliveries = tag, d
 	}
-	r.deliveries = d
-	return nil
+	close(r.started)
+	return err
 }
 
 // IssueCredit adds n to the credit. The first grant starts the consumer.
@@ -129,13 +142,18 @@ func (r *Receiver) IssueCredit(n uint32) error {
 		return &transport.LinkError{Address: r.addr, Op: "receive", Err: fmt.Errorf(
 			"%w: granting %d with %d outstanding exceeds the window of %d", ErrCreditWindow, n, r.issued-r.received, r.window)}
 	}
-	if r.deliveries == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), DefaultDialTimeout)
-		err := r.consume(ctx)
-		cancel()
-		if err != nil {
-			return &transport.LinkError{Address: r.addr, Op: "receive", Err: err}
-		}
+	if r.consumeErr != nil {
+		return &transport.LinkError{Address: r.addr, Op: "receive", Err: r.consumeErr}
+	}
+	if !r.consuming {
+		// basic.consume waits for the broker; the caller may be an
+		// actor's Receive, so it goes off on its own, and Receive waits.
+		r.consuming = true
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), DefaultDialTimeout)
+			defer cancel()
+			_ = r.consume(ctx)
+		}()
 	}
 	r.issued += uint64(n)
 	select {
@@ -147,10 +165,20 @@ func (r *Receiver) IssueCredit(n uint32) error {
 
 // Receive blocks for the next delivery there is credit for.
 func (r *Receiver) Receive(ctx context.Context) (*amqp.Message, error) {
+	select {
+	case <-r.started:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("amqpactor: receive %s: %w", r.addr, ctx.Err())
+	case <-r.s.closedCh():
+		return nil, &transport.LinkError{Address: r.addr, Op: "receive", Err: r.s.ended()}
+	}
 	for {
 		r.mu.Lock()
-		d, ok := r.deliveries, r.issued > r.received
+		d, ok, cerr := r.deliveries, r.issued > r.received, r.consumeErr
 		r.mu.Unlock()
+		if cerr != nil {
+			return nil, &transport.LinkError{Address: r.addr, Op: "receive", Err: cerr}
+		}
 		if !ok || d == nil {
 			select {
 			case <-r.credit:
@@ -250,17 +278,27 @@ func (r *Receiver) Settle(ctx context.Context, m *amqp.Message, o transport.Outc
 // Close cancels the consumer. Deliveries not yet settled stay with the
 // channel until it closes (Session.Close), which gives them back.
 func (r *Receiver) Close(ctx context.Context) error {
+	ctx, cancel := closeContext(ctx)
+	defer cancel()
 	r.mu.Lock()
 	first := !r.closing
 	r.closing = true
-	tag, started := r.tag, r.deliveries != nil
+	consuming := r.consuming
 	r.mu.Unlock()
 	r.s.conn.replies.Delete(r.addr)
+	if consuming {
+		select {
+		case <-r.started:
+		case <-ctx.Done():
+			return nil // the channel's close ends the consumer
+		}
+	}
+	r.mu.Lock()
+	tag, started := r.tag, r.deliveries != nil
+	r.mu.Unlock()
 	if !first || !started || r.s.ch.IsClosed() {
 		return nil
 	}
-	ctx, cancel := closeContext(ctx)
-	defer cancel()
 	if err := r.s.conn.call(ctx, r.s.ch, func() error { return r.s.ch.Cancel(tag, false) }); err != nil && !r.s.ch.IsClosed() {
 		return linkError(ctx, r.addr, "detach", err)
 	}
