@@ -59,8 +59,11 @@ func New(cfg Config) transport.Connector {
 // over AMQP 1.0.
 func (c *connector) Dialect() address.Dialect { return address.RabbitMQ4 }
 
-// String is the URL without its password, with the protocol.
-func (c *connector) String() string { return c.redacted + " (AMQP 0-9-1)" }
+// String is the URL without its password.
+func (c *connector) String() string { return c.redacted }
+
+// ProtocolVersion is the AMQP version spoken, as AsyncAPI spells it.
+func (c *connector) ProtocolVersion() string { return "0.9.1" }
 
 // connectError is what Connect returns: it names the redacted URL.
 type connectError struct {
