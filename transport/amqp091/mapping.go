@@ -62,13 +62,19 @@ func toPublishing(m *amqp.Message) (rmq.Publishing, error) {
 			p.Body = append(p.Body, d...)
 		}
 	}
-	headers := rmq.Table{}
+	var headers rmq.Table // made on first use: most messages have none
+	set := func(k string, v any) {
+		if headers == nil {
+			headers = rmq.Table{}
+		}
+		headers[k] = v
+	}
 	for k, v := range m.ApplicationProperties {
 		hv, err := headerValue(v)
 		if err != nil {
 			return p, fmt.Errorf("header %q: %w", k, err)
 		}
-		headers[k] = hv
+		set(k, hv)
 	}
 	if pr := m.Properties; pr != nil {
 		var typ string
@@ -77,13 +83,13 @@ func toPublishing(m *amqp.Message) (rmq.Publishing, error) {
 			return p, err
 		}
 		if typ != "" {
-			headers[headerMessageIDType] = typ
+			set(headerMessageIDType, typ)
 		}
 		if p.CorrelationId, typ, err = idString("correlation-id", pr.CorrelationID); err != nil {
 			return p, err
 		}
 		if typ != "" {
-			headers[headerCorrIDType] = typ
+			set(headerCorrIDType, typ)
 		}
 		p.ContentType = deref(pr.ContentType)
 		p.ContentEncoding = deref(pr.ContentEncoding)
@@ -94,19 +100,19 @@ func toPublishing(m *amqp.Message) (rmq.Publishing, error) {
 		p.AppId = deref(pr.GroupID)
 		if pr.CreationTime != nil && !pr.CreationTime.IsZero() {
 			p.Timestamp = pr.CreationTime.UTC()
-			headers[headerCreationTime] = pr.CreationTime.UnixMilli()
+			set(headerCreationTime, pr.CreationTime.UnixMilli())
 		}
 		if pr.AbsoluteExpiryTime != nil && !pr.AbsoluteExpiryTime.IsZero() {
-			headers[headerAbsoluteExpiry] = pr.AbsoluteExpiryTime.UnixMilli()
+			set(headerAbsoluteExpiry, pr.AbsoluteExpiryTime.UnixMilli())
 		}
 		if to := deref(pr.To); to != "" {
-			headers[headerTo] = to
+			set(headerTo, to)
 		}
 		if g := deref(pr.ReplyToGroupID); g != "" {
-			headers[headerReplyToGroupID] = g
+			set(headerReplyToGroupID, g)
 		}
 		if pr.GroupSequence != nil && *pr.GroupSequence != 0 {
-			headers[headerGroupSequence] = int64(*pr.GroupSequence)
+			set(headerGroupSequence, int64(*pr.GroupSequence))
 		}
 	}
 	for k, v := range m.Annotations {
@@ -121,7 +127,7 @@ func toPublishing(m *amqp.Message) (rmq.Publishing, error) {
 		if err != nil {
 			return p, fmt.Errorf("annotation %q: %w", key, err)
 		}
-		headers[key] = hv
+		set(key, hv)
 	}
 	p.Priority = defaultPriority
 	p.DeliveryMode = rmq.Transient
@@ -129,7 +135,7 @@ func toPublishing(m *amqp.Message) (rmq.Publishing, error) {
 		if h.DeliveryCount > 0 {
 			// A copy republished for a retry carries its count; a quorum
 			// queue replaces it with its own when it redelivers.
-			headers[headerDeliveryCount] = int64(h.DeliveryCount)
+			set(headerDeliveryCount, int64(h.DeliveryCount))
 		}
 		p.Priority = min(h.Priority, 9) // 0-9-1 priorities are 0..9
 		if h.Durable {
@@ -139,9 +145,7 @@ func toPublishing(m *amqp.Message) (rmq.Publishing, error) {
 			p.Expiration = strconv.FormatInt(h.TTL.Milliseconds(), 10)
 		}
 	}
-	if len(headers) > 0 {
-		p.Headers = headers
-	}
+	p.Headers = headers
 	return p, nil
 }
 
@@ -184,8 +188,8 @@ func fromDelivery(d *rmq.Delivery) *amqp.Message {
 		props.GroupID = &d.AppId
 	}
 	var idType, corrType string
-	app := map[string]any{}
-	ann := amqp.Annotations{}
+	var app map[string]any
+	var ann amqp.Annotations
 	for k, v := range d.Headers {
 		switch k {
 		case headerDeliveryCount:
@@ -224,8 +228,14 @@ func fromDelivery(d *rmq.Delivery) *amqp.Message {
 			}
 		}
 		if strings.HasPrefix(k, "x-") {
+			if ann == nil {
+				ann = amqp.Annotations{}
+			}
 			ann[k] = fromHeaderValue(v)
 			continue
+		}
+		if app == nil {
+			app = map[string]any{}
 		}
 		app[k] = fromHeaderValue(v)
 	}

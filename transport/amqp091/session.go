@@ -223,13 +223,24 @@ type pending struct {
 	returned  *rmq.Return
 }
 
+// tracked is a publish and its receipt in one allocation.
+type tracked struct {
+	pending
+	receipt
+}
+
 func (p *publisher) publish(ctx context.Context, r route, pub rmq.Publishing, track bool) (*receipt, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	var rc *receipt
+	var e *pending
 	if track {
-		rc = &receipt{done: make(chan struct{})}
+		t := &tracked{pending: pending{route: r, messageID: pub.MessageId}, receipt: receipt{done: make(chan struct{})}}
+		rc, e = &t.receipt, &t.pending
+		e.r = rc
+	} else {
+		e = &pending{route: r, messageID: pub.MessageId}
 	}
 	p.pubMu.Lock()
 	defer p.pubMu.Unlock()
@@ -240,7 +251,7 @@ func (p *publisher) publish(ctx context.Context, r route, pub rmq.Publishing, tr
 		return nil, err
 	}
 	seq := p.s.ch.GetNextPublishSeqNo()
-	p.pending[seq] = &pending{route: r, messageID: pub.MessageId, r: rc}
+	p.pending[seq] = e
 	p.mu.Unlock()
 	if err := p.s.ch.PublishWithContext(ctx, r.exchange, r.key, true, false, pub); err != nil {
 		p.mu.Lock()
