@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -240,4 +241,31 @@ func TestLiveUnroutable(t *testing.T) {
 	q := amqpactor.Queue(unique("amqp091-after"))
 	newSide(t, url).deleteQueue(q.Name())
 	require.NoError(t, app.Publish(ctx, q, &amqpactor.Message{Body: []byte("y")}))
+}
+
+// TestLiveDirectReplyTo: Request goes through RabbitMQ's direct reply-to:
+// the responder sees a reply-to the broker made (amq.rabbitmq.reply-to.…),
+// not a reply queue's address.
+func TestLiveDirectReplyTo(t *testing.T) {
+	url := livetest.URL(t, "the AMQP 0-9-1 direct reply-to test")
+	q := amqpactor.Queue(unique("amqp091-rpc"))
+	newSide(t, url).deleteQueue(q.Name())
+	seen := make(chan string, 10)
+	startApp(t, url, func(app *amqpactor.App) {
+		_, err := app.Subscribe(q, amqpactor.Responder(func(ctx context.Context, req *amqpactor.Message) (*amqpactor.Message, error) {
+			seen <- req.ReplyTo
+			return &amqpactor.Message{Body: append([]byte("re:"), req.Body...)}, nil
+		}))
+		require.NoError(t, err)
+	})
+	client := startApp(t, url, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	for i := range 3 {
+		rep, err := client.Request(ctx, q, &amqpactor.Message{Body: []byte(fmt.Sprint(i))})
+		require.NoError(t, err)
+		require.Equal(t, fmt.Sprint("re:", i), string(rep.Body))
+		replyTo := <-seen
+		require.True(t, strings.HasPrefix(replyTo, amqp091.DirectReplyTo+"."), "reply-to %q", replyTo)
+	}
 }
