@@ -29,8 +29,9 @@ const (
 // Config says how to reach one RabbitMQ broker over AMQP 0-9-1. It is
 // amqpwire.Config, so that every DialOption means the same on both
 // connectors; Dialect is ignored (addresses are always spelt as RabbitMQ
-// 4's), IdleTimeout sets the heartbeat (half of it; zero: a 30 s
-// heartbeat), ContainerID is sent as the connection name.
+// 4's), IdleTimeout sets the heartbeat to two thirds of it, in whole
+// seconds (at least one; zero: 30 s), so that a broker silent for about
+// IdleTimeout is given up on; ContainerID is sent as the connection name.
 type Config = amqpwire.Config
 
 // connector is the transport.Connector of one Config.
@@ -223,9 +224,11 @@ func (c *connector) Connect(ctx context.Context) (transport.Conn, error) {
 	defer cancel()
 	deadline, _ := ctx.Deadline()
 
+	// amqp091-go gives up on a broker silent for three half-heartbeats
+	// (it reads at half the interval); the wire counts whole seconds.
 	heartbeat := DefaultHeartbeat
 	if c.cfg.IdleTimeout > 0 {
-		heartbeat = max(c.cfg.IdleTimeout/2, time.Second)
+		heartbeat = max(c.cfg.IdleTimeout*2/3, time.Second).Truncate(time.Second)
 	}
 	props := rmq.NewConnectionProperties()
 	props["product"] = "amqpactor"

@@ -11,7 +11,9 @@
 // the refusal of PLAIN in clear text to a remote host, the container id
 // (sent as the connection name, which RabbitMQ shows), the logger, and no
 // password in any error, log line or String. IdleTimeout sets the
-// heartbeat to half of it (30 s without one).
+// heartbeat to two thirds of it, in whole seconds (30 s without one):
+// amqp091-go declares a broker silent for one and a half heartbeats gone,
+// so a silent broker is given up on after about IdleTimeout.
 //
 // A transport.Session is one channel. The actors already give every
 // subscription a session of its own, the publisher one for all its senders,

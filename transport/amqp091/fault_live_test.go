@@ -2,6 +2,7 @@ package amqp091_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"sync"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/amqpactor/amqpactor"
@@ -110,4 +112,49 @@ func TestLiveCutRedeliversAndResends(t *testing.T) {
 	}
 	t.Logf("cut %d connections; 4 of 4 held deliveries redelivered (delivery-count %d..); 20 of 20 publishes returned nil, %d handled twice (resent)",
 		conns, attempts["held-0"][1].count, dups)
+}
+
+// TestLiveSilentBroker: a broker that goes silent without closing anything
+// (the proxy drops every byte) is given up on after WithIdleTimeout (three
+// missed heartbeats), and the App reconnects once it answers again.
+func TestLiveSilentBroker(t *testing.T) {
+	raw := livetest.URL(t, "the AMQP 0-9-1 silent broker test")
+	u, err := url.Parse(raw)
+	require.NoError(t, err)
+	px := newProxy(t, u.Host)
+	u.Host = px.Addr()
+	q := amqpactor.Queue(unique("amqp091-silent"))
+	newSide(t, raw).deleteQueue(q.Name())
+	var got sync.Map // body -> true: at least once, so "before" may come twice
+	seen := func(body string) bool { _, ok := got.Load(body); return ok }
+	app := startApp(t, u.String(), func(app *amqpactor.App) {
+		_, err := app.Subscribe(q, func(ctx context.Context, m *amqpactor.Message) error { got.Store(string(m.Body), true); return nil })
+		require.NoError(t, err)
+	}, amqpactor.WithIdleTimeout(3*time.Second))
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	require.NoError(t, app.Publish(ctx, q, &amqpactor.Message{Body: []byte("before")}))
+	require.Eventually(t, func() bool { return seen("before") }, waitFor, 5*time.Millisecond)
+
+	px.blackhole.Store(true)
+	begin := time.Now()
+	var why string
+	require.Eventually(t, func() bool {
+		tree, err := app.Tree(ctx)
+		if err == nil && tree.Restarts > 0 {
+			why = tree.LastError
+			return true
+		}
+		return false
+	}, waitFor, 20*time.Millisecond, "the silent connection given up on")
+	gaveUp := time.Since(begin)
+	px.blackhole.Store(false)
+	px.Cut() // what the silent connections left behind
+	require.NoError(t, app.Publish(ctx, q, &amqpactor.Message{Body: []byte("after")}))
+	if !assert.Eventually(t, func() bool { return seen("after") }, waitFor, 5*time.Millisecond, "a message after the reconnect") {
+		tree, _ := app.Tree(context.Background())
+		js, _ := json.MarshalIndent(tree, "", " ")
+		t.Fatalf("the tree: %s", js)
+	}
+	t.Logf("a silent broker given up on after %v with WithIdleTimeout(3s): %s", gaveUp.Round(100*time.Millisecond), why)
 }

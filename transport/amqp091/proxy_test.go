@@ -3,6 +3,7 @@ package amqp091_test
 import (
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +15,8 @@ import (
 type proxy struct {
 	ln     net.Listener
 	target string
+
+	blackhole atomic.Bool // read and drop, close nothing: a broker gone silent
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -82,7 +85,7 @@ func (p *proxy) pipe(from, to net.Conn) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := from.Read(buf)
-		if n > 0 {
+		if n > 0 && !p.blackhole.Load() {
 			if _, werr := to.Write(buf[:n]); werr != nil {
 				return
 			}
