@@ -246,6 +246,12 @@ func (c *connector) Connect(ctx context.Context) (transport.Conn, error) {
 			if err != nil {
 				return nil, err
 			}
+			if tc, ok := conn.(*net.TCPConn); ok {
+				_ = tc.SetNoDelay(true)
+			}
+			// amqp091-go flushes every frame with its own write system
+			// call; under load the frames of a burst share one instead.
+			conn = amqpwire.Coalesce(conn)
 			// Bounds the TLS and AMQP handshakes; amqp091-go clears it
 			// once the connection is open.
 			if err := conn.SetDeadline(deadline); err != nil {
