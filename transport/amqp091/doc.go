@@ -15,6 +15,10 @@
 // amqp091-go declares a broker silent for one and a half heartbeats gone,
 // so a silent broker is given up on after about IdleTimeout.
 //
+// The socket goes through amqpwire's write coalescer (amqpwire.Coalesce):
+// amqp091-go flushes every frame with its own system call, and under load
+// the frames of a burst share one instead.
+//
 // A transport.Session is one channel. The actors already give every
 // subscription a session of its own, the publisher one for all its senders,
 // and requests and transactions theirs, so each owns its channel. A channel
