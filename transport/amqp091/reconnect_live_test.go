@@ -121,3 +121,73 @@ func TestLiveQueueDeleted(t *testing.T) {
 	require.Eventually(t, func() bool { return seen(fmt.Sprint("after-", i)) }, waitFor, 5*time.Millisecond,
 		"the subscription receives from the queue declared again")
 }
+
+// TestLiveBrokerClosesPublisherChannel: a publish to a raw exchange that
+// was deleted after its sender attached makes the broker close the
+// publisher's channel (404). The publish fails; the publisher opens a new
+// channel, so a publish to a queue through it goes on, and the raw
+// address works again once its exchange is back.
+func TestLiveBrokerClosesPublisherChannel(t *testing.T) {
+	url := livetest.URL(t, "the AMQP 0-9-1 channel close test")
+	s := newSide(t, url)
+	ex := unique("amqp091-ex")
+	q, other := amqpactor.Queue(unique("amqp091-exq")), amqpactor.Queue(unique("amqp091-other"))
+	s.deleteQueue(q.Name())
+	s.deleteQueue(other.Name())
+	t.Cleanup(func() { _ = s.do(func(ch *rmqChannel) error { return ch.ExchangeDelete(ex, false, false) }) })
+	bindExchange := func() error {
+		return s.do(func(ch *rmqChannel) error {
+			if err := ch.ExchangeDeclare(ex, "direct", false, true, false, false, nil); err != nil {
+				return err
+			}
+			return ch.QueueBind(q.Name(), "k", ex, false, nil)
+		})
+	}
+	var mu sync.Mutex
+	got := map[string]int{}
+	seen := func(id string) bool { mu.Lock(); defer mu.Unlock(); return got[id] > 0 }
+	h := func(ctx context.Context, m *amqpactor.Message) error {
+		mu.Lock()
+		got[fmt.Sprint(m.MessageID)]++
+		mu.Unlock()
+		return nil
+	}
+	app := startApp(t, url, func(app *amqpactor.App) {
+		_, err := app.Subscribe(q, h)
+		require.NoError(t, err)
+		_, err = app.Subscribe(other, h)
+		require.NoError(t, err)
+	})
+	require.NoError(t, bindExchange())
+	raw := amqpactor.Raw(ex + "/k")
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	require.NoError(t, app.Publish(ctx, raw, &amqpactor.Message{MessageID: "raw-1", Body: []byte("r")}))
+	require.NoError(t, app.Publish(ctx, other, &amqpactor.Message{MessageID: "other-1", Body: []byte("o")}))
+	require.Eventually(t, func() bool { return seen("raw-1") && seen("other-1") }, waitFor, 5*time.Millisecond)
+
+	require.NoError(t, s.do(func(ch *rmqChannel) error { return ch.ExchangeDelete(ex, false, false) }))
+	short, cancelShort := context.WithTimeout(ctx, 2*time.Second)
+	err := app.Publish(short, raw, &amqpactor.Message{MessageID: "raw-lost", Body: []byte("r")})
+	cancelShort()
+	require.Error(t, err, "a publish to a deleted exchange")
+	t.Logf("publish to the deleted exchange: %v", err)
+	require.NoError(t, app.Publish(ctx, other, &amqpactor.Message{MessageID: "other-2", Body: []byte("o")}),
+		"a publish to a queue after the broker closed the publisher's channel")
+	require.Eventually(t, func() bool { return seen("other-2") }, waitFor, 5*time.Millisecond)
+
+	require.NoError(t, bindExchange())
+	require.Eventually(t, func() bool {
+		c, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		return app.Publish(c, raw, &amqpactor.Message{MessageID: "raw-2", Body: []byte("r")}) == nil
+	}, waitFor, 50*time.Millisecond, "the raw address once its exchange is back")
+	require.Eventually(t, func() bool { return seen("raw-2") }, waitFor, 5*time.Millisecond)
+	tree, err := app.Tree(ctx)
+	require.NoError(t, err)
+	for _, n := range tree.Children {
+		if n.Kind == "publisher" && n.Name == "publisher" {
+			t.Logf("publisher: restarts %d, last error %q", n.Restarts, n.LastError)
+		}
+	}
+}
