@@ -67,7 +67,11 @@
 // basic.qos (per consumer) and starts its consumer on the first
 // IssueCredit; Receive hands out no more deliveries than credit has been
 // granted, so a paused subscription receives nothing and a slow handler
-// holds at most the window unacknowledged. Settle maps outcomes:
+// holds at most the window unacknowledged. A pre-settled (at-most-once)
+// receiver has the same window and acknowledges each delivery as Receive
+// hands it out, before its handler runs: automatic acknowledgement would
+// let the broker push the whole queue into the client. Settle maps
+// outcomes:
 //
 //	accepted                      basic.ack
 //	rejected                      basic.nack requeue=false (dead-lettered or dropped)

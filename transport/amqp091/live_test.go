@@ -269,3 +269,44 @@ func TestLiveDirectReplyTo(t *testing.T) {
 		require.True(t, strings.HasPrefix(replyTo, amqp091.DirectReplyTo+"."), "reply-to %q", replyTo)
 	}
 }
+
+// TestLiveAtMostOnceBounded: a pre-settled subscription is bounded by its
+// window too: with WithCredit(4) and handlers that wait, 4 deliveries are
+// handed out (acknowledged on arrival), 4 more wait unacknowledged in the
+// client, and the rest stay on the queue.
+func TestLiveAtMostOnceBounded(t *testing.T) {
+	url := livetest.URL(t, "the AMQP 0-9-1 at-most-once window test")
+	q := amqpactor.Queue(unique("amqp091-amo"))
+	s := newSide(t, url)
+	s.deleteQueue(q.Name())
+	release := make(chan struct{})
+	var holding atomic.Int64
+	startApp(t, url, func(app *amqpactor.App) {
+		_, err := app.Subscribe(q, func(ctx context.Context, m *amqpactor.Message) error {
+			holding.Add(1)
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			return nil
+		}, amqpactor.AtMostOnce(), amqpactor.WithCredit(4), amqpactor.WithPartitions(8))
+		require.NoError(t, err)
+	})
+	pub := startApp(t, url, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	const n = 50
+	for i := range n {
+		require.NoError(t, pub.Publish(ctx, q, &amqpactor.Message{MessageID: fmt.Sprint("m", i), Body: []byte("x")}))
+	}
+	require.Eventually(t, func() bool { return holding.Load() == 4 }, waitFor, 5*time.Millisecond, "4 handed out")
+	var ready int
+	var unack []int
+	require.Eventually(t, func() bool {
+		ready, unack = s.depth(q.Name()), unacked(t, q.Name())
+		return ready == n-8 && len(unack) == 1 && unack[0] == 4
+	}, waitFor, 50*time.Millisecond, "ready and unacknowledged on the broker")
+	require.EqualValues(t, 4, holding.Load(), "handlers running")
+	t.Logf("at-most-once, window 4, %d published: %d handed out, %v unacknowledged in the client, %d ready on the queue", n, holding.Load(), unack, ready)
+	close(release)
+}

@@ -28,14 +28,14 @@ func (s *Session) NewReceiver(ctx context.Context, o transport.ReceiverOptions) 
 	if window == 0 {
 		window = defaultPrefetch
 	}
-	r := &Receiver{s: s, window: window, autoAck: o.Settled, held: map[*amqp.Message]uint64{},
+	r := &Receiver{s: s, window: window, settled: o.Settled, held: map[*amqp.Message]uint64{},
 		credit: make(chan struct{}, 1), started: make(chan struct{}), maxSize: s.conn.c.cfg.MaxMessageSize}
 	if r.maxSize == 0 {
 		r.maxSize = DefaultMaxMessageSize
 	}
 	if o.Dynamic {
 		// Direct reply-to: no queue; replies arrive pre-settled.
-		r.queue, r.autoAck = DirectReplyTo, true
+		r.queue, r.autoAck, r.settled = DirectReplyTo, true, true
 		r.addr = DirectReplyTo + "#" + randomToken()
 		r.consuming = true
 		if err := r.consume(ctx); err != nil {
@@ -49,11 +49,12 @@ func (s *Session) NewReceiver(ctx context.Context, o transport.ReceiverOptions) 
 		return nil, err
 	}
 	r.queue, r.addr = q, o.Address.String()
-	if !o.Settled {
-		// Per consumer: the window of this receiver only.
-		if err := s.conn.call(ctx, s.ch, func() error { return s.ch.Qos(int(min(window, 65535)), 0, false) }); err != nil {
-			return nil, linkError(ctx, r.addr, "attach", err)
-		}
+	// Per consumer: the window of this receiver only. A pre-settled
+	// receiver has one too: it acknowledges each delivery as Receive hands
+	// it out, so the broker never sends more than the window ahead
+	// (automatic acknowledgement would let it send the whole queue).
+	if err := s.conn.call(ctx, s.ch, func() error { return s.ch.Qos(int(min(window, 65535)), 0, false) }); err != nil {
+		return nil, linkError(ctx, r.addr, "attach", err)
 	}
 	return r, nil
 }
@@ -84,7 +85,8 @@ type Receiver struct {
 	queue   string
 	addr    string
 	window  uint32
-	autoAck bool
+	autoAck bool // direct reply-to only
+	settled bool // at-most-once: acknowledged when handed out
 	maxSize uint64
 
 	mu         sync.Mutex
@@ -229,10 +231,16 @@ func (r *Receiver) take(d *rmq.Delivery) *amqp.Message {
 	}
 	r.mu.Lock()
 	r.received++
-	if !r.autoAck {
+	if !r.settled {
 		r.held[m] = d.DeliveryTag
 	}
 	r.mu.Unlock()
+	if r.settled && !r.autoAck {
+		// Settled on arrival, as a pre-settled AMQP 1.0 transfer is: a
+		// failure here is the channel's end, which the next Receive
+		// reports.
+		_ = r.s.ch.Ack(d.DeliveryTag, false)
+	}
 	return m
 }
 
@@ -245,7 +253,7 @@ func (r *Receiver) Settle(ctx context.Context, m *amqp.Message, o transport.Outc
 	if m == nil {
 		return errors.New("amqpactor: settle: nil message")
 	}
-	if r.autoAck {
+	if r.settled {
 		return nil
 	}
 	r.mu.Lock()
