@@ -202,7 +202,7 @@ func TestLiveTransactions(t *testing.T) {
 		return nil
 	})
 	require.NoError(t, err)
-	require.Equal(t, n, s.depth(q.Name()), "after commit") // tx.commit-ok comes once they are enqueued
+	require.Eventually(t, func() bool { return s.depth(q.Name()) == n }, waitFor, 5*time.Millisecond, "all %d after commit", n)
 
 	plan := errors.New("roll back")
 	err = app.Transaction(ctx, func(tx *amqpactor.Tx) error {
