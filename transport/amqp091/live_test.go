@@ -310,3 +310,50 @@ func TestLiveAtMostOnceBounded(t *testing.T) {
 	t.Logf("at-most-once, window 4, %d published: %d handed out, %v unacknowledged in the client, %d ready on the queue", n, holding.Load(), unack, ready)
 	close(release)
 }
+
+// TestLiveDeclares: what each address declares, as the broker lists it: a
+// queue is a durable quorum queue (classic with WithClassicQueue), a topic
+// a durable topic exchange with a transient, auto-delete (and exclusive)
+// subscription queue bound to it with "#".
+func TestLiveDeclares(t *testing.T) {
+	url := livetest.URL(t, "the AMQP 0-9-1 declaration test")
+	s := newSide(t, url)
+	qq, cq, topic := amqpactor.Queue(unique("amqp091-qq")), amqpactor.Queue(unique("amqp091-cq")), amqpactor.Topic(unique("amqp091-topic"))
+	s.deleteQueue(qq.Name())
+	s.deleteQueue(cq.Name())
+	t.Cleanup(func() { _ = s.do(func(ch *rmqChannel) error { return ch.ExchangeDelete(topic.Name(), false, false) }) })
+	noop := func(ctx context.Context, m *amqpactor.Message) error { return nil }
+	startApp(t, url, func(app *amqpactor.App) {
+		_, err := app.Subscribe(qq, noop)
+		require.NoError(t, err)
+		_, err = app.Subscribe(cq, noop, amqpactor.WithClassicQueue())
+		require.NoError(t, err)
+		_, err = app.Subscribe(topic, noop, amqpactor.WithSubscriptionName("sub"))
+		require.NoError(t, err)
+	})
+	queues := map[string]string{}
+	for _, l := range ctl(t, "list_queues", "name", "type", "durable", "auto_delete") {
+		f := strings.Fields(l)
+		if len(f) == 4 {
+			queues[f[0]] = strings.Join(f[1:], " ")
+		}
+	}
+	require.Equal(t, "quorum true false", queues[qq.Name()], "a queue")
+	require.Equal(t, "classic true false", queues[cq.Name()], "a queue WithClassicQueue")
+	require.Equal(t, "classic false true", queues[topic.Name()+".sub"], "a topic subscription's queue (exclusive too)")
+	exchanges := map[string]string{}
+	for _, l := range ctl(t, "list_exchanges", "name", "type", "durable") {
+		f := strings.Fields(l)
+		if len(f) == 3 {
+			exchanges[f[0]] = f[1] + " " + f[2]
+		}
+	}
+	require.Equal(t, "topic true", exchanges[topic.Name()], "a topic")
+	bound := false
+	for _, l := range ctl(t, "list_bindings", "source_name", "destination_name", "routing_key") {
+		if f := strings.Fields(l); len(f) == 3 && f[0] == topic.Name() && f[1] == topic.Name()+".sub" && f[2] == "#" {
+			bound = true
+		}
+	}
+	require.True(t, bound, "the subscription queue bound to the topic with #")
+}
