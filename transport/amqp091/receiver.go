@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/Azure/go-amqp"
 	rmq "github.com/rabbitmq/amqp091-go"
@@ -48,7 +49,7 @@ func (s *Session) NewReceiver(ctx context.Context, o transport.ReceiverOptions) 
 	if err != nil {
 		return nil, err
 	}
-	r.queue, r.addr = q, o.Address.String()
+	r.queue, r.addr, r.sac = q, o.Address.String(), o.Address.SingleActiveConsumer()
 	// Per consumer: the window of this receiver only. A pre-settled
 	// receiver has one too: it acknowledges each delivery as Receive hands
 	// it out, so the broker never sends more than the window ahead
@@ -86,6 +87,7 @@ type Receiver struct {
 	addr    string
 	window  uint32
 	autoAck bool // direct reply-to only
+	sac     bool // a single-active-consumer queue
 	settled bool // at-most-once: acknowledged when handed out
 	maxSize uint64
 
@@ -100,6 +102,7 @@ type Receiver struct {
 	consuming  bool          // basic.consume sent (or under way)
 	started    chan struct{} // closed once basic.consume is answered
 	consumeErr error
+	stopped    atomic.Bool // the runtime stopped taking deliveries
 }
 
 var _ transport.Receiver = (*Receiver)(nil)
@@ -170,7 +173,7 @@ func (r *Receiver) Receive(ctx context.Context) (*amqp.Message, error) {
 	select {
 	case <-r.started:
 	case <-ctx.Done():
-		return nil, fmt.Errorf("amqpactor: receive %s: %w", r.addr, ctx.Err())
+		return nil, r.stopTaking(ctx)
 	case <-r.s.closedCh():
 		return nil, &transport.LinkError{Address: r.addr, Op: "receive", Err: r.s.ended()}
 	}
@@ -186,7 +189,7 @@ func (r *Receiver) Receive(ctx context.Context) (*amqp.Message, error) {
 			case <-r.credit:
 				continue
 			case <-ctx.Done():
-				return nil, fmt.Errorf("amqpactor: receive %s: %w", r.addr, ctx.Err())
+				return nil, r.stopTaking(ctx)
 			case <-r.s.closedCh():
 				return nil, &transport.LinkError{Address: r.addr, Op: "receive", Err: r.s.ended()}
 			}
@@ -198,9 +201,17 @@ func (r *Receiver) Receive(ctx context.Context) (*amqp.Message, error) {
 			}
 			return r.take(&del), nil
 		case <-ctx.Done():
-			return nil, fmt.Errorf("amqpactor: receive %s: %w", r.addr, ctx.Err())
+			return nil, r.stopTaking(ctx)
 		}
 	}
+}
+
+// stopTaking notes that the runtime has stopped taking deliveries from this
+// receiver (its pump's context ended: a drain, or the link's end) and
+// returns the context's error.
+func (r *Receiver) stopTaking(ctx context.Context) error {
+	r.stopped.Store(true)
+	return fmt.Errorf("amqpactor: receive %s: %w", r.addr, ctx.Err())
 }
 
 // consumerEnded says why the deliveries stopped: the channel ended (amqp091-go
@@ -264,6 +275,16 @@ func (r *Receiver) Settle(ctx context.Context, m *amqp.Message, o transport.Outc
 		return &transport.LinkError{Address: r.addr, Op: "receive",
 			Err: errors.New("settle a message that this receiver does not hold")}
 	}
+	requeue := o.Kind == transport.Released || (o.Kind == transport.Modified && !o.UndeliverableHere)
+	if requeue && r.stopped.Load() {
+		// The runtime takes nothing more from this consumer and will close
+		// it: left unacknowledged, the message goes back with the channel's
+		// close, in its place in the queue. A basic.nack now would have the
+		// broker hand it straight back to this consumer, and the close
+		// would then put it behind what followed it (an order inversion
+		// for a single-active-consumer queue, seen when a replica stops).
+		return nil
+	}
 	var err error
 	switch o.Kind {
 	case transport.Accepted:
@@ -283,8 +304,16 @@ func (r *Receiver) Settle(ctx context.Context, m *amqp.Message, o transport.Outc
 	return nil
 }
 
-// Close cancels the consumer. Deliveries not yet settled stay with the
-// channel until it closes (Session.Close), which gives them back.
+// Close ends the consumer; what it holds unacknowledged goes back with the
+// channel's close (the session's), each message in its place in the queue.
+// RabbitMQ 4.0 can lose the last acknowledgements before a channel's close
+// (their messages come back: duplicates), which basic.cancel, answered
+// only once the queue has them, prevents; so Close cancels, and the
+// session's close returns what the consumer held. On a single-active-
+// consumer queue (a partition) cancelling first would let the next
+// consumer take what follows the held messages before them, so there
+// Close closes the channel at once: order kept, duplicates possible (at
+// least once). The direct reply-to consumer is cancelled.
 func (r *Receiver) Close(ctx context.Context) error {
 	ctx, cancel := closeContext(ctx)
 	defer cancel()
@@ -294,6 +323,15 @@ func (r *Receiver) Close(ctx context.Context) error {
 	consuming := r.consuming
 	r.mu.Unlock()
 	r.s.conn.replies.Delete(r.addr)
+	if !first || r.s.ch.IsClosed() {
+		return nil
+	}
+	if r.sac {
+		if err := r.s.conn.call(ctx, nil, r.s.ch.Close); err != nil && !r.s.ch.IsClosed() {
+			return linkError(ctx, r.addr, "detach", err)
+		}
+		return nil
+	}
 	if consuming {
 		select {
 		case <-r.started:
@@ -304,7 +342,7 @@ func (r *Receiver) Close(ctx context.Context) error {
 	r.mu.Lock()
 	tag, started := r.tag, r.deliveries != nil
 	r.mu.Unlock()
-	if !first || !started || r.s.ch.IsClosed() {
+	if !started {
 		return nil
 	}
 	if err := r.s.conn.call(ctx, r.s.ch, func() error { return r.s.ch.Cancel(tag, false) }); err != nil && !r.s.ch.IsClosed() {

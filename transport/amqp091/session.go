@@ -211,6 +211,8 @@ type publisher struct {
 	s     *Session
 	pubMu sync.Mutex // orders sequence numbers with publishes
 
+	// mu is never held across a call into amqp091-go: run takes it while
+	// amqp091-go's reader waits for run.
 	mu      sync.Mutex
 	pending map[uint64]*pending
 	err     error // once the channel has ended
@@ -244,13 +246,17 @@ func (p *publisher) publish(ctx context.Context, r route, pub rmq.Publishing, tr
 	}
 	p.pubMu.Lock()
 	defer p.pubMu.Unlock()
+	// Not under p.mu: amqp091-go's reader holds its confirms lock while it
+	// hands a confirm to run, which takes p.mu; holding p.mu here while
+	// asking for that lock would stall both until amqp091-go drops the
+	// confirm (after 5 s) and its publish never learnt its outcome.
+	seq := p.s.ch.GetNextPublishSeqNo()
 	p.mu.Lock()
 	if p.err != nil {
 		err := p.err
 		p.mu.Unlock()
 		return nil, err
 	}
-	seq := p.s.ch.GetNextPublishSeqNo()
 	p.pending[seq] = e
 	p.mu.Unlock()
 	if err := p.s.ch.PublishWithContext(ctx, r.exchange, r.key, true, false, pub); err != nil {
