@@ -50,6 +50,11 @@ func (s *Session) NewReceiver(ctx context.Context, o transport.ReceiverOptions) 
 		return nil, err
 	}
 	r.queue, r.addr, r.sac = q, o.Address.String(), o.Address.SingleActiveConsumer()
+	if !o.Settled {
+		ch := s.ch
+		r.acks = newAcker(func(tag uint64, multiple bool) error { return ch.Ack(tag, multiple) })
+		go r.acks.run(s.done)
+	}
 	// Per consumer: the window of this receiver only. A pre-settled
 	// receiver has one too: it acknowledges each delivery as Receive hands
 	// it out, so the broker never sends more than the window ahead
@@ -88,6 +93,7 @@ type Receiver struct {
 	window  uint32
 	autoAck bool // direct reply-to only
 	sac     bool // a single-active-consumer queue
+	acks    *acker // nil when settled
 	settled bool // at-most-once: acknowledged when handed out
 	maxSize uint64
 
@@ -288,13 +294,12 @@ func (r *Receiver) Settle(ctx context.Context, m *amqp.Message, o transport.Outc
 	var err error
 	switch o.Kind {
 	case transport.Accepted:
-		err = r.s.ch.Ack(tag, false)
+		// Sent by the acker, with others where it can (acks.go).
+		r.acks.ack(tag)
 	case transport.Rejected:
-		err = r.s.ch.Nack(tag, false, false)
-	case transport.Released:
-		err = r.s.ch.Nack(tag, false, true)
-	case transport.Modified:
-		err = r.s.ch.Nack(tag, false, !o.UndeliverableHere)
+		err = r.acks.nack(tag, func() error { return r.s.ch.Nack(tag, false, false) })
+	case transport.Released, transport.Modified:
+		err = r.acks.nack(tag, func() error { return r.s.ch.Nack(tag, false, requeue) })
 	default:
 		return fmt.Errorf("amqpactor: settle on %s: unknown outcome kind %d", r.addr, o.Kind)
 	}
@@ -323,6 +328,11 @@ func (r *Receiver) Close(ctx context.Context) error {
 	consuming := r.consuming
 	r.mu.Unlock()
 	r.s.conn.replies.Delete(r.addr)
+	if r.acks != nil && first {
+		// What the runtime acknowledged goes out before the consumer ends.
+		_ = r.acks.flush()
+		r.acks.stop()
+	}
 	if !first || r.s.ch.IsClosed() {
 		return nil
 	}
