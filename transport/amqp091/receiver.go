@@ -91,10 +91,10 @@ type Receiver struct {
 	queue   string
 	addr    string
 	window  uint32
-	autoAck bool // direct reply-to only
-	sac     bool // a single-active-consumer queue
+	autoAck bool   // direct reply-to only
+	sac     bool   // a single-active-consumer queue
 	acks    *acker // nil when settled
-	settled bool // at-most-once: acknowledged when handed out
+	settled bool   // at-most-once: acknowledged when handed out
 	maxSize uint64
 
 	mu         sync.Mutex
