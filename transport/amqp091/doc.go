@@ -79,7 +79,18 @@
 //	modified                      basic.nack requeue=true
 //	modified{undeliverable-here}  basic.nack requeue=false, as RabbitMQ 4 does over AMQP 1.0
 //
-// Closing the channel gives back what it held, marked redelivered. Quorum
+// Acknowledgements go out from a goroutine of the consumer's own, as one
+// basic.ack with multiple=true for each run of settled delivery tags
+// (acks.go), since RabbitMQ 4.0 can lose the last acknowledgements before a
+// channel's close. Once the runtime stops taking deliveries (a drain), what
+// it releases or modifies stays unacknowledged: a basic.nack then would
+// have the broker hand it straight back to the same consumer, out of its
+// place. Receiver.Close cancels the consumer (its acknowledgements are then
+// safe) and the session's close gives back what it held; a partition's
+// consumer (single active consumer) closes its channel at once instead, so
+// that the next consumer cannot take what follows before what it held.
+// Closing the channel gives back what it held, marked redelivered, each
+// message in its place in the queue. Quorum
 // queues count every message that comes back in x-delivery-count, released
 // ones and those of a closed channel too (0-9-1 has no other way back),
 // which is read as the delivery-count; FirstAcquirer is the inverse of the
