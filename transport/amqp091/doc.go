@@ -106,7 +106,9 @@
 // published on the channel that consumes the replies, so a Send whose
 // reply-to is such a token is published on that channel, with reply-to
 // amq.rabbitmq.reply-to, which the broker rewrites into the address the
-// responder replies to.
+// responder replies to. On RabbitMQ 4.0 only a 0-9-1 responder can reply
+// there (direct reply-to is 0-9-1's); a 1.0 requester's reply queue takes
+// replies from either protocol.
 //
 // Conn implements transport.Transactional: Begin opens a channel in
 // tx.select mode; its publishes are enqueued by tx.commit all together or

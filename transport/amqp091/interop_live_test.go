@@ -123,3 +123,52 @@ func TestLiveInterop(t *testing.T) {
 		t.Logf("1.0 -> 0-9-1: headers %v, annotations %v", got.Headers, got.Annotations)
 	})
 }
+
+// TestLiveInteropRequestReply: a request from one protocol answered by a
+// Responder on the other. A 1.0 requester's reply queue is an ordinary
+// queue a 0-9-1 responder publishes to. A 0-9-1 requester's direct
+// reply-to address cannot be answered over 1.0 on RabbitMQ 4.0, which has
+// direct reply-to on 0-9-1 only.
+func TestLiveInteropRequestReply(t *testing.T) {
+	url := livetest.URL(t, "the AMQP 0-9-1 / 1.0 request/reply interop test")
+	c091 := amqpactor.Dial091(url)
+	c10 := amqpactor.Dial(url, amqpactor.WithDialect(amqpactor.RabbitMQ4))
+	run := func(t *testing.T, requester, responder amqpactor.Connector) error {
+		q := amqpactor.Queue(unique("amqp091-interop-rpc"))
+		newSide(t, url).deleteQueue(q.Name())
+		srv := amqpactor.New(responder, amqpactor.WithName(unique("interop-srv")))
+		_, err := srv.Subscribe(q, amqpactor.Responder(func(ctx context.Context, req *amqpactor.Message) (*amqpactor.Message, error) {
+			return &amqpactor.Message{Body: append([]byte("re:"), req.Body...)}, nil
+		}))
+		require.NoError(t, err)
+		cli := amqpactor.New(requester, amqpactor.WithName(unique("interop-cli")))
+		ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+		defer cancel()
+		for _, app := range []*amqpactor.App{srv, cli} {
+			require.NoError(t, app.Start(ctx))
+			t.Cleanup(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+				defer cancel()
+				require.NoError(t, app.Stop(ctx))
+			})
+		}
+		rctx, rcancel := context.WithTimeout(ctx, 3*time.Second)
+		defer rcancel()
+		rep, err := cli.Request(rctx, q, &amqpactor.Message{Body: []byte("ping")})
+		if err != nil {
+			return err
+		}
+		require.Equal(t, "re:ping", string(rep.Body))
+		return nil
+	}
+	t.Run("1.0 requester, 0-9-1 responder", func(t *testing.T) {
+		require.NoError(t, run(t, c10, c091))
+	})
+	t.Run("0-9-1 requester, 1.0 responder", func(t *testing.T) {
+		// RabbitMQ 4.0 has direct reply-to on 0-9-1 only: the reply
+		// published over 1.0 never reaches the requester, who waits out
+		// its context.
+		err := run(t, c091, c10)
+		require.ErrorIs(t, err, context.DeadlineExceeded, "a 0-9-1 request answered over 1.0 (RabbitMQ 4.0)")
+	})
+}
