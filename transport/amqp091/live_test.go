@@ -357,3 +357,55 @@ func TestLiveDeclares(t *testing.T) {
 	}
 	require.True(t, bound, "the subscription queue bound to the topic with #")
 }
+
+// receiverCounters finds the counters of the receiver of the only
+// subscription of app.
+func receiverCounters(t *testing.T, app *amqpactor.App) map[string]uint64 {
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	root, err := app.Tree(ctx)
+	require.NoError(t, err)
+	var found map[string]uint64
+	var walk func(n *amqpactor.Node)
+	walk = func(n *amqpactor.Node) {
+		if n.Kind == "receiver" {
+			found = n.Counters
+		}
+		for _, c := range n.Children {
+			walk(c)
+		}
+	}
+	walk(root)
+	return found
+}
+
+// TestLiveMaxMessageSize: a delivery over WithMaxMessageSize is rejected
+// alone as poison, its handler never called; the subscription goes on.
+func TestLiveMaxMessageSize(t *testing.T) {
+	url := livetest.URL(t, "the AMQP 0-9-1 max message size test")
+	q := amqpactor.Queue(unique("amqp091-big"))
+	newSide(t, url).deleteQueue(q.Name())
+	var mu sync.Mutex
+	var got []int
+	sub := startApp(t, url, func(app *amqpactor.App) {
+		_, err := app.Subscribe(q, func(ctx context.Context, m *amqpactor.Message) error {
+			mu.Lock()
+			got = append(got, len(m.Body))
+			mu.Unlock()
+			return nil
+		}, amqpactor.WithPartitions(1))
+		require.NoError(t, err)
+	}, amqpactor.WithMaxMessageSize(1024))
+	pub := startApp(t, url, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	require.NoError(t, pub.Publish(ctx, q, &amqpactor.Message{Body: make([]byte, 4096)}))
+	require.NoError(t, pub.Publish(ctx, q, &amqpactor.Message{Body: make([]byte, 100)}))
+	require.Eventually(t, func() bool {
+		c := receiverCounters(t, sub)
+		return c["poison"] == 1 && c["rejected"] == 1 && c["accepted"] == 1
+	}, waitFor, 5*time.Millisecond, "one poison rejected, one accepted")
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []int{100}, got, "the handler saw only the small message")
+}
