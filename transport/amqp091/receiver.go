@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -59,7 +60,7 @@ func (s *Session) NewReceiver(ctx context.Context, o transport.ReceiverOptions) 
 	// receiver has one too: it acknowledges each delivery as Receive hands
 	// it out, so the broker never sends more than the window ahead
 	// (automatic acknowledgement would let it send the whole queue).
-	if err := s.conn.call(ctx, s.ch, func() error { return s.ch.Qos(int(min(window, 65535)), 0, false) }); err != nil {
+	if err := s.call(ctx, func() error { return s.ch.Qos(int(min(window, 65535)), 0, false) }); err != nil {
 		return nil, linkError(ctx, r.addr, "attach", err)
 	}
 	return r, nil
@@ -109,6 +110,7 @@ type Receiver struct {
 	started    chan struct{} // closed once basic.consume is answered
 	consumeErr error
 	stopped    atomic.Bool // the runtime stopped taking deliveries
+	deferred   []uint64    // released or modified after it stopped
 }
 
 var _ transport.Receiver = (*Receiver)(nil)
@@ -121,7 +123,7 @@ func (r *Receiver) Address() string { return r.addr }
 func (r *Receiver) consume(ctx context.Context) error {
 	tag := "amqpactor-" + randomToken()
 	var d <-chan rmq.Delivery
-	err := r.s.conn.call(ctx, r.s.ch, func() error {
+	err := r.s.call(ctx, func() error {
 		var err error
 		d, err = r.s.ch.Consume(r.queue, tag, r.autoAck, false, false, false, nil)
 		return err
@@ -248,10 +250,15 @@ func (r *Receiver) take(d *rmq.Delivery) *amqp.Message {
 	}
 	r.mu.Lock()
 	r.received++
-	if !r.settled {
+	closing := r.closing
+	if !r.settled && !closing {
 		r.held[m] = d.DeliveryTag
 	}
 	r.mu.Unlock()
+	if closing && !r.settled {
+		// Taken as the receiver closes: nobody will settle it.
+		_ = r.s.ch.Nack(d.DeliveryTag, false, true)
+	}
 	if r.settled && !r.autoAck {
 		// Settled on arrival, as a pre-settled AMQP 1.0 transfer is: a
 		// failure here is the channel's end, which the next Receive
@@ -273,22 +280,31 @@ func (r *Receiver) Settle(ctx context.Context, m *amqp.Message, o transport.Outc
 	if r.settled {
 		return nil
 	}
+	requeue := o.Kind == transport.Released || (o.Kind == transport.Modified && !o.UndeliverableHere)
 	r.mu.Lock()
+	if r.closing {
+		r.mu.Unlock()
+		// Close has given back what this receiver held.
+		return &transport.LinkError{Address: r.addr, Op: "receive", Err: &amqp.LinkError{}}
+	}
 	tag, ok := r.held[m]
 	delete(r.held, m)
+	deferred := ok && requeue && r.stopped.Load()
+	if deferred {
+		// The runtime takes nothing more from this consumer and will close
+		// it: Close gives the message back, in order, once the consumer is
+		// gone (or the channel's close does, in its place in the queue). A
+		// basic.nack now would have the broker hand it straight back to
+		// this consumer, behind what followed it (an order inversion for a
+		// single-active-consumer queue, seen when a replica stops).
+		r.deferred = append(r.deferred, tag)
+	}
 	r.mu.Unlock()
 	if !ok {
 		return &transport.LinkError{Address: r.addr, Op: "receive",
 			Err: errors.New("settle a message that this receiver does not hold")}
 	}
-	requeue := o.Kind == transport.Released || (o.Kind == transport.Modified && !o.UndeliverableHere)
-	if requeue && r.stopped.Load() {
-		// The runtime takes nothing more from this consumer and will close
-		// it: left unacknowledged, the message goes back with the channel's
-		// close, in its place in the queue. A basic.nack now would have the
-		// broker hand it straight back to this consumer, and the close
-		// would then put it behind what followed it (an order inversion
-		// for a single-active-consumer queue, seen when a replica stops).
+	if deferred {
 		return nil
 	}
 	var err error
@@ -309,16 +325,17 @@ func (r *Receiver) Settle(ctx context.Context, m *amqp.Message, o transport.Outc
 	return nil
 }
 
-// Close ends the consumer; what it holds unacknowledged goes back with the
-// channel's close (the session's), each message in its place in the queue.
-// RabbitMQ 4.0 can lose the last acknowledgements before a channel's close
-// (their messages come back: duplicates), which basic.cancel, answered
-// only once the queue has them, prevents; so Close cancels, and the
-// session's close returns what the consumer held. On a single-active-
-// consumer queue (a partition) cancelling first would let the next
-// consumer take what follows the held messages before them, so there
-// Close closes the channel at once: order kept, duplicates possible (at
-// least once). The direct reply-to consumer is cancelled.
+// Close ends the consumer and gives back what it holds. RabbitMQ 4.0 can
+// lose the last acknowledgements before a channel's close (their messages
+// come back: duplicates), which basic.cancel, answered only once the queue
+// has them, prevents; so Close sends what is acknowledged, cancels, and
+// then gives back in delivery order what the consumer still holds
+// (giveBack). On a single-active-consumer queue (a partition) cancelling
+// first would let the next consumer take what follows the held messages
+// before them, so there Close closes the channel at once, which returns
+// each message in its place: order kept, duplicates possible (at least
+// once). Settle fails once Close has begun. The direct reply-to consumer
+// is only cancelled.
 func (r *Receiver) Close(ctx context.Context) error {
 	ctx, cancel := closeContext(ctx)
 	defer cancel()
@@ -337,7 +354,7 @@ func (r *Receiver) Close(ctx context.Context) error {
 		return nil
 	}
 	if r.sac {
-		if err := r.s.conn.call(ctx, nil, r.s.ch.Close); err != nil && !r.s.ch.IsClosed() {
+		if err := r.s.call(ctx, r.s.ch.Close); err != nil && !r.s.ch.IsClosed() {
 			return linkError(ctx, r.addr, "detach", err)
 		}
 		return nil
@@ -355,8 +372,51 @@ func (r *Receiver) Close(ctx context.Context) error {
 	if !started {
 		return nil
 	}
-	if err := r.s.conn.call(ctx, r.s.ch, func() error { return r.s.ch.Cancel(tag, false) }); err != nil && !r.s.ch.IsClosed() {
+	if err := r.s.call(ctx, func() error { return r.s.ch.Cancel(tag, false) }); err != nil && !r.s.ch.IsClosed() {
 		return linkError(ctx, r.addr, "detach", err)
 	}
+	if !r.autoAck {
+		r.giveBack(ctx)
+	}
 	return nil
+}
+
+// giveBack returns to the queue, in delivery order, what the cancelled
+// consumer still holds: deliveries the runtime never took (amqp091-go
+// hands them over after the cancel), taken and never settled (a link that
+// ended under its handlers), and those released while it stopped. With
+// the consumer gone the broker cannot hand them back to it, and the
+// session, which may get a new consumer, keeps nothing unacknowledged.
+func (r *Receiver) giveBack(ctx context.Context) {
+	var tags []uint64
+	r.mu.Lock()
+	d := r.deliveries
+	r.mu.Unlock()
+	for d != nil {
+		select {
+		case del, ok := <-d:
+			if !ok {
+				d = nil
+				continue
+			}
+			tags = append(tags, del.DeliveryTag)
+		case <-ctx.Done():
+			d = nil
+		case <-r.s.closedCh():
+			return // the channel's end gave everything back
+		}
+	}
+	r.mu.Lock()
+	for _, tag := range r.held {
+		tags = append(tags, tag)
+	}
+	tags = append(tags, r.deferred...)
+	r.held, r.deferred = map[*amqp.Message]uint64{}, nil
+	r.mu.Unlock()
+	slices.Sort(tags)
+	for _, tag := range tags {
+		if err := r.s.ch.Nack(tag, false, true); err != nil {
+			return // the channel has ended, which gives them back
+		}
+	}
 }

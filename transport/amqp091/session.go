@@ -25,6 +25,22 @@ type Session struct {
 
 	endMu  sync.Mutex
 	endErr error
+
+	// rpc serialises the synchronous methods on the channel: amqp091-go
+	// hands a reply to whichever call waits, so two at once (a consumer
+	// cancelled while its successor's basic.qos is under way) could each
+	// take the other's reply.
+	rpc sync.Mutex
+}
+
+// call runs f, a synchronous method on the channel, one at a time and
+// bounded by ctx (see Conn.call).
+func (s *Session) call(ctx context.Context, f func() error) error {
+	return s.conn.call(ctx, s.ch, func() error {
+		s.rpc.Lock()
+		defer s.rpc.Unlock()
+		return f()
+	})
 }
 
 var _ transport.Session = (*Session)(nil)
@@ -89,7 +105,7 @@ func (s *Session) closedCh() <-chan struct{} { return s.done }
 func (s *Session) Close(ctx context.Context) error {
 	ctx, cancel := closeContext(ctx)
 	defer cancel()
-	err := s.conn.call(ctx, nil, s.ch.Close)
+	err := s.call(ctx, s.ch.Close)
 	if err != nil && !errors.Is(err, rmq.ErrClosed) && !s.ch.IsClosed() {
 		return fmt.Errorf("amqpactor: close channel on %s: %w", s.conn.c.redacted, err)
 	}
@@ -109,7 +125,7 @@ func (s *Session) publisher(ctx context.Context) (*publisher, error) {
 	// follows it, so a return is always recorded before its confirm.
 	confirms := s.ch.NotifyPublish(make(chan rmq.Confirmation))
 	returns := s.ch.NotifyReturn(make(chan rmq.Return))
-	if err := s.conn.call(ctx, s.ch, func() error { return s.ch.Confirm(false) }); err != nil {
+	if err := s.call(ctx, func() error { return s.ch.Confirm(false) }); err != nil {
 		return nil, err
 	}
 	go p.run(confirms, returns)
