@@ -26,10 +26,10 @@ type Session struct {
 	endMu  sync.Mutex
 	endErr error
 
-	// rpc serialises the synchronous methods on the channel: amqp091-go
-	// hands a reply to whichever call waits, so two at once (a consumer
-	// cancelled while its successor's basic.qos is under way) could each
-	// take the other's reply.
+	// rpc serialises the synchronous methods on the channel, and
+	// publishes with them: amqp091-go hands a reply to whichever call
+	// waits, so two at once (a consumer cancelled while its successor's
+	// basic.qos is under way) could each take the other's reply.
 	rpc sync.Mutex
 }
 
@@ -275,7 +275,13 @@ func (p *publisher) publish(ctx context.Context, r route, pub rmq.Publishing, tr
 	}
 	p.pending[seq] = e
 	p.mu.Unlock()
-	if err := p.s.ch.PublishWithContext(ctx, r.exchange, r.key, true, false, pub); err != nil {
+	// amqp091-go writes a publish frame by frame; a method another
+	// goroutine sends on the same channel meanwhile (the direct reply-to
+	// consumer's basic.cancel) would land inside it.
+	p.s.rpc.Lock()
+	err := p.s.ch.PublishWithContext(ctx, r.exchange, r.key, true, false, pub)
+	p.s.rpc.Unlock()
+	if err != nil {
 		p.mu.Lock()
 		delete(p.pending, seq)
 		p.mu.Unlock()
