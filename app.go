@@ -33,7 +33,8 @@ type App struct {
 
 	mu        sync.Mutex
 	connector Connector
-	state     int // stateNew, stateStarting, stateStarted, stateStopped
+	checker   atomic.Pointer[messageChecker] // the connector's, or nil
+	state     int                            // stateNew, stateStarting, stateStarted, stateStopped
 	// startDone is closed when a Start returns; startErr is why it failed.
 	startDone chan struct{}
 	startErr  error
@@ -98,6 +99,7 @@ func errNil(op, what string) error {
 // makes Start (and every address check) fail.
 func New(c Connector, opts ...Option) *App {
 	a := &App{connector: c, names: map[string]int{}, startDone: make(chan struct{}), stopDone: make(chan struct{})}
+	a.setChecker(c)
 	a.stopCtx, a.stopCancel = context.WithCancel(context.Background())
 	for _, o := range opts {
 		if o != nil {
@@ -138,8 +140,23 @@ func (a *App) ReplaceConnector(c Connector) error {
 		return errors.New("amqpactor: ReplaceConnector after Start")
 	}
 	a.connector = c
+	a.setChecker(c)
 	a.addrCache.Clear()
 	return nil
+}
+
+// messageChecker is implemented by a Connector whose wire cannot carry
+// every message (AMQP 0-9-1 has no amqp-value body, no unsigned 64-bit
+// header): a publish it refuses fails at once with its reason, rather than
+// reaching a sender, which takes every failed send for a lost link and
+// tries again.
+type messageChecker interface {
+	CheckMessage(m *amqp.Message) error
+}
+
+func (a *App) setChecker(c Connector) {
+	mc, _ := c.(messageChecker)
+	a.checker.Store(&mc)
 }
 
 func (a *App) checkAddress(addr Address, role address.Role) error {
@@ -903,6 +920,12 @@ func (a *App) publishRaw(ctx context.Context, addr Address, raw *amqp.Message, s
 func (a *App) send(ctx context.Context, call *publishCall, addr Address, raw *amqp.Message, settled, reply bool) error {
 	if addr.Kind() == address.KindPartitioned {
 		addr = a.partitionOf(addr, groupOf(raw))
+	}
+	if mc := a.checker.Load(); mc != nil && *mc != nil {
+		if err := (*mc).CheckMessage(raw); err != nil {
+			call.release()
+			return fmt.Errorf("amqpactor: publish to %s: %w", addr, err)
+		}
 	}
 	env, ch, err := a.running(ctx)
 	if err != nil {

@@ -301,7 +301,7 @@ func (a *App) AsyncAPI() ([]byte, error) {
 			Description: "The addresses the amqpactor App " + strconv.Quote(name) + " subscribes on and publishes to, " +
 				"generated at run time. Each channel's and operation's " + BindingName + " binding says how the App " +
 				"uses the address over AMQP 1.0."},
-		Servers:    map[string]*apiServer{"broker": serverOf(connector.String(), dialect)},
+		Servers:    map[string]*apiServer{"broker": protocolOf(connector, serverOf(connector.String(), dialect))},
 		Channels:   map[string]*apiChannel{},
 		Operations: map[string]*apiOperation{},
 	}
@@ -593,6 +593,15 @@ func receiveBindingOf(d Dialect, s *Subscription) *receiveBinding {
 		rb.Retry = r
 	}
 	return rb
+}
+
+// protocolOf sets the protocol version of a connector that says it speaks
+// another AMQP than 1.0 (Dial091: 0.9.1).
+func protocolOf(c Connector, srv *apiServer) *apiServer {
+	if p, ok := c.(interface{ ProtocolVersion() string }); ok {
+		srv.ProtocolVersion = p.ProtocolVersion()
+	}
+	return srv
 }
 
 // serverOf describes the connector. Its String never holds a password; the

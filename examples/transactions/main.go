@@ -3,12 +3,14 @@
 // A transfer between two ledgers is published as a debit and a credit in
 // one transaction; a second transfer fails half-way and is rolled back.
 //
-// The in-process broker has transactions. On a live broker go-amqp has no
-// coordinator link yet, so Transaction returns an error that
+// The in-process broker has transactions, and so has RabbitMQ over AMQP
+// 0-9-1 (-amqp091: Dial091, tx.select). Over AMQP 1.0 on a live broker
+// go-amqp has no coordinator link yet, so Transaction returns an error that
 // errors.Is(err, amqpactor.ErrNotSupported); the example says so and exits 0.
 //
 //	go run ./examples/transactions
 //	go run ./examples/transactions -url amqp://guest:guest@127.0.0.1:5673/
+//	go run ./examples/transactions -url amqp://guest:guest@127.0.0.1:5673/ -amqp091
 package main
 
 import (

@@ -100,6 +100,21 @@ type Features struct {
 	// annotations rather than the runtime's failure annotations. Without
 	// it the runtime publishes the copy, and the suite asserts them.
 	BrokerDeadLetters bool
+	// ReleaseCounts: a released message comes back with its delivery-count
+	// one higher, like a modified one (RabbitMQ over AMQP 0-9-1: a
+	// basic.nack with requeue, or a closed channel, is the only way back,
+	// and quorum queues count every one in x-delivery-count; a message
+	// released as its consumer closes may be counted twice, when the
+	// broker hands it back to that consumer before the close returns it).
+	// Without it released leaves the count as it was.
+	ReleaseCounts bool
+	// AMQP091: the broker is reached over AMQP 0-9-1, whose messages have
+	// fewer types than AMQP 1.0's (transport/amqp091 documents the
+	// mapping). The round trip then asserts that mapping: header values as
+	// a 0-9-1 field table holds them (a uint64 beyond int64 refused at
+	// publish, unsigned 64-bit and UUID values as int64 and string, a
+	// timestamp to the second) and an amqp-value body refused at publish.
+	AMQP091 bool
 }
 
 // Run runs the whole suite on f. Every subtest makes its own connector, its

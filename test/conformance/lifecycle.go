@@ -201,7 +201,14 @@ func testStopWithoutDeadline(e *env) {
 	e.eventually(func() bool { return rec.by("b") == 1 }, "the held message redelivered")
 	calls := rec.of("stuck")
 	require.Len(e, calls, 2)
-	require.Zero(e, calls[1].m.DeliveryCount, "released: the delivery-count is unchanged")
+	if e.f.Features.ReleaseCounts {
+		// Released while its consumer was still open, the message may be
+		// handed straight back to it and come back once more with the
+		// closing channel: each return is counted.
+		require.GreaterOrEqual(e, calls[1].m.DeliveryCount, uint32(1), "released: counted (Features.ReleaseCounts)")
+	} else {
+		require.Zero(e, calls[1].m.DeliveryCount, "released: the delivery-count is unchanged")
+	}
 	if br, ok := e.hooks(); ok {
 		e.eventually(func() bool { return br.Unsettled(q.Name()) == 0 }, "nothing out for delivery")
 		require.Empty(e, br.DeadLetters(q.Name()), "nothing rejected")

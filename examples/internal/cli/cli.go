@@ -21,6 +21,7 @@ import (
 type Broker struct {
 	URL     string
 	Dialect string
+	AMQP091 bool
 }
 
 // Flags registers -url and -dialect on the default flag set.
@@ -28,16 +29,21 @@ func Flags() *Broker {
 	b := &Broker{}
 	flag.StringVar(&b.URL, "url", "", "AMQP URL of a live broker (empty: the in-process broker)")
 	flag.StringVar(&b.Dialect, "dialect", "rabbitmq4", "dialect of the live broker: artemis, rabbitmq4 or servicebus")
+	flag.BoolVar(&b.AMQP091, "amqp091", false, "speak AMQP 0-9-1 to the live broker, which must be RabbitMQ (Dial091)")
 	return b
 }
 
 // Live reports whether the example runs on a live broker.
 func (b *Broker) Live() bool { return b.URL != "" }
 
-// Connector returns the in-process broker, or Dial for -url.
+// Connector returns the in-process broker, or Dial for -url (Dial091 with
+// -amqp091).
 func (b *Broker) Connector(containerID string) (amqpactor.Connector, error) {
 	if b.URL == "" {
 		return inproc.New(), nil
+	}
+	if b.AMQP091 {
+		return amqpactor.Dial091(b.URL, amqpactor.WithContainerID(containerID+"-"+RunID())), nil
 	}
 	d := map[string]amqpactor.Dialect{"artemis": amqpactor.Artemis, "rabbitmq4": amqpactor.RabbitMQ4, "servicebus": amqpactor.ServiceBus}
 	dl, ok := d[strings.ToLower(b.Dialect)]

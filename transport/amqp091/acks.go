@@ -1,0 +1,165 @@
+package amqp091
+
+import "sync"
+
+// maxDoneGap bounds how many settled delivery tags the acker remembers past
+// one that is still unsettled; beyond it it stops coalescing and sends
+// every acknowledgement on its own, which needs no memory.
+const maxDoneGap = 1 << 16
+
+// acker sends a consumer's acknowledgements, several at a time where it
+// can: one basic.ack with multiple=true for a run of delivery tags that are
+// all settled. Each basic.ack is a command to a quorum queue, and RabbitMQ
+// 4.0 can lose the last of them when a channel closes right after (their
+// messages come back), the more so the more are in flight; fewer, larger
+// acknowledgements leave less to lose and cost the broker less.
+//
+// Acknowledgements are handed to a goroutine of its own (run), so that
+// those the settler produces while one is being written go out together.
+// A multiple acknowledgement only ever covers tags that are settled
+// (acknowledged or negatively acknowledged already): a message still
+// being handled, or held back for the channel's close, stops the run.
+type acker struct {
+	send func(tag uint64, multiple bool) error
+
+	mu      sync.Mutex
+	pending []uint64 // acknowledged by the runtime, not sent yet
+	wake    chan struct{}
+	done    chan struct{} // closed by stop
+
+	sendMu  sync.Mutex // orders every frame acker sends; guards what follows
+	next    uint64     // the lowest tag not known settled (tags start at 1)
+	settled map[uint64]bool
+	single  bool // too many settled past a gap: no more coalescing
+}
+
+func newAcker(send func(tag uint64, multiple bool) error) *acker {
+	return &acker{send: send, next: 1, settled: map[uint64]bool{}, wake: make(chan struct{}, 1), done: make(chan struct{})}
+}
+
+// ack queues the acknowledgement of tag.
+func (a *acker) ack(tag uint64) {
+	a.mu.Lock()
+	a.pending = append(a.pending, tag)
+	a.mu.Unlock()
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+}
+
+// nack sends a negative acknowledgement of tag now (through f), in order
+// with the acknowledgements sent before it, and counts tag as settled.
+func (a *acker) nack(tag uint64, f func() error) error {
+	a.sendMu.Lock()
+	defer a.sendMu.Unlock()
+	if err := f(); err != nil {
+		return err
+	}
+	a.markLocked(tag)
+	a.advanceLocked()
+	return nil
+}
+
+// run sends what is queued until stop, or until gone is closed (the
+// channel has ended).
+func (a *acker) run(gone <-chan struct{}) {
+	for {
+		select {
+		case <-a.wake:
+			_ = a.flush()
+		case <-a.done:
+			return
+		case <-gone:
+			return
+		}
+	}
+}
+
+// stop ends run; what is still queued is for flush.
+func (a *acker) stop() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	select {
+	case <-a.done:
+	default:
+		close(a.done)
+	}
+}
+
+// flush sends every queued acknowledgement: one multiple acknowledgement
+// for those that extend the run of settled tags from next, one each for
+// the others. The first error is returned (the channel has ended).
+func (a *acker) flush() error {
+	a.sendMu.Lock()
+	defer a.sendMu.Unlock()
+	a.mu.Lock()
+	tags := a.pending
+	a.pending = nil
+	a.mu.Unlock()
+	if len(tags) == 0 {
+		return nil
+	}
+	var first error
+	sendOne := func(tag uint64, multiple bool) {
+		if err := a.send(tag, multiple); err != nil && first == nil {
+			first = err
+		}
+	}
+	if a.single {
+		for _, t := range tags {
+			sendOne(t, false)
+		}
+		return first
+	}
+	inRun := map[uint64]bool{}
+	for _, t := range tags {
+		inRun[t] = true
+		a.settled[t] = true
+	}
+	// The run of settled tags from next: those of tags in it go out as one
+	// acknowledgement up to the highest of them, which is unacknowledged
+	// on the broker until this very frame.
+	var upTo uint64
+	for a.settled[a.next] {
+		if inRun[a.next] {
+			upTo = a.next
+			delete(inRun, a.next)
+		}
+		delete(a.settled, a.next)
+		a.next++
+	}
+	if upTo > 0 {
+		sendOne(upTo, true)
+	}
+	for _, t := range tags {
+		if inRun[t] {
+			// Past a gap: on its own, and remembered as settled until the
+			// run reaches it.
+			sendOne(t, false)
+		}
+	}
+	if len(a.settled) > maxDoneGap {
+		a.single, a.settled = true, nil
+	}
+	return first
+}
+
+func (a *acker) markLocked(tag uint64) {
+	if !a.single && tag >= a.next {
+		a.settled[tag] = true
+	}
+}
+
+func (a *acker) advanceLocked() {
+	if a.single {
+		return
+	}
+	for a.settled[a.next] {
+		delete(a.settled, a.next)
+		a.next++
+	}
+	if len(a.settled) > maxDoneGap {
+		a.single, a.settled = true, nil
+	}
+}

@@ -1,0 +1,156 @@
+// Package amqp091 is the second implementation of the transport seam:
+// RabbitMQ over AMQP 0-9-1, with github.com/rabbitmq/amqp091-go on the
+// wire. amqpactor.Dial091 returns its Connector; the same App, handlers,
+// options and actor tree run on it as on amqpwire (AMQP 1.0).
+//
+// # Connections and channels
+//
+// Config is amqpwire.Config, so every DialOption means the same: the URL
+// (the userinfo ends at the last '@'; the path is the virtual host), TLS
+// (verified by default), SASL from the URL (PLAIN), ANONYMOUS or EXTERNAL,
+// the refusal of PLAIN in clear text to a remote host, the container id
+// (sent as the connection name, which RabbitMQ shows), the logger, and no
+// password in any error, log line or String. IdleTimeout sets the
+// heartbeat to two thirds of it, in whole seconds (30 s without one):
+// amqp091-go declares a broker silent for one and a half heartbeats gone,
+// so a silent broker is given up on after about IdleTimeout.
+//
+// The socket goes through amqpwire's write coalescer (amqpwire.Coalesce):
+// amqp091-go flushes every frame with its own system call, and under load
+// the frames of a burst share one instead.
+//
+// A transport.Session is one channel. The actors already give every
+// subscription a session of its own, the publisher one for all its senders,
+// and requests and transactions theirs, so each owns its channel. A channel
+// the broker closes fails what runs on it with a *amqp.SessionError (the
+// broker's reply code, as an AMQP 1.0 condition, in RemoteErr), which the
+// actors treat as a lost session: they open a new one with backoff. A
+// closed connection is a *amqp.ConnError the same way. A consumer the
+// broker cancels (its queue deleted) ends its link only (*amqp.LinkError,
+// amqp:resource-deleted). Nothing of amqp091-go's own recovery is used.
+//
+// # Addresses
+//
+// Addresses are validated as RabbitMQ 4 spells them over AMQP 1.0, and
+// declared before use, each on a channel of its own (a refused declaration
+// closes its channel in 0-9-1, never one in use):
+//
+//   - Queue(name): a durable quorum queue (classic with WithClassicQueue),
+//     published to through the default exchange with the queue's name as
+//     routing key; dead-letter and further queue arguments as on amqpwire.
+//   - Topic(name): a durable topic exchange, published to with the empty
+//     routing key; a subscription consumes from its own exclusive,
+//     auto-delete queue NAME.SUBSCRIPTION bound with "#".
+//   - Raw("exchange/routing-key"): published as given, after checking
+//     that the exchange exists (publishing to a missing one would close
+//     the channel); RabbitMQ 4's "/queues/NAME" and "/exchanges/NAME/KEY"
+//     forms and a name without '/' (a queue, a reply address) are
+//     understood too. A raw source is a queue that must exist.
+//
+// # Publishing
+//
+// The publisher's channel is in confirm mode: each Send writes a mandatory
+// basic.publish and returns a Receipt at once, so publishes pipeline and
+// each waits for its own confirm: basic.ack is accepted, basic.nack
+// rejected, and a basic.return (no queue took it) released with
+// amqp:not-found and the reply code, which App.Publish returns as an
+// *OutcomeError: an unroutable message is never dropped silently. A return
+// carries no sequence number; it is matched to the earliest unconfirmed
+// publish with the same exchange, routing key and message-id.
+// Publishes still unconfirmed when the channel ends fail with its
+// *amqp.SessionError, and the sender actor sends them again, with the same
+// message-id, once its publisher has a new channel.
+//
+// # Consuming
+//
+// A receiver sets its channel's prefetch to its credit window with
+// basic.qos (per consumer) and starts its consumer on the first
+// IssueCredit; Receive hands out no more deliveries than credit has been
+// granted, so a paused subscription receives nothing and a slow handler
+// holds at most the window unacknowledged. A pre-settled (at-most-once)
+// receiver has the same window and acknowledges each delivery as Receive
+// hands it out, before its handler runs: automatic acknowledgement would
+// let the broker push the whole queue into the client. Settle maps
+// outcomes:
+//
+//	accepted                      basic.ack
+//	rejected                      basic.nack requeue=false (dead-lettered or dropped)
+//	released                      basic.nack requeue=true
+//	modified                      basic.nack requeue=true
+//	modified{undeliverable-here}  basic.nack requeue=false, as RabbitMQ 4 does over AMQP 1.0
+//
+// Acknowledgements go out from a goroutine of the consumer's own, as one
+// basic.ack with multiple=true for each run of settled delivery tags
+// (acks.go), since RabbitMQ 4.0 can lose the last acknowledgements before a
+// channel's close. Once the runtime stops taking deliveries (a drain), what
+// it releases or modifies stays unacknowledged: a basic.nack then would
+// have the broker hand it straight back to the same consumer, out of its
+// place. Receiver.Close cancels the consumer (its acknowledgements are then
+// safe) and the session's close gives back what it held; a partition's
+// consumer (single active consumer) closes its channel at once instead, so
+// that the next consumer cannot take what follows before what it held.
+// Closing the channel gives back what it held, marked redelivered, each
+// message in its place in the queue. Quorum
+// queues count every message that comes back in x-delivery-count, released
+// ones and those of a closed channel too (0-9-1 has no other way back),
+// which is read as the delivery-count; FirstAcquirer is the inverse of the
+// redelivered flag. A message over Config.MaxMessageSize arrives as a
+// poison message (transport.Poison), which the runtime rejects alone; it
+// has been read whole by then, as 0-9-1 has no way to refuse it earlier.
+//
+// # Request/reply and transactions
+//
+// A Dynamic receiver consumes RabbitMQ's direct reply-to
+// (amq.rabbitmq.reply-to), no queue, with automatic acknowledgement; its
+// Address is a token for this connection. Direct reply-to needs the request
+// published on the channel that consumes the replies, so a Send whose
+// reply-to is such a token is published on that channel, with reply-to
+// amq.rabbitmq.reply-to, which the broker rewrites into the address the
+// responder replies to. On RabbitMQ 4.0 only a 0-9-1 responder can reply
+// there (direct reply-to is 0-9-1's); a 1.0 requester's reply queue takes
+// replies from either protocol.
+//
+// Conn implements transport.Transactional: Begin opens a channel in
+// tx.select mode; its publishes are enqueued by tx.commit all together or
+// by tx.rollback not at all, and the channel is closed with either. They
+// are not mandatory: a return in a transaction would have nobody to go to.
+//
+// # Message mapping
+//
+// No envelope: the body goes as it is, and the AMQP 1.0 fields the runtime
+// uses map onto 0-9-1 properties, as RabbitMQ 4 itself converts between
+// the protocols where it does:
+//
+//	AMQP 1.0 (amqpactor.Message)  AMQP 0-9-1
+//	body (one or more data)        body (an amqp-value body is refused at Publish)
+//	message-id, correlation-id     message-id, correlation-id; a ulong, uuid or binary id
+//	                               in text, its type in header x-amqp-1.0-message-id-type
+//	                               (x-amqp-1.0-correlation-id-type)
+//	content-type, content-encoding content-type, content-encoding
+//	reply-to                       reply-to
+//	subject                        type
+//	user-id                        user-id (RabbitMQ checks it against the user)
+//	group-id                       app-id (RabbitMQ 4's own conversion)
+//	creation-time                  timestamp (seconds); milliseconds in header x-amqp-1.0-creation-time
+//	to, reply-to-group-id,         headers x-amqp-1.0-to, x-amqp-1.0-reply-to-group-id,
+//	group-sequence,                x-amqp-1.0-group-sequence,
+//	absolute-expiry-time           x-amqp-1.0-absolute-expiry-time (milliseconds)
+//	header durable                 delivery-mode 2 (1 otherwise)
+//	header priority                priority (0 read back as 1.0's default, 4)
+//	header ttl                     expiration (milliseconds)
+//	header delivery-count          x-delivery-count (a quorum queue's own on redelivery)
+//	header first-acquirer          not redelivered
+//	application-properties         headers
+//	message-annotations "x-..."    headers "x-..." (read back as annotations)
+//
+// A header value a 0-9-1 field table cannot hold is refused at Publish
+// (a uint64 beyond int64); uint and uint64 go as int64, a UUID or symbol as
+// a string, a time to the second. Headers whose name starts with "x-" are
+// read back as annotations, as RabbitMQ hands them to an AMQP 1.0 reader.
+// Crossing to an AMQP 1.0 reader through RabbitMQ 4, everything above but
+// the subject (RabbitMQ gives type as the annotation x-basic-type) and the
+// x-amqp-1.0-* headers (annotations there) arrives as it was sent; from an
+// AMQP 1.0 publisher RabbitMQ drops subject, to, group-sequence,
+// reply-to-group-id and absolute-expiry-time, and a binary header arrives
+// as a string.
+package amqp091

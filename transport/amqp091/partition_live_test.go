@@ -1,0 +1,41 @@
+package amqp091_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/amqpactor/amqpactor"
+	"github.com/amqpactor/amqpactor/internal/fleettest"
+	"github.com/amqpactor/amqpactor/internal/livetest"
+)
+
+// TestLivePartitionedFleet091 is test/live's TestPartitionedFleet on
+// Dial091: Partitioned(name, 8) with three replicas, 16 groups × 500
+// messages, the busiest replica stopped mid-stream and a fourth started:
+// nothing lost, no group out of order, no partition queue handled by two
+// replicas at once (x-single-active-consumer over 0-9-1).
+func TestLivePartitionedFleet091(t *testing.T) {
+	url := livetest.URL(t, "the AMQP 0-9-1 partitioned fleet test")
+	addr := amqpactor.Partitioned(unique("amqp091-orders"), 8)
+	s := newSide(t, url)
+	for i := range addr.Partitions() {
+		s.deleteQueue(addr.Partition(i).Name())
+	}
+	res := fleettest.Run(t, fleettest.Config{
+		Addr:    addr,
+		AppName: unique("amqp091-orders-svc"),
+		NewApp: func(name string) *amqpactor.App {
+			return amqpactor.New(amqpactor.Dial091(url), amqpactor.WithName(name))
+		},
+	})
+	t.Log(res)
+	require.Equal(t, 8000, res.Published)
+	require.Zero(t, res.Lost, res.String())
+	require.Zero(t, res.Inversions, res.String())
+	require.Zero(t, res.Overlaps, res.String())
+	require.Positive(t, res.Handovers, "the stopped replica held partitions: "+res.String())
+	for i := range addr.Partitions() {
+		require.Zero(t, s.depth(addr.Partition(i).Name()), "partition queue %d left with messages", i)
+	}
+}
