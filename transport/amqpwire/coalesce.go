@@ -34,6 +34,7 @@ type coalescingConn struct {
 	disp     int       // where the last frame of buf starts when it is a disposition, else -1
 	dispF    dispFrame // that disposition (dispmerge.go)
 	folded   uint64    // dispositions folded into the one before, for the tests
+	fold     bool      // the stream is go-amqp's, one AMQP 1.0 frame per Write: fold dispositions
 	spare    []byte    // the flusher's buffer, reused
 	err      error     // sticky: the first write error, or net.ErrClosed
 	closing  bool
@@ -55,9 +56,10 @@ const (
 // performative among them) to reach the socket. A variable for the tests.
 var closeFlushTimeout = 2 * time.Second
 
-func coalesce(c net.Conn) *coalescingConn {
+func coalesce(c net.Conn, fold bool) *coalescingConn {
 	cc := &coalescingConn{
 		Conn:  c,
+		fold:  fold,
 		wake:  make(chan struct{}, 1),
 		space: make(chan struct{}, 1),
 		done:  make(chan struct{}),
@@ -97,6 +99,10 @@ func (c *coalescingConn) Write(p []byte) (int, error) {
 // before it where that means the same (dispmerge.go). go-amqp writes one
 // frame per Write, so p is a whole frame or something that is not folded.
 func (c *coalescingConn) appendFrame(p []byte) {
+	if !c.fold {
+		c.buf = append(c.buf, p...)
+		return
+	}
 	d, ok := parseDisposition(p)
 	switch {
 	case !ok:

@@ -71,7 +71,7 @@ func (r *recordingConn) snapshot() ([]byte, int) {
 
 func TestCoalesceKeepsOrderAndBytes(t *testing.T) {
 	rc := newRecordingConn()
-	c := coalesce(rc)
+	c := coalesce(rc, true)
 	var want bytes.Buffer
 	for i := range 5000 {
 		p := bytes.Repeat([]byte{byte(i)}, 1+i%97)
@@ -91,7 +91,7 @@ func TestCoalesceBatchesWhileTheSocketIsBusy(t *testing.T) {
 	rc := newRecordingConn()
 	gate := make(chan struct{})
 	rc.gate = gate
-	c := coalesce(rc)
+	c := coalesce(rc, true)
 	defer c.Close()
 
 	_, err := c.Write([]byte("first"))
@@ -115,7 +115,7 @@ func TestCoalesceBatchesWhileTheSocketIsBusy(t *testing.T) {
 func TestCoalesceBackpressureHonoursTheWriteDeadline(t *testing.T) {
 	rc := newRecordingConn()
 	rc.gate = make(chan struct{}) // never opened: the socket is stuck
-	c := coalesce(rc)
+	c := coalesce(rc, true)
 	defer c.Close()
 
 	_, err := c.Write([]byte("x"))
@@ -133,7 +133,7 @@ func TestCoalesceWriteErrorIsSticky(t *testing.T) {
 	rc := newRecordingConn()
 	boom := errors.New("connection reset")
 	rc.err = boom
-	c := coalesce(rc)
+	c := coalesce(rc, true)
 	defer c.Close()
 
 	_, err := c.Write([]byte("lost"))
@@ -148,7 +148,7 @@ func TestCoalesceWriteErrorIsSticky(t *testing.T) {
 // does not hang on a stuck socket.
 func TestCoalesceCloseFlushesAndIsBounded(t *testing.T) {
 	rc := newRecordingConn()
-	c := coalesce(rc)
+	c := coalesce(rc, true)
 	_, err := c.Write([]byte("close-frame"))
 	require.NoError(t, err)
 	require.NoError(t, c.Close())
@@ -162,7 +162,7 @@ func TestCoalesceCloseFlushesAndIsBounded(t *testing.T) {
 	defer func() { closeFlushTimeout = old }()
 	stuck := newRecordingConn()
 	stuck.gate = make(chan struct{})
-	c = coalesce(stuck)
+	c = coalesce(stuck, true)
 	_, err = c.Write([]byte("never written"))
 	require.NoError(t, err)
 	<-stuck.entered
@@ -198,7 +198,7 @@ func TestCoalesceOverTCP(t *testing.T) {
 	}()
 	raw, err := net.Dial("tcp", ln.Addr().String())
 	require.NoError(t, err)
-	c := coalesce(raw)
+	c := coalesce(raw, true)
 	data := want.Bytes()
 	for i := 0; i < 2000; i++ {
 		n := 1 + i%200

@@ -188,7 +188,7 @@ func (c *connector) connect(ctx context.Context, t *target) (*Conn, error) {
 	if c.cfg.Dialect == address.RabbitMQ4 && ep.vhost != "" {
 		hostname = "vhost:" + ep.vhost
 	}
-	wire := coalesce(netConn)
+	wire := coalesce(netConn, true) // go-amqp writes one AMQP 1.0 frame per Write
 	// go-amqp reads through the guard, which checks every delivery before
 	// go-amqp decodes it (guard.go); it writes through the coalescer.
 	g := newGuard(wire, c.cfg.MaxMessageSize, nil)

@@ -56,7 +56,7 @@ func goDisp(ch uint16, role bool, first uint32, last *uint32, settled bool, stat
 // fold runs frames through the coalescer's queueing, as if written while
 // the flusher was busy, and returns the bytes it would write.
 func fold(frames ...[]byte) []byte {
-	c := &coalescingConn{disp: -1}
+	c := &coalescingConn{disp: -1, fold: true}
 	for _, f := range frames {
 		c.appendFrame(f)
 	}
@@ -172,6 +172,25 @@ func meaning(t *testing.T, b []byte) []action {
 }
 
 func u32(v uint32) *uint32 { return &v }
+
+// The exported Coalesce is for other protocols' streams, which a buffered
+// writer cuts anywhere: bytes that look like dispositions pass as written.
+func TestCoalesceExportedNeverFolds(t *testing.T) {
+	var in [][]byte
+	for id := range uint32(10) {
+		in = append(in, goDisp(1, true, id, nil, true, accepted))
+	}
+	c := &coalescingConn{disp: -1}
+	for _, f := range in {
+		c.appendFrame(f)
+	}
+	require.Equal(t, bytes.Join(in, nil), c.buf)
+	a, b := net.Pipe()
+	defer b.Close()
+	cc := Coalesce(a)
+	require.False(t, cc.(*coalescingConn).fold)
+	require.NoError(t, cc.Close())
+}
 
 func TestFoldContiguousAcceptsIntoOneRange(t *testing.T) {
 	var in [][]byte
