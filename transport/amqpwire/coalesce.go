@@ -30,13 +30,12 @@ type coalescingConn struct {
 	done  chan struct{} // the flusher has returned
 
 	mu       sync.Mutex
-	buf      []byte    // pending bytes, in Write order
-	disp     int       // where the last frame of buf starts when it is a disposition, else -1
-	dispF    dispFrame // that disposition (dispmerge.go)
-	folded   uint64    // dispositions folded into the one before, for the tests
-	fold     bool      // the stream is go-amqp's, one AMQP 1.0 frame per Write: fold dispositions
-	spare    []byte    // the flusher's buffer, reused
-	err      error     // sticky: the first write error, or net.ErrClosed
+	buf      []byte // pending bytes, in Write order
+	folds    folds  // the dispositions in buf later ones may fold into (dispmerge.go)
+	folded   uint64 // dispositions folded into an earlier one, for the tests
+	fold     bool   // the stream is go-amqp's, one AMQP 1.0 frame per Write: fold dispositions
+	spare    []byte // the flusher's buffer, reused
+	err      error  // sticky: the first write error, or net.ErrClosed
 	closing  bool
 	deadline time.Time // the write deadline the user set, for a Write that must wait
 	closed   sync.Once
@@ -63,7 +62,6 @@ func coalesce(c net.Conn, fold bool) *coalescingConn {
 		wake:  make(chan struct{}, 1),
 		space: make(chan struct{}, 1),
 		done:  make(chan struct{}),
-		disp:  -1,
 	}
 	go cc.flush()
 	return cc
@@ -95,29 +93,19 @@ func (c *coalescingConn) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// appendFrame queues p, folding a disposition into the one queued just
-// before it where that means the same (dispmerge.go). go-amqp writes one
+// appendFrame queues p, folding a disposition into an earlier one of its
+// session where that means the same (dispmerge.go). go-amqp writes one
 // frame per Write, so p is a whole frame or something that is not folded.
 func (c *coalescingConn) appendFrame(p []byte) {
 	if !c.fold {
 		c.buf = append(c.buf, p...)
 		return
 	}
-	d, ok := parseDisposition(p)
-	switch {
-	case !ok:
-		c.buf = append(c.buf, p...)
-		c.disp = -1
-	case c.disp >= 0 && canFold(c.dispF, c.buf[c.disp:], d, p):
-		first := c.dispF.first
-		c.buf, c.dispF.tail = appendDisposition(c.buf[:c.disp], d.channel, d.role, first, d.last, p[d.tail:], d.tailFields)
-		c.dispF.last = d.last
+	if c.foldInto(p) {
 		c.folded++
-	default:
-		c.disp = len(c.buf)
-		c.buf = append(c.buf, p...)
-		c.dispF = d
+		return
 	}
+	c.buf = append(c.buf, p...)
 }
 
 func (c *coalescingConn) waitSpace(deadline time.Time) bool {
@@ -166,7 +154,7 @@ func (c *coalescingConn) flush() {
 			}
 			out := c.buf
 			c.buf, c.spare = c.spare[:0], out
-			c.disp = -1
+			c.folds.n = 0
 			c.mu.Unlock()
 			c.signalSpace()
 

@@ -10,13 +10,137 @@ import (
 // disposition per message. A disposition names a range of delivery-ids
 // (first..last) and means exactly the same as one disposition per id of
 // the range with the same role, settled flag and state. The coalescer
-// therefore folds a disposition into the one just before it in the
-// pending bytes when nothing was written between them, both are on the
-// same channel (session) with the same role and byte-identical settled,
-// state and batchable fields, and the new range starts where the old one
-// ends. Only go-amqp's encoding of a disposition (and the one written
-// here) is folded; any other frame, or a disposition with anything
-// unexpected, passes through as written.
+// therefore folds a disposition into an earlier one of the same session
+// (channel) in the pending bytes when both have the same role and
+// byte-identical settled, state and batchable fields, and the new range
+// starts where the old one ends.
+//
+// Frames of one session never change order: any other frame of that
+// session between the two keeps them apart. Frames of other sessions may
+// lie between, but only transfers, flows and empty frames: those concern
+// their own session alone, and sessions are independent, so settling a
+// delivery of one session before a transfer of another, written in the
+// same flush, asks the same of the peer. Anything else (attach, detach,
+// begin, end, close, SASL, a protocol header, bytes not understood) ends
+// every fold. Only go-amqp's encoding of a disposition (and the one
+// written here) is folded; any other frame passes through as written.
+
+// maxFoldSessions bounds the sessions whose last disposition is kept as a
+// place to fold into: past it, a session's dispositions are written as
+// they come.
+const maxFoldSessions = 8
+
+// foldAt is a disposition in the pending bytes that later ones of its
+// session may fold into.
+type foldAt struct {
+	at, size int // where its frame is in the pending bytes
+	lastAt   int // where its last field's four bytes are in the frame; 0 until it is rewritten wide
+	f        dispFrame
+}
+
+// folds is the coalescer's place to fold into, per session; only the
+// coalescer's lock holder touches it, and a flush empties it.
+type folds struct {
+	n       int
+	at      [maxFoldSessions]foldAt
+	scratch []byte // a rewritten disposition, reused
+}
+
+// foldInto folds p into the pending bytes c.buf and reports true when p
+// is a disposition that folds; otherwise it notes what p means for later
+// folds and reports false, and the caller appends p.
+func (c *coalescingConn) foldInto(p []byte) bool {
+	fs := &c.folds
+	d, ok := parseDisposition(p)
+	if !ok {
+		if ch, local := sessionLocal(p); local {
+			fs.drop(ch)
+		} else {
+			fs.n = 0
+		}
+		return false
+	}
+	i := fs.find(d.channel)
+	if i < 0 {
+		if fs.n < maxFoldSessions {
+			fs.at[fs.n] = foldAt{at: len(c.buf), size: len(p), f: d}
+			fs.n++
+		}
+		return false
+	}
+	k := &fs.at[i]
+	if !canFold(k.f, c.buf[k.at:k.at+k.size], d, p) {
+		// A new run on its session, which this one can no longer join.
+		*k = foldAt{at: len(c.buf), size: len(p), f: d}
+		return false
+	}
+	if k.lastAt == 0 {
+		c.widen(k)
+	}
+	binary.BigEndian.PutUint32(c.buf[k.at+k.lastAt:], d.last)
+	k.f.last = d.last
+	return true
+}
+
+// widen rewrites k's frame with its first and last as four-byte uints, so
+// that every later fold only patches last in place; the bytes after it
+// move by the difference in length.
+func (c *coalescingConn) widen(k *foldAt) {
+	fs := &c.folds
+	old := c.buf[k.at : k.at+k.size]
+	var tailAt, lastAt int
+	fs.scratch, tailAt, lastAt = appendDisposition(fs.scratch[:0], k.f.channel, k.f.role, k.f.first, k.f.last,
+		old[k.f.tail:], k.f.tailFields, true)
+	wide := fs.scratch
+	delta := len(wide) - k.size
+	end, n := k.at+k.size, len(c.buf)
+	if delta > 0 {
+		c.buf = append(c.buf, wide[:delta]...) // room; overwritten below
+	}
+	copy(c.buf[end+delta:], c.buf[end:n])
+	c.buf = c.buf[:n+delta]
+	copy(c.buf[k.at:], wide)
+	for j := range fs.n {
+		if o := &fs.at[j]; o.at > k.at {
+			o.at += delta
+		}
+	}
+	k.size, k.f.tail, k.lastAt = len(wide), tailAt, lastAt
+}
+
+func (fs *folds) find(ch uint16) int {
+	for i := range fs.n {
+		if fs.at[i].f.channel == ch {
+			return i
+		}
+	}
+	return -1
+}
+
+func (fs *folds) drop(ch uint16) {
+	if i := fs.find(ch); i >= 0 {
+		fs.n--
+		fs.at[i] = fs.at[fs.n]
+	}
+}
+
+// sessionLocal reports the channel of a whole AMQP frame that concerns its
+// session alone: a transfer, a flow or an empty frame.
+func sessionLocal(p []byte) (uint16, bool) {
+	if len(p) < 8 || binary.BigEndian.Uint32(p) != uint32(len(p)) || p[5] != 0 {
+		return 0, false
+	}
+	ch, body := binary.BigEndian.Uint16(p[6:]), int(p[4])*4
+	switch {
+	case body < 8 || body > len(p):
+		return 0, false
+	case body == len(p):
+		return ch, true
+	case len(p) >= body+3 && p[body] == 0x00 && p[body+1] == 0x53 && (p[body+2] == 0x13 || p[body+2] == 0x14):
+		return ch, true
+	}
+	return 0, false
+}
 
 // dispFrame locates the parts of one disposition frame.
 type dispFrame struct {
@@ -124,8 +248,8 @@ func dispUint(p []byte, pos, end int) (v uint32, null bool, next int) {
 	return 0, false, -1
 }
 
-// canFold reports whether next may be folded into prev, the disposition
-// frame pf just before it.
+// canFold reports whether next may be folded into prev, the earlier
+// disposition frame pf of its session.
 func canFold(prev dispFrame, pf []byte, next dispFrame, nf []byte) bool {
 	return prev.channel == next.channel && prev.role == next.role &&
 		prev.last != ^uint32(0) && next.first == prev.last+1 &&
@@ -135,45 +259,45 @@ func canFold(prev dispFrame, pf []byte, next dispFrame, nf []byte) bool {
 
 // appendDisposition appends a disposition frame on channel with role,
 // first..last and the given fields after last (tailFields of them,
-// encoded as tail), and returns where tail starts in the frame.
-func appendDisposition(b []byte, channel uint16, role bool, first, last uint32, tail []byte, tailFields int) ([]byte, int) {
+// encoded as tail), and returns where tail and last start in the frame.
+// wide writes first and last as four-byte uints, whatever their value.
+func appendDisposition(b []byte, channel uint16, role bool, first, last uint32, tail []byte, tailFields int, wide bool) ([]byte, int, int) {
 	start := len(b)
-	b = append(b, 0, 0, 0, 0, 2, 0, byte(channel>>8), byte(channel))
-	b = append(b, 0x00, 0x53, 0x15, 0xc0, 0, byte(3+tailFields))
-	if role {
-		b = append(b, 0x41)
-	} else {
-		b = append(b, 0x42)
-	}
-	b = appendUint(b, first)
-	b = appendUint(b, last)
-	tailAt := len(b) - start
-	b = append(b, tail...)
-	listSize := len(b) - start - 13 // after the list's size byte
-	if listSize > 255 {
-		// Too long for a list8: the same fields in a list32.
-		b = b[:start]
+	body := func(list32 bool) (int, int) {
 		b = append(b, 0, 0, 0, 0, 2, 0, byte(channel>>8), byte(channel))
-		b = append(b, 0x00, 0x53, 0x15, 0xd0, 0, 0, 0, 0, 0, 0, 0, byte(3+tailFields))
+		if list32 {
+			b = append(b, 0x00, 0x53, 0x15, 0xd0, 0, 0, 0, 0, 0, 0, 0, byte(3+tailFields))
+		} else {
+			b = append(b, 0x00, 0x53, 0x15, 0xc0, 0, byte(3+tailFields))
+		}
 		if role {
 			b = append(b, 0x41)
 		} else {
 			b = append(b, 0x42)
 		}
-		b = appendUint(b, first)
-		b = appendUint(b, last)
-		tailAt = len(b) - start
+		b = appendUint(b, first, wide)
+		lastAt := len(b) - start + 1
+		b = appendUint(b, last, wide)
+		tailAt := len(b) - start
 		b = append(b, tail...)
-		binary.BigEndian.PutUint32(b[start+12:], uint32(len(b)-start-16))
-	} else {
+		return tailAt, lastAt
+	}
+	tailAt, lastAt := body(false)
+	if listSize := len(b) - start - 13; listSize <= 255 { // after the list's size byte
 		b[start+12] = byte(listSize)
+	} else {
+		// Too long for a list8: the same fields in a list32.
+		b = b[:start]
+		tailAt, lastAt = body(true)
+		binary.BigEndian.PutUint32(b[start+12:], uint32(len(b)-start-16))
 	}
 	binary.BigEndian.PutUint32(b[start:], uint32(len(b)-start))
-	return b, tailAt
+	return b, tailAt, lastAt
 }
 
-func appendUint(b []byte, v uint32) []byte {
+func appendUint(b []byte, v uint32, wide bool) []byte {
 	switch {
+	case wide:
 	case v == 0:
 		return append(b, 0x43)
 	case v < 256:

@@ -56,7 +56,7 @@ func goDisp(ch uint16, role bool, first uint32, last *uint32, settled bool, stat
 // fold runs frames through the coalescer's queueing, as if written while
 // the flusher was busy, and returns the bytes it would write.
 func fold(frames ...[]byte) []byte {
-	c := &coalescingConn{disp: -1, fold: true}
+	c := &coalescingConn{fold: true}
 	for _, f := range frames {
 		c.appendFrame(f)
 	}
@@ -173,6 +173,58 @@ func meaning(t *testing.T, b []byte) []action {
 
 func u32(v uint32) *uint32 { return &v }
 
+func encWide(v uint32) []byte { return binary.BigEndian.AppendUint32([]byte{0x70}, v) }
+
+// segments cuts a stream at the frames no fold crosses (any frame but a
+// disposition, a transfer, a flow or an empty frame) and returns, per
+// segment, what each session asks of the peer in order, and the cuts.
+func segments(t *testing.T, b []byte) (segs []map[uint16][]action, cuts []string) {
+	cur := map[uint16][]action{}
+	for _, f := range wireFrames(t, b) {
+		if as, ok := decodeDisp(t, f); ok {
+			ch := as[0].ch
+			cur[ch] = append(cur[ch], as...)
+			continue
+		}
+		if ch, local := sessionLocal(f); local {
+			cur[ch] = append(cur[ch], action{ch: ch, id: -1, other: string(f)})
+			continue
+		}
+		segs, cuts = append(segs, cur), append(cuts, string(f))
+		cur = map[uint16][]action{}
+	}
+	return append(segs, cur), cuts
+}
+
+// TestFoldAcrossOtherSessions: a disposition folds into an earlier one of
+// its session past transfers, flows and dispositions of other sessions,
+// never past a frame of its own session or one that is not session-local.
+func TestFoldAcrossOtherSessions(t *testing.T) {
+	a4, a5 := goDisp(1, true, 4, nil, true, accepted), goDisp(1, true, 5, nil, true, accepted)
+	other := [][]byte{
+		transferFrame(2, xfer{id: 7}, message("x")),
+		frame(0, 2, performative(0x13, encUint(0), encUint(5000), encUint(1), encUint(5000))),
+		goDisp(2, true, 9, nil, true, accepted),
+	}
+	out := fold(append(append([][]byte{a4}, other...), a5)...)
+	wantA := frame(0, 1, performative(0x15, encBool(true), encWide(4), encWide(5), encBool(true), accepted))
+	require.Equal(t, concat(append([][]byte{wantA}, other...)...), out)
+
+	for name, between := range map[string][]byte{
+		"a transfer of its session": transferFrame(1, xfer{id: 7}, message("x")),
+		"a flow of its session":     frame(0, 1, performative(0x13, encUint(0), encUint(5000), encUint(1), encUint(5000))),
+		"an attach of another":      frame(0, 2, performative(0x12, encStr("l"), encUint(0), encBool(true))),
+		"a detach of another":       frame(0, 2, performative(0x16, encUint(0), encBool(true))),
+		"an end of another":         frame(0, 2, performative(0x17)),
+		"a close":                   frame(0, 0, performative(0x18)),
+		"a protocol header":         amqpHeader,
+	} {
+		t.Run(name, func(t *testing.T) {
+			require.Equal(t, concat(a4, between, a5), fold(a4, between, a5))
+		})
+	}
+}
+
 // The exported Coalesce is for other protocols' streams, which a buffered
 // writer cuts anywhere: bytes that look like dispositions pass as written.
 func TestCoalesceExportedNeverFolds(t *testing.T) {
@@ -180,7 +232,7 @@ func TestCoalesceExportedNeverFolds(t *testing.T) {
 	for id := range uint32(10) {
 		in = append(in, goDisp(1, true, id, nil, true, accepted))
 	}
-	c := &coalescingConn{disp: -1}
+	c := &coalescingConn{}
 	for _, f := range in {
 		c.appendFrame(f)
 	}
@@ -204,8 +256,9 @@ func TestFoldContiguousAcceptsIntoOneRange(t *testing.T) {
 	as, _ := decodeDisp(t, frames[0])
 	require.Equal(t, action{ch: 1, id: 0, role: true, settled: true, state: string(accepted)}, as[0])
 	require.EqualValues(t, 299, as[len(as)-1].id)
-	// The frame written: role, first, last, settled, state in a list8.
-	want := frame(0, 1, performative(0x15, encBool(true), encUint(0), encUint(299), encBool(true), accepted))
+	// The frame written: role, first, last (both four-byte uints, so that
+	// a fold patches last in place), settled, state in a list8.
+	want := frame(0, 1, performative(0x15, encBool(true), encWide(0), encWide(299), encBool(true), accepted))
 	require.Equal(t, want, frames[0])
 }
 
@@ -268,9 +321,10 @@ func TestFoldPassesThroughWhatItDoesNotKnow(t *testing.T) {
 
 // TestFoldMeansTheSame: random streams of dispositions (two sessions, both
 // roles, some states, single ids and ranges, in any encoding go-amqp or a
-// fold writes) mixed with other frames ask exactly the same of the peer,
-// delivery by delivery and in the same order, once folded, in fewer or as
-// many frames.
+// fold writes) mixed with transfers, flows and detaches ask exactly the
+// same of the peer once folded, in fewer or as many frames: every session
+// the same, delivery by delivery and frame by frame in order, and the
+// frames no fold crosses where they were.
 func TestFoldMeansTheSame(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	states := [][]byte{nil, accepted, released, {0x00, 0x53, 0x25, 0xc0, 0x01, 0x00}}
@@ -279,10 +333,18 @@ func TestFoldMeansTheSame(t *testing.T) {
 		next := [2]uint32{uint32(r.IntN(300)), ^uint32(0) - 40}
 		for range 1 + r.IntN(120) {
 			ch := uint16(r.IntN(2))
-			switch r.IntN(10) {
+			switch r.IntN(12) {
 			case 0:
 				in = append(in, transferFrame(ch, xfer{id: r.Uint32()}, message("m")))
 				continue
+			case 10:
+				in = append(in, frame(0, ch, performative(0x13, encUint(0), encUint(5000), encUint(1), encUint(5000))))
+				continue
+			case 11:
+				if r.IntN(3) == 0 { // a frame no fold crosses
+					in = append(in, frame(0, ch, performative(0x16, encUint(0), encBool(false))))
+					continue
+				}
 			case 1:
 				next[ch] += 1 + uint32(r.IntN(2)) // a gap
 			case 2:
@@ -313,10 +375,14 @@ func TestFoldMeansTheSame(t *testing.T) {
 			in = append(in, goDisp(ch, role, first, last, settled, state))
 		}
 		out := fold(in...)
-		require.Equal(t, meaning(t, bytes.Join(in, nil)), meaning(t, out), "round %d", round)
+		inSegs, inCuts := segments(t, bytes.Join(in, nil))
+		outSegs, outCuts := segments(t, out)
+		require.Equal(t, inCuts, outCuts, "round %d: the frames no fold crosses, in order", round)
+		require.Equal(t, inSegs, outSegs, "round %d: each session asks the same, in order", round)
 		require.LessOrEqual(t, len(wireFrames(t, out)), len(in))
 		// What a fold wrote folds again, the same way.
-		require.Equal(t, meaning(t, out), meaning(t, fold(wireFrames(t, out)...)))
+		againSegs, _ := segments(t, fold(wireFrames(t, out)...))
+		require.Equal(t, outSegs, againSegs)
 	}
 }
 
@@ -325,9 +391,9 @@ func TestFoldAllocatesNothing(t *testing.T) {
 	for i := range frames {
 		frames[i] = goDisp(1, true, uint32(i), nil, true, accepted)
 	}
-	c := &coalescingConn{disp: -1, buf: make([]byte, 0, 4096)}
+	c := &coalescingConn{fold: true, buf: make([]byte, 0, 4096)}
 	allocs := testing.AllocsPerRun(100, func() {
-		c.buf, c.disp = c.buf[:0], -1
+		c.buf, c.folds.n = c.buf[:0], 0
 		for _, f := range frames {
 			c.appendFrame(f)
 		}
