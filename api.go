@@ -2,6 +2,7 @@ package amqpactor
 
 import (
 	"github.com/amqpactor/amqpactor/address"
+	"github.com/amqpactor/amqpactor/internal/protocol"
 	"github.com/amqpactor/amqpactor/messages"
 	"github.com/amqpactor/amqpactor/transport"
 )
@@ -71,7 +72,7 @@ type LinkError = transport.LinkError
 type AddressError = address.Error
 
 // Node is one node of the actor tree returned by App.Tree.
-type Node = messages.Node
+type Node = protocol.Node
 
 var (
 	// ErrNotSupported is wrapped by errors for features the broker or the
@@ -79,10 +80,10 @@ var (
 	ErrNotSupported = transport.ErrNotSupported
 	// ErrStopped is returned for work handed to an App that is stopping or
 	// stopped.
-	ErrStopped = messages.ErrStopped
+	ErrStopped = protocol.ErrStopped
 	// ErrRequestsRestarted is wrapped by App.Request's error when the
 	// requests actor restarted while the request waited for its reply (its
 	// reply link is gone). Sending the request again is safe if the
 	// responder is idempotent.
-	ErrRequestsRestarted = messages.ErrRequestsRestarted
+	ErrRequestsRestarted = protocol.ErrRequestsRestarted
 )

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/amqpactor/amqpactor/internal/protocol"
 	"github.com/amqpactor/amqpactor/messages"
 )
 
@@ -47,38 +48,38 @@ func MicroBenchmarks() []Micro {
 		return func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				am, err := messages.ToAMQP(m)
+				am, err := protocol.ToAMQP(m)
 				if err != nil {
 					b.Fatal(err)
 				}
-				_ = messages.FromAMQP(am)
+				_ = protocol.FromAMQP(am)
 			}
 		}
 	}
 	withAnn := typicalMessage()
 	withAnn.Annotations = map[string]any{"x-opt-partition-key": "p"}
 	return []Micro{
-		{"messages.ToAMQP", func(b *testing.B) {
+		{"protocol.ToAMQP", func(b *testing.B) {
 			m := typicalMessage()
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := messages.ToAMQP(m); err != nil {
+				if _, err := protocol.ToAMQP(m); err != nil {
 					b.Fatal(err)
 				}
 			}
 		}},
-		{"messages.FromAMQP", func(b *testing.B) {
-			am, err := messages.ToAMQP(typicalMessage())
+		{"protocol.FromAMQP", func(b *testing.B) {
+			am, err := protocol.ToAMQP(typicalMessage())
 			if err != nil {
 				b.Fatal(err)
 			}
 			b.ReportAllocs()
 			for b.Loop() {
-				_ = messages.FromAMQP(am)
+				_ = protocol.FromAMQP(am)
 			}
 		}},
-		{"messages.ToAMQP+FromAMQP", toFrom(typicalMessage())},
-		{"messages.ToAMQP+FromAMQP/body only", toFrom(&messages.Message{Body: make([]byte, 100)})},
-		{"messages.ToAMQP+FromAMQP/annotated", toFrom(withAnn)},
+		{"protocol.ToAMQP+FromAMQP", toFrom(typicalMessage())},
+		{"protocol.ToAMQP+FromAMQP/body only", toFrom(&messages.Message{Body: make([]byte, 100)})},
+		{"protocol.ToAMQP+FromAMQP/annotated", toFrom(withAnn)},
 	}
 }
