@@ -21,7 +21,7 @@ type Micro struct {
 const DispatchNote = "dispatch (dispatcher -> partition -> handler -> disposition) is measured by " +
 	"`go test -run '^$' -bench Dispatch -benchmem ./actors/dispatcher/`; end to end it is in the in-process table"
 
-// typicalMessage is the message of messages/convert_test.go's
+// typicalMessage is the message of internal/protocol/convert_test.go's
 // BenchmarkToFromAMQP: a body, the common properties, two headers.
 func typicalMessage() *messages.Message {
 	return &messages.Message{
@@ -59,7 +59,7 @@ func MicroBenchmarks() []Micro {
 	withAnn := typicalMessage()
 	withAnn.Annotations = map[string]any{"x-opt-partition-key": "p"}
 	return []Micro{
-		{"protocol.ToAMQP", func(b *testing.B) {
+		{"messages.ToAMQP", func(b *testing.B) {
 			m := typicalMessage()
 			b.ReportAllocs()
 			for b.Loop() {
@@ -68,7 +68,7 @@ func MicroBenchmarks() []Micro {
 				}
 			}
 		}},
-		{"protocol.FromAMQP", func(b *testing.B) {
+		{"messages.FromAMQP", func(b *testing.B) {
 			am, err := protocol.ToAMQP(typicalMessage())
 			if err != nil {
 				b.Fatal(err)
@@ -78,8 +78,8 @@ func MicroBenchmarks() []Micro {
 				_ = protocol.FromAMQP(am)
 			}
 		}},
-		{"protocol.ToAMQP+FromAMQP", toFrom(typicalMessage())},
-		{"protocol.ToAMQP+FromAMQP/body only", toFrom(&messages.Message{Body: make([]byte, 100)})},
-		{"protocol.ToAMQP+FromAMQP/annotated", toFrom(withAnn)},
+		{"messages.ToAMQP+FromAMQP", toFrom(typicalMessage())},
+		{"messages.ToAMQP+FromAMQP/body only", toFrom(&messages.Message{Body: make([]byte, 100)})},
+		{"messages.ToAMQP+FromAMQP/annotated", toFrom(withAnn)},
 	}
 }
