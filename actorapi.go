@@ -9,7 +9,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/amqpactor/amqpactor/messages"
+	"github.com/amqpactor/amqpactor/internal/protocol"
 )
 
 // Delivery is what ActorHandler sends its actor for each delivery, as a
@@ -78,7 +78,7 @@ func ActorHandler(pid *actor.PID) Handler {
 			}
 		}
 		d := &Delivery{Message: m}
-		if p := messages.PartitionFrom(ctx); p != nil {
+		if p := protocol.PartitionFrom(ctx); p != nil {
 			d.Address, d.Partition = p.Address, p.Index
 		}
 		fut := sys.Root.RequestFuture(pid, d, timeout)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/amqpactor/amqpactor"
 	"github.com/amqpactor/amqpactor/inproc"
-	"github.com/amqpactor/amqpactor/messages"
+	"github.com/amqpactor/amqpactor/internal/protocol"
 )
 
 // Every node of a started App's tree carries a PID that answers a request:
@@ -42,9 +42,9 @@ func TestNodeActorPIDAnswers(t *testing.T) {
 		pid := n.ActorPID()
 		require.NotNil(t, pid, "node %s (%s)", n.Name, n.Kind)
 		require.Equal(t, n.PID, pid.String(), "node %s: the text PID and ActorPID name one actor", n.Name)
-		res, err := sys.Root.RequestFuture(pid, &messages.Describe{}, 2*time.Second).Result()
+		res, err := sys.Root.RequestFuture(pid, &protocol.Describe{}, 2*time.Second).Result()
 		require.NoError(t, err, "node %s (%s)", n.Name, n.Kind)
-		d, ok := res.(*messages.Described)
+		d, ok := res.(*protocol.Described)
 		require.True(t, ok, "node %s answered %T", n.Name, res)
 		require.Equal(t, n.Name, d.Node.Name)
 		kinds[n.Kind]++

@@ -2,6 +2,7 @@ package amqpactor
 
 import (
 	"github.com/amqpactor/amqpactor/address"
+	"github.com/amqpactor/amqpactor/internal/protocol"
 	"github.com/amqpactor/amqpactor/messages"
 	"github.com/amqpactor/amqpactor/transport"
 )
@@ -70,8 +71,12 @@ type LinkError = transport.LinkError
 // expressible in the connector's dialect.
 type AddressError = address.Error
 
-// Node is one node of the actor tree returned by App.Tree.
-type Node = messages.Node
+// Node is one node of the actor tree returned by App.Tree: its Name, Kind,
+// PID (as text), Address, State (see StateChange), Restarts, LastError,
+// Counters and Children, all with JSON tags; ActorPID returns the node's
+// actor as an *actor.PID. The actors build it, so it is defined with their
+// protocol, which is internal: this alias is how users name it.
+type Node = protocol.Node
 
 var (
 	// ErrNotSupported is wrapped by errors for features the broker or the
@@ -79,10 +84,10 @@ var (
 	ErrNotSupported = transport.ErrNotSupported
 	// ErrStopped is returned for work handed to an App that is stopping or
 	// stopped.
-	ErrStopped = messages.ErrStopped
+	ErrStopped = protocol.ErrStopped
 	// ErrRequestsRestarted is wrapped by App.Request's error when the
 	// requests actor restarted while the request waited for its reply (its
 	// reply link is gone). Sending the request again is safe if the
 	// responder is idempotent.
-	ErrRequestsRestarted = messages.ErrRequestsRestarted
+	ErrRequestsRestarted = protocol.ErrRequestsRestarted
 )

@@ -20,7 +20,7 @@ import (
 	"github.com/amqpactor/amqpactor/actors"
 	"github.com/amqpactor/amqpactor/actors/connection"
 	"github.com/amqpactor/amqpactor/address"
-	"github.com/amqpactor/amqpactor/messages"
+	"github.com/amqpactor/amqpactor/internal/protocol"
 	"github.com/amqpactor/amqpactor/transport"
 )
 
@@ -187,7 +187,7 @@ func (a *App) checkAddress(addr Address, role address.Role) error {
 // Subscription is one handler on one address.
 type Subscription struct {
 	app    *App
-	spec   *messages.Subscription
+	spec   *protocol.Subscription
 	paused bool     // guarded by app.mu: the last Pause or Resume
 	info   *subInfo // what AsyncAPI reports of it (asyncapi.go)
 	// parts are the subscriptions of a Partitioned address's queues, one
@@ -248,7 +248,7 @@ func (s *Subscription) Close(ctx context.Context) error {
 	hard, grace, cancel := stopBounds(ctx, a.cfg.closeTimeout)
 	defer cancel()
 	done := make(chan error, 1)
-	env.Root.Send(root, &messages.Unsubscribe{Name: s.spec.Name, Ctx: hard, Graceful: grace, Done: done})
+	env.Root.Send(root, &protocol.Unsubscribe{Name: s.spec.Name, Ctx: hard, Graceful: grace, Done: done})
 	select {
 	case err := <-done:
 		return err
@@ -287,9 +287,9 @@ func (s *Subscription) setPaused(p bool) {
 		return
 	}
 	if p {
-		a.env.Root.Send(a.root, &messages.Pause{Name: s.spec.Name})
+		a.env.Root.Send(a.root, &protocol.Pause{Name: s.spec.Name})
 	} else {
-		a.env.Root.Send(a.root, &messages.Resume{Name: s.spec.Name})
+		a.env.Root.Send(a.root, &protocol.Resume{Name: s.spec.Name})
 	}
 }
 
@@ -368,7 +368,7 @@ func (a *App) subscribe(addr Address, h Handler, bh BatchHandler, opts []Subscri
 		c.batchSize = 100
 	}
 	fails := &failureLog{log: a.log, addr: addr.String()}
-	spec := &messages.Subscription{
+	spec := &protocol.Subscription{
 		Address: addr, Credit: c.credit, Partitions: c.partitions, Settled: c.settled, Classic: c.classic,
 		BatchSize: c.batchSize, BatchWait: c.batchWait,
 		Outcome:        a.outcomer(&subPolicy{p: retry, src: addr, classic: c.classic, log: fails}),
@@ -376,16 +376,16 @@ func (a *App) subscribe(addr Address, h Handler, bh BatchHandler, opts []Subscri
 		HandlerTimeout: c.timeout,
 	}
 	if retry.Backoff > 0 {
-		spec.Retry = messages.Retry{Backoff: retry.Backoff, MaxBackoff: retry.MaxBackoff, MaxDeliveries: retry.MaxDeliveries,
+		spec.Retry = protocol.Retry{Backoff: retry.Backoff, MaxBackoff: retry.MaxBackoff, MaxDeliveries: retry.MaxDeliveries,
 			Retryable: retryable,
 			Failed: func(_ context.Context, err error, m *Message, wait time.Duration) {
 				fails.warn(m, m.DeliveryCount, "retried in place after "+wait.Round(time.Millisecond).String(), err)
 			}}
 	}
 	if h != nil {
-		spec.Handler = messages.Handler(h)
+		spec.Handler = protocol.Handler(h)
 	} else {
-		spec.BatchHandler = messages.BatchHandler(bh)
+		spec.BatchHandler = protocol.BatchHandler(bh)
 	}
 	if c.retry != (RetryPolicy{}) {
 		// Handlers under a retry policy see the count a retried copy
@@ -475,7 +475,7 @@ func (a *App) attach(ctx context.Context, root *actor.PID, s *Subscription) erro
 	done := make(chan error, 1)
 	a.mu.Lock()
 	s.spec.Paused = s.paused
-	a.env.Root.Send(root, &messages.Subscribe{Spec: s.spec, Done: done})
+	a.env.Root.Send(root, &protocol.Subscribe{Spec: s.spec, Done: done})
 	a.mu.Unlock()
 	var err error
 	select {
@@ -493,7 +493,7 @@ func (a *App) attach(ctx context.Context, root *actor.PID, s *Subscription) erro
 		uctx, cancel := a.env.CloseCtx(context.Background())
 		defer cancel()
 		udone := make(chan error, 1)
-		a.env.Root.Send(root, &messages.Unsubscribe{Name: s.spec.Name, Ctx: uctx, Done: udone})
+		a.env.Root.Send(root, &protocol.Unsubscribe{Name: s.spec.Name, Ctx: uctx, Done: udone})
 		select {
 		case <-udone:
 		case <-uctx.Done():
@@ -821,7 +821,7 @@ func (a *App) teardown(ctx context.Context) error {
 	}
 	if root != nil {
 		done := make(chan error, 1)
-		env.Root.Send(root, &messages.Drain{Ctx: hard, Graceful: grace, Done: done})
+		env.Root.Send(root, &protocol.Drain{Ctx: hard, Graceful: grace, Done: done})
 		select {
 		case err := <-done:
 			errs = append(errs, err)
@@ -932,7 +932,7 @@ func (a *App) send(ctx context.Context, call *publishCall, addr Address, raw *am
 		call.release()
 		return err
 	}
-	call.p = messages.Publish{Ctx: ctx, Address: addr, Message: raw, Settled: settled, Reply: reply, Done: call.done}
+	call.p = protocol.Publish{Ctx: ctx, Address: addr, Message: raw, Settled: settled, Reply: reply, Done: call.done}
 	// Onto the lane of the address's sender while its link is up, else
 	// to the publisher, which routes it (actors/session).
 	ch.Senders.Hand(env.Root, ch.Publisher, &call.p)
@@ -958,16 +958,16 @@ func (a *App) send(ctx context.Context, call *publishCall, addr Address, raw *am
 // channel and the mapped message, reused through callPool because a publish
 // allocated them every time.
 type publishCall struct {
-	p    messages.Publish
+	p    protocol.Publish
 	done chan error
-	out  messages.Outgoing
+	out  protocol.Outgoing
 }
 
 var callPool = sync.Pool{New: func() any { return &publishCall{done: make(chan error, 1)} }}
 
 // release returns c to the pool without what it pointed to.
 func (c *publishCall) release() {
-	c.p = messages.Publish{}
+	c.p = protocol.Publish{}
 	c.out.Reset()
 	callPool.Put(c)
 }
@@ -991,18 +991,18 @@ func (a *App) request(ctx context.Context, addr Address, m *Message) (*Message, 
 	if key == nil {
 		key = req.MessageID
 	}
-	reply := make(chan messages.Reply, 2) // Send, then the reply or an error
-	k := messages.CorrelationKey(key)
+	reply := make(chan protocol.Reply, 2) // Send, then the reply or an error
+	k := protocol.CorrelationKey(key)
 	var sent chan error // the request's outcome; nil once it was accepted
 	send := func(raw *amqp.Message) error {
 		sent = make(chan error, 1)
-		ch.Senders.Hand(env.Root, ch.Publisher, &messages.Publish{Ctx: ctx, Address: addr, Message: raw, Done: sent})
+		ch.Senders.Hand(env.Root, ch.Publisher, &protocol.Publish{Ctx: ctx, Address: addr, Message: raw, Done: sent})
 		return nil
 	}
 	if replyTo, ok := ch.Replies.Register(k, reply); ok {
 		// The reply link is up: no need to ask the requests actor.
 		req.ReplyTo = replyTo
-		raw, err := messages.ToAMQP(&req)
+		raw, err := protocol.ToAMQP(&req)
 		if err != nil {
 			ch.Replies.Cancel(k)
 			return nil, fmt.Errorf("amqpactor: request to %s: %w", addr, err)
@@ -1013,7 +1013,7 @@ func (a *App) request(ctx context.Context, addr Address, m *Message) (*Message, 
 		}
 	} else {
 		// The actor attaches the reply link first, then answers Send.
-		env.Root.Send(ch.Requests, &messages.Request{Key: k, Ctx: ctx, Address: addr, Message: &req, Reply: reply})
+		env.Root.Send(ch.Requests, &protocol.Request{Key: k, Ctx: ctx, Address: addr, Message: &req, Reply: reply})
 	}
 	for {
 		select {
@@ -1067,7 +1067,7 @@ func (tx *Tx) publish(ctx context.Context, addr Address, m *Message) error {
 		return err
 	}
 	addr = tx.app.partitionOf(addr, m.GroupID)
-	raw, err := messages.ToAMQP(m)
+	raw, err := protocol.ToAMQP(m)
 	if err != nil {
 		return fmt.Errorf("amqpactor: transactional publish to %s: %w", addr, err)
 	}
@@ -1089,9 +1089,9 @@ func (a *App) Transaction(ctx context.Context, fn func(tx *Tx) error) (err error
 	if err != nil {
 		return err
 	}
-	reply := make(chan messages.BeginResult, 1)
-	env.Root.Send(ch.Txn, &messages.Begin{Ctx: ctx, Reply: reply})
-	var res messages.BeginResult
+	reply := make(chan protocol.BeginResult, 1)
+	env.Root.Send(ch.Txn, &protocol.Begin{Ctx: ctx, Reply: reply})
+	var res protocol.BeginResult
 	select {
 	case res = <-reply:
 	case <-ctx.Done():
@@ -1106,7 +1106,7 @@ func (a *App) Transaction(ctx context.Context, fn func(tx *Tx) error) (err error
 	committed := false
 	defer func() {
 		tx.done = true
-		env.Root.Send(ch.Txn, &messages.TxnEnded{Committed: committed})
+		env.Root.Send(ch.Txn, &protocol.TxnEnded{Committed: committed})
 	}()
 	defer func() {
 		if v := recover(); v != nil {
@@ -1159,11 +1159,11 @@ func describe(ctx context.Context, sys *actor.ActorSystem, pid *actor.PID) (*Nod
 		// ctx.Err() can still be nil: never answer (nil, nil).
 		return nil, context.DeadlineExceeded
 	}
-	res, err := sys.Root.RequestFuture(pid, &messages.Describe{}, timeout).Result()
+	res, err := sys.Root.RequestFuture(pid, &protocol.Describe{}, timeout).Result()
 	if err != nil {
 		return nil, fmt.Errorf("amqpactor: describing %s: %w", pid.Id, err)
 	}
-	d, ok := res.(*messages.Described)
+	d, ok := res.(*protocol.Described)
 	if !ok {
 		return nil, fmt.Errorf("amqpactor: describing %s: unexpected answer %T", pid.Id, res)
 	}
@@ -1184,7 +1184,7 @@ func describe(ctx context.Context, sys *actor.ActorSystem, pid *actor.PID) (*Nod
 		if err != nil {
 			// A child that stopped between the two asks is not an error
 			// of the tree; note it and go on.
-			gone := &Node{Name: c.Id, PID: c.String(), State: messages.StateDetached, LastError: err.Error()}
+			gone := &Node{Name: c.Id, PID: c.String(), State: protocol.StateDetached, LastError: err.Error()}
 			gone.SetActorPID(c)
 			n.Children = append(n.Children, gone)
 			continue

@@ -19,6 +19,7 @@ import (
 
 	"github.com/amqpactor/amqpactor/actors"
 	"github.com/amqpactor/amqpactor/address"
+	"github.com/amqpactor/amqpactor/internal/protocol"
 	"github.com/amqpactor/amqpactor/messages"
 )
 
@@ -154,7 +155,7 @@ type subPolicy struct {
 
 // outcomer maps a handler result to an outcome, per the table in the
 // package documentation and the subscription's RetryPolicy.
-func (a *App) outcomer(sp *subPolicy) messages.Outcomer {
+func (a *App) outcomer(sp *subPolicy) protocol.Outcomer {
 	p := sp.p
 	return func(ctx context.Context, err error, m *Message) messages.Outcome {
 		if err == nil {

@@ -14,7 +14,7 @@ import (
 	"github.com/amqpactor/amqpactor"
 	"github.com/amqpactor/amqpactor/inproc"
 	"github.com/amqpactor/amqpactor/internal/fleettest"
-	"github.com/amqpactor/amqpactor/messages"
+	"github.com/amqpactor/amqpactor/internal/protocol"
 )
 
 // Three replicas, 16 groups × 500 messages, the busiest replica stopped
@@ -48,7 +48,7 @@ func TestPartitionedPublishRoutesByGroup(t *testing.T) {
 	sub, err := app.Subscribe(addr, func(ctx context.Context, m *amqpactor.Message) error {
 		mu.Lock()
 		defer mu.Unlock()
-		q := messages.PartitionFrom(ctx).Address.Name()
+		q := protocol.PartitionFrom(ctx).Address.Name()
 		got[q] = append(got[q], m.GroupID)
 		return nil
 	})
@@ -143,7 +143,7 @@ func TestPartitionedRequestAndTransaction(t *testing.T) {
 	addr := amqpactor.Partitioned("rpc-parts", 4)
 	app := amqpactor.New(inproc.New())
 	_, err := app.Subscribe(addr, amqpactor.Responder(func(ctx context.Context, req *amqpactor.Message) (*amqpactor.Message, error) {
-		return &amqpactor.Message{Body: []byte(messages.PartitionFrom(ctx).Address.Name())}, nil
+		return &amqpactor.Message{Body: []byte(protocol.PartitionFrom(ctx).Address.Name())}, nil
 	}))
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -170,7 +170,7 @@ func ExamplePartitioned() {
 	// queue delivers to one replica at a time.
 	app := amqpactor.New(broker, amqpactor.WithName("order-service"))
 	_, _ = app.Subscribe(orders, func(ctx context.Context, m *amqpactor.Message) error {
-		handled <- m.GroupID + " on " + messages.PartitionFrom(ctx).Address.Name()
+		handled <- m.GroupID + " on " + protocol.PartitionFrom(ctx).Address.Name()
 		return nil
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

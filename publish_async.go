@@ -11,7 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/amqpactor/amqpactor/address"
-	"github.com/amqpactor/amqpactor/messages"
+	"github.com/amqpactor/amqpactor/internal/protocol"
 )
 
 // Receipt is a publish in flight, from PublishAsync. Wait returns its
@@ -90,7 +90,7 @@ func (a *App) PublishAsync(ctx context.Context, addr Address, m *Message, opts .
 	// call itself is the sender's until it answers (last), then goes back
 	// to the pool; unread, it is garbage.
 	r.answer, r.stopped, r.call = make(chan error, 1), env.Stopped(), call
-	call.p = messages.Publish{Ctx: r.tctx, Address: addr, Message: raw, Settled: c.settled, Done: r.answer}
+	call.p = protocol.Publish{Ctx: r.tctx, Address: addr, Message: raw, Settled: c.settled, Done: r.answer}
 	ch.Senders.Hand(env.Root, ch.Publisher, &call.p)
 	return r
 }

@@ -8,7 +8,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/amqpactor/amqpactor/messages"
+	"github.com/amqpactor/amqpactor/internal/protocol"
 )
 
 // StateChange is one change of state of a node of the App's tree: the
@@ -89,7 +89,7 @@ func (a *App) DroppedStateChanges() uint64 { return a.stateDropped.Load() }
 // stateEvents delivers an App's state changes: actors put them on ch (never
 // blocking), one goroutine takes them off, in order, and hands them on.
 type stateEvents struct {
-	ch      chan messages.StateChange
+	ch      chan protocol.StateChange
 	dropped *atomic.Uint64
 	quit    chan struct{}
 	done    chan struct{}
@@ -100,12 +100,12 @@ type stateEvents struct {
 // running on sys; its put is what the actors report them to (Env.OnState).
 func (a *App) startStateEvents(sys *actor.ActorSystem) *stateEvents {
 	e := &stateEvents{
-		ch:      make(chan messages.StateChange, StateChangeQueue),
+		ch:      make(chan protocol.StateChange, StateChangeQueue),
 		dropped: &a.stateDropped,
 		quit:    make(chan struct{}),
 		done:    make(chan struct{}),
 	}
-	deliver := func(m messages.StateChange) {
+	deliver := func(m protocol.StateChange) {
 		sc := StateChange(m)
 		sys.EventStream.Publish(&sc)
 		if fn := a.cfg.onState; fn != nil {
@@ -146,7 +146,7 @@ func (a *App) startStateEvents(sys *actor.ActorSystem) *stateEvents {
 
 // put queues a change, or drops and counts it when the queue is full. It
 // never blocks: actors call it from Receive.
-func (e *stateEvents) put(m messages.StateChange) {
+func (e *stateEvents) put(m protocol.StateChange) {
 	select {
 	case e.ch <- m:
 	default:

@@ -10,7 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/stretchr/testify/require"
 
-	"github.com/amqpactor/amqpactor/messages"
+	"github.com/amqpactor/amqpactor/internal/protocol"
 )
 
 // A callback that does not return holds up only the delivery goroutine: put
@@ -34,7 +34,7 @@ func TestStateQueueDropsWhenFullAndKeepsOrder(t *testing.T) {
 	n := StateChangeQueue + extra
 	start := time.Now()
 	for i := range n {
-		e.put(messages.StateChange{Path: "connection", To: strconv.Itoa(i)})
+		e.put(protocol.StateChange{Path: "connection", To: strconv.Itoa(i)})
 	}
 	require.Less(t, time.Since(start), 5*time.Second, "put never blocks")
 	// The goroutine holds one (blocked in the callback) or none yet.

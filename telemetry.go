@@ -18,6 +18,7 @@ import (
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/amqpactor/amqpactor/address"
+	"github.com/amqpactor/amqpactor/internal/protocol"
 	"github.com/amqpactor/amqpactor/messages"
 )
 
@@ -568,7 +569,7 @@ type subTelemetry struct {
 	retry     RetryPolicy
 }
 
-func newSubTelemetry(spec *messages.Subscription, retry RetryPolicy) *subTelemetry {
+func newSubTelemetry(spec *protocol.Subscription, retry RetryPolicy) *subTelemetry {
 	base := destAttrs(spec.Address.Name(), spec.Address.Kind())
 	st := &subTelemetry{spanName: "process " + spec.Address.Name(), retry: retry}
 	st.spanAttrs = append(append([]attribute.KeyValue(nil), base...),
@@ -588,7 +589,7 @@ func newSubTelemetry(spec *messages.Subscription, retry RetryPolicy) *subTelemet
 
 // instrument wraps the subscription's handlers and outcomer in spec with
 // tracing and metrics. It runs once per subscription, before it attaches.
-func (a *App) instrument(spec *messages.Subscription, retry RetryPolicy) {
+func (a *App) instrument(spec *protocol.Subscription, retry RetryPolicy) {
 	t := a.tel
 	st := newSubTelemetry(spec, retry)
 	if h := spec.Handler; h != nil {
@@ -608,7 +609,7 @@ func (a *App) instrument(spec *messages.Subscription, retry RetryPolicy) {
 	}
 }
 
-func (t *telemetry) handler(st *subTelemetry, h messages.Handler) messages.Handler {
+func (t *telemetry) handler(st *subTelemetry, h protocol.Handler) protocol.Handler {
 	return func(ctx context.Context, m *Message) (err error) {
 		if m.Headers != nil {
 			ctx = t.prop.Extract(ctx, headerCarrier(m.Headers))
@@ -650,7 +651,7 @@ func (t *telemetry) handler(st *subTelemetry, h messages.Handler) messages.Handl
 // maxLinks bounds the links of a batch span.
 const maxLinks = 128
 
-func (t *telemetry) batchHandler(st *subTelemetry, h messages.BatchHandler) messages.BatchHandler {
+func (t *telemetry) batchHandler(st *subTelemetry, h protocol.BatchHandler) protocol.BatchHandler {
 	return func(ctx context.Context, ms []*Message) (err error) {
 		ctx, span := t.start(ctx, st.spanName, consumerOpts)
 		t.delivered.Add(ctx, int64(len(ms)), st.delivered...)

@@ -33,7 +33,7 @@
 // Node (its path as App.Tree names it, kind and address), which reports the
 // change to Env.OnState without blocking. The App queues it and hands it to
 // the EventStream and WithStateChanges from a goroutine of its own. Every
-// node reports messages.StateStopped when its actor stops.
+// node reports protocol.StateStopped when its actor stops.
 //
 // docs/ARCHITECTURE.md draws the tree and these paths ("Where a published
 // message goes", "Where a delivery goes"), says which goroutine owns what and

@@ -12,7 +12,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/amqpactor/amqpactor/address"
-	"github.com/amqpactor/amqpactor/messages"
+	"github.com/amqpactor/amqpactor/internal/protocol"
 )
 
 // Env is what the App hands to every actor it spawns.
@@ -41,7 +41,7 @@ type Env struct {
 	SenderIdle time.Duration
 	// OnState takes every state change of a node (SetState). It is called
 	// from the actor's Receive, so it must never block; nil drops them.
-	OnState func(messages.StateChange)
+	OnState func(protocol.StateChange)
 
 	wg sync.WaitGroup
 
@@ -140,7 +140,7 @@ func (e *Env) SetState(state *string, n Node, to string, err error) {
 	if e == nil || e.OnState == nil {
 		return
 	}
-	e.OnState(messages.StateChange{Path: n.Path, Kind: n.Kind, Address: n.Address,
+	e.OnState(protocol.StateChange{Path: n.Path, Kind: n.Kind, Address: n.Address,
 		From: from, To: to, Err: err, At: time.Now()})
 }
 
@@ -187,11 +187,11 @@ func Supervisor() actor.SupervisorStrategy {
 // DrainAll sends a drain like d (its contexts, not its Done) to each pid
 // and waits until all have answered or d.Ctx ends. It blocks: call it from a
 // goroutine, never from Receive.
-func (e *Env) DrainAll(d *messages.Drain, pids []*actor.PID) error {
+func (e *Env) DrainAll(d *protocol.Drain, pids []*actor.PID) error {
 	chans := make([]chan error, len(pids))
 	for i, pid := range pids {
 		chans[i] = make(chan error, 1)
-		e.Root.Send(pid, &messages.Drain{Ctx: d.Ctx, Graceful: d.Graceful, Done: chans[i]})
+		e.Root.Send(pid, &protocol.Drain{Ctx: d.Ctx, Graceful: d.Graceful, Done: chans[i]})
 	}
 	var errs []error
 	for _, ch := range chans {
@@ -201,7 +201,7 @@ func (e *Env) DrainAll(d *messages.Drain, pids []*actor.PID) error {
 		case <-d.Ctx.Done():
 			return d.Ctx.Err()
 		case <-e.Stopped():
-			return messages.ErrStopped
+			return protocol.ErrStopped
 		}
 	}
 	return errors.Join(errs...)

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/amqpactor/amqpactor/messages"
+	"github.com/amqpactor/amqpactor/internal/protocol"
 )
 
 func TestBackoffBounds(t *testing.T) {
@@ -64,15 +64,15 @@ func TestEnvWaitsForItsGoroutines(t *testing.T) {
 }
 
 func TestSetStateReportsChangesOnly(t *testing.T) {
-	var got []messages.StateChange
-	env := &Env{OnState: func(sc messages.StateChange) { got = append(got, sc) }}
+	var got []protocol.StateChange
+	env := &Env{OnState: func(sc protocol.StateChange) { got = append(got, sc) }}
 	n := SubscriptionNode("s", "queue:q").Child("receiver", "receiver", "queue:q")
 	var state string
-	env.SetState(&state, n, messages.StateAttaching, nil)
-	env.SetState(&state, n, messages.StateAttaching, nil) // no change: no report
+	env.SetState(&state, n, protocol.StateAttaching, nil)
+	env.SetState(&state, n, protocol.StateAttaching, nil) // no change: no report
 	cause := errors.New("link detached")
-	env.SetState(&state, n, messages.StateRestarting, cause)
-	if state != messages.StateRestarting || len(got) != 2 {
+	env.SetState(&state, n, protocol.StateRestarting, cause)
+	if state != protocol.StateRestarting || len(got) != 2 {
 		t.Fatalf("state %q, %d changes: %+v", state, len(got), got)
 	}
 	want := []string{"→attaching", "attaching→restarting"}
@@ -86,8 +86,8 @@ func TestSetStateReportsChangesOnly(t *testing.T) {
 	}
 	// Without OnState (or an Env) the state still changes.
 	var e *Env
-	e.SetState(&state, n, messages.StateStopped, nil)
-	if state != messages.StateStopped {
+	e.SetState(&state, n, protocol.StateStopped, nil)
+	if state != protocol.StateStopped {
 		t.Fatal(state)
 	}
 }

@@ -1,12 +1,15 @@
-// Package messages owns what travels: the user-facing Message with its AMQP
-// 1.0 section mapping, and the protocol that the actors exchange.
+// Package messages owns what travels, as a user sees it: the Message with its
+// AMQP 1.0 section mapping, the Outcome a delivery or publish was settled
+// with, and the errors that carry one (OutcomeError, RemoteError). The
+// package amqpactor aliases them; what the actors exchange among themselves
+// is internal.
 //
 // # Sections
 //
-// A Message has no envelope of our own: ToAMQP puts every field in its
-// standard section and FromAMQP reads them back, so a message we send reads
-// as a plain AMQP message in any other client and a message from any other
-// client arrives with its headers.
+// A Message has no envelope of our own: the runtime puts every field in its
+// standard section when it sends a Message and reads them back when it
+// receives one, so a message we send reads as a plain AMQP message in any
+// other client and a message from any other client arrives with its headers.
 //
 //	Body                     one data section (several received ones are joined)
 //	Value                    amqp-value when Body is nil; received amqp-sequence

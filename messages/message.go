@@ -3,8 +3,8 @@ package messages
 import "time"
 
 // Message is one AMQP 1.0 message as a plain struct. There is no envelope of
-// our own: every field maps onto a standard section (see ToAMQP), so a message
-// we send reads as a plain AMQP message in any other client.
+// our own: every field maps onto a standard section (see the package doc),
+// so a message we send reads as a plain AMQP message in any other client.
 type Message struct {
 	// Body is the data section. Value holds an amqp-value body from other
 	// clients (and is sent as amqp-value when Body is nil).

@@ -15,7 +15,7 @@ import (
 	"github.com/amqpactor/amqpactor/actors"
 	"github.com/amqpactor/amqpactor/actors/session"
 	"github.com/amqpactor/amqpactor/actors/txn"
-	"github.com/amqpactor/amqpactor/messages"
+	"github.com/amqpactor/amqpactor/internal/protocol"
 	"github.com/amqpactor/amqpactor/transport"
 )
 
@@ -74,9 +74,9 @@ func (r *root) Receive(ctx actor.Context) {
 		ch.Requests = spawn(ctx, session.NewRequests(r.env, ch.Replies), "requests")
 		ch.Txn = spawn(ctx, txn.New(r.env, r.connector.String()), "txn")
 		r.conn = spawn(ctx, newConnection(r.env, r.connector, r.started, ch), "connection")
-	case *messages.Subscribe:
+	case *protocol.Subscribe:
 		if r.stopping {
-			m.Done <- messages.ErrStopped
+			m.Done <- protocol.ErrStopped
 			return
 		}
 		pid, err := ctx.SpawnNamed(session.NewSubscription(r.env, m.Spec, m.Done), "subscription:"+m.Spec.Name)
@@ -88,7 +88,7 @@ func (r *root) Receive(ctx actor.Context) {
 			return
 		}
 		ctx.Send(r.conn, &subAdded{name: m.Spec.Name, pid: pid, done: m.Done})
-	case *messages.Drain:
+	case *protocol.Drain:
 		r.stopping = true
 		ctx.Forward(r.conn)
 	case *actor.Terminated:
@@ -175,7 +175,7 @@ func (c *connection) Receive(ctx actor.Context) {
 		switch {
 		case c.conn != nil:
 			// Restarted on a live connection: watch it again.
-			c.set(messages.StateAttached, nil)
+			c.set(protocol.StateAttached, nil)
 			c.watch(ctx, c.conn)
 		case !c.stopping:
 			c.dial(ctx, 1)
@@ -183,14 +183,14 @@ func (c *connection) Receive(ctx actor.Context) {
 	case *actor.Restarting:
 		c.panics++
 		c.let()
-		c.set(messages.StateRestarting, nil)
+		c.set(protocol.StateRestarting, nil)
 	case *actors.Crash:
 		panic("amqpactor: connection: " + m.Reason)
 	case *dialed:
 		c.onDialed(ctx, m)
 	case *lost:
 		c.onLost(ctx, m)
-	case *messages.Reconnect:
+	case *protocol.Reconnect:
 		// Escalated by a child whose new sessions keep failing. Closing
 		// the connection takes the ordinary lost-connection path: every
 		// child hears ConnDown, then ConnUp on a fresh connection. At
@@ -213,7 +213,7 @@ func (c *connection) Receive(ctx actor.Context) {
 		}
 	case *subAdded:
 		c.subAdded(ctx, m)
-	case *messages.Unsubscribe:
+	case *protocol.Unsubscribe:
 		c.unsubscribe(ctx, m)
 	case *unsubscribed:
 		if pid, ok := c.subs[m.name]; ok {
@@ -227,23 +227,23 @@ func (c *connection) Receive(ctx actor.Context) {
 			}
 		}
 		m.done <- m.err
-	case *messages.Pause, *messages.Resume:
+	case *protocol.Pause, *protocol.Resume:
 		name := ""
-		if p, ok := m.(*messages.Pause); ok {
+		if p, ok := m.(*protocol.Pause); ok {
 			name = p.Name
 		} else {
-			name = m.(*messages.Resume).Name
+			name = m.(*protocol.Resume).Name
 		}
 		if pid, ok := c.subs[name]; ok {
 			ctx.Send(pid, m)
 		}
-	case *messages.Drain:
+	case *protocol.Drain:
 		c.drain(ctx, m)
 	case *closed:
-		c.set(messages.StateDetached, nil)
+		c.set(protocol.StateDetached, nil)
 	case *actor.Stopped:
-		c.set(messages.StateStopped, nil)
-	case *messages.Describe:
+		c.set(protocol.StateStopped, nil)
+	case *protocol.Describe:
 		ctx.Respond(c.describe(ctx))
 	case *actor.Stopping:
 		c.stopping = true
@@ -258,7 +258,7 @@ func (c *connection) Receive(ctx actor.Context) {
 			})
 		}
 		if c.started != nil {
-			c.started <- Started{Err: messages.ErrStopped}
+			c.started <- Started{Err: protocol.ErrStopped}
 			c.started = nil
 		}
 	}
@@ -317,7 +317,7 @@ func (h *handoff) abandon() transport.Conn {
 }
 
 func (c *connection) dial(ctx actor.Context, attempt int) {
-	c.set(messages.StateAttaching, nil)
+	c.set(protocol.StateAttaching, nil)
 	self, connector, env := ctx.Self(), c.connector, c.env
 	dctx, cancel := env.CloseCtx(context.Background())
 	h := &handoff{cancel: cancel}
@@ -363,7 +363,7 @@ func (c *connection) onDialed(ctx actor.Context, m *dialed) {
 	if m.err != nil {
 		c.lastErr = m.err
 		if c.stopping && c.started != nil {
-			c.started <- Started{Err: fmt.Errorf("%w: %w", messages.ErrStopped, m.err)}
+			c.started <- Started{Err: fmt.Errorf("%w: %w", protocol.ErrStopped, m.err)}
 			c.started = nil
 			return
 		}
@@ -371,7 +371,7 @@ func (c *connection) onDialed(ctx actor.Context, m *dialed) {
 			// The first dial decides Start; the App gives up on us.
 			c.started <- Started{Err: m.err}
 			c.started = nil
-			c.set(messages.StateDetached, m.err)
+			c.set(protocol.StateDetached, m.err)
 			return
 		}
 		delay := c.env.Backoff.Delay(m.attempt + 1)
@@ -389,7 +389,7 @@ func (c *connection) onDialed(ctx actor.Context, m *dialed) {
 			delay = c.env.Backoff.Delay(1 << 20)
 		}
 		c.env.Log.Warn("amqpactor: reconnect failed", "connector", c.connector.String(), "attempt", m.attempt, "error", m.err)
-		c.set(messages.StateRestarting, m.err)
+		c.set(protocol.StateRestarting, m.err)
 		c.timer = c.env.After(delay, ctx.Self(), &redial{attempt: m.attempt + 1})
 		return
 	}
@@ -400,9 +400,9 @@ func (c *connection) onDialed(ctx actor.Context, m *dialed) {
 	}
 	c.conn = conn
 	c.connectedAt = time.Now()
-	c.set(messages.StateAttached, nil)
+	c.set(protocol.StateAttached, nil)
 	c.watch(ctx, conn)
-	up := &messages.ConnUp{Conn: conn}
+	up := &protocol.ConnUp{Conn: conn}
 	for _, pid := range c.all() {
 		ctx.Send(pid, up)
 	}
@@ -455,8 +455,8 @@ func (c *connection) onLost(ctx actor.Context, m *lost) {
 	c.cancel = nil
 	c.lastErr = err
 	c.restarts++
-	c.set(messages.StateRestarting, err)
-	down := &messages.ConnDown{Err: err}
+	c.set(protocol.StateRestarting, err)
+	down := &protocol.ConnDown{Err: err}
 	for _, pid := range c.all() {
 		ctx.Send(pid, down)
 	}
@@ -481,11 +481,11 @@ func (c *connection) subAdded(ctx actor.Context, m *subAdded) {
 	c.subs[m.name] = m.pid
 	c.subOrder = append(c.subOrder, m.name)
 	if c.conn != nil {
-		ctx.Send(m.pid, &messages.ConnUp{Conn: c.conn})
+		ctx.Send(m.pid, &protocol.ConnUp{Conn: c.conn})
 	}
 }
 
-func (c *connection) unsubscribe(ctx actor.Context, m *messages.Unsubscribe) {
+func (c *connection) unsubscribe(ctx actor.Context, m *protocol.Unsubscribe) {
 	pid, ok := c.subs[m.Name]
 	if !ok {
 		m.Done <- nil
@@ -493,7 +493,7 @@ func (c *connection) unsubscribe(ctx actor.Context, m *messages.Unsubscribe) {
 	}
 	self, env := ctx.Self(), c.env
 	done := make(chan error, 1)
-	ctx.Send(pid, &messages.Drain{Ctx: m.Ctx, Graceful: m.Graceful, Done: done})
+	ctx.Send(pid, &protocol.Drain{Ctx: m.Ctx, Graceful: m.Graceful, Done: done})
 	env.Go(func() {
 		var err error
 		select {
@@ -502,7 +502,7 @@ func (c *connection) unsubscribe(ctx actor.Context, m *messages.Unsubscribe) {
 			err = m.Ctx.Err()
 		case <-env.Stopped():
 			// The tree has stopped: nobody will read unsubscribed.
-			m.Done <- messages.ErrStopped
+			m.Done <- protocol.ErrStopped
 			return
 		}
 		env.Root.Send(self, &unsubscribed{name: m.Name, done: m.Done, err: err})
@@ -514,7 +514,7 @@ func (c *connection) unsubscribe(ctx actor.Context, m *messages.Unsubscribe) {
 // and settle; receivers detach), then the publisher (confirmations awaited,
 // senders detached), then the connection closes. Everything is bounded by
 // the drain's context.
-func (c *connection) drain(ctx actor.Context, m *messages.Drain) {
+func (c *connection) drain(ctx actor.Context, m *protocol.Drain) {
 	c.stopping = true
 	if c.timer != nil {
 		c.timer.Stop()
@@ -551,8 +551,8 @@ func (c *connection) set(to string, err error) {
 	c.env.SetState(&c.state, n, to, err)
 }
 
-func (c *connection) describe(ctx actor.Context) *messages.Described {
-	n := &messages.Node{
+func (c *connection) describe(ctx actor.Context) *protocol.Described {
+	n := &protocol.Node{
 		Name: "connection", Kind: "connection", PID: ctx.Self().String(),
 		Address: c.connector.String(), State: c.state, Restarts: c.restarts + c.panics,
 		Counters: map[string]uint64{"reconnects": uint64(c.restarts), "panics": uint64(c.panics)},
@@ -560,5 +560,5 @@ func (c *connection) describe(ctx actor.Context) *messages.Described {
 	if c.lastErr != nil {
 		n.LastError = c.lastErr.Error()
 	}
-	return &messages.Described{Node: n, Children: c.all(), Self: ctx.Self()}
+	return &protocol.Described{Node: n, Children: c.all(), Self: ctx.Self()}
 }

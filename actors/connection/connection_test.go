@@ -17,6 +17,7 @@ import (
 	"github.com/amqpactor/amqpactor/actors/connection"
 	"github.com/amqpactor/amqpactor/address"
 	"github.com/amqpactor/amqpactor/internal/faketransport"
+	"github.com/amqpactor/amqpactor/internal/protocol"
 	"github.com/amqpactor/amqpactor/messages"
 	"github.com/amqpactor/amqpactor/transport"
 )
@@ -43,7 +44,7 @@ func start(t *testing.T, sys *actor.ActorSystem, env *actors.Env, c transport.Co
 	}
 }
 
-func node(t *testing.T, sys *actor.ActorSystem, pid *actor.PID) *messages.Node {
+func node(t *testing.T, sys *actor.ActorSystem, pid *actor.PID) *protocol.Node {
 	return faketransport.Describe(t, sys, pid).Node
 }
 
@@ -55,7 +56,7 @@ func TestFirstDialFailureEndsStartWithoutRetrying(t *testing.T) {
 	pid, s := start(t, sys, env, c)
 	require.ErrorIs(t, s.Err, refused, "Start learns why the first dial failed")
 	n := node(t, sys, pid)
-	require.Equal(t, messages.StateDetached, n.State)
+	require.Equal(t, protocol.StateDetached, n.State)
 	require.Contains(t, n.LastError, "connection refused")
 	// The App gives up on a connection whose first dial failed: no retry
 	// is ever scheduled (the backoff is a few ms, so one would show).
@@ -70,13 +71,13 @@ func TestReconnectsWithBackoffWhenTheConnectionIsLost(t *testing.T) {
 	require.NotNil(t, s.Children.Publisher)
 	require.Equal(t, 1, c.Dials())
 	first := c.Last()
-	require.Eventually(t, func() bool { return node(t, sys, s.Children.Txn).State == messages.StateAttached }, faketransport.Bound, tick,
+	require.Eventually(t, func() bool { return node(t, sys, s.Children.Txn).State == protocol.StateAttached }, faketransport.Bound, tick,
 		"the children hear ConnUp")
 
 	// The connection is lost; the next three dials fail, the fourth works.
 	c.FailDials(errors.New("refused 1"), errors.New("refused 2"), errors.New("refused 3"))
 	first.Drop("network cut")
-	require.Eventually(t, func() bool { return c.Dials() == 5 && node(t, sys, pid).State == messages.StateAttached },
+	require.Eventually(t, func() bool { return c.Dials() == 5 && node(t, sys, pid).State == protocol.StateAttached },
 		faketransport.Bound, tick, "reconnected after three failed dials")
 	n := node(t, sys, pid)
 	require.Equal(t, 1, n.Restarts, "one lost connection")
@@ -86,9 +87,9 @@ func TestReconnectsWithBackoffWhenTheConnectionIsLost(t *testing.T) {
 	require.False(t, second.Closed())
 
 	// The children are on the new connection: a transaction begins on it.
-	reply := make(chan messages.BeginResult, 1)
+	reply := make(chan protocol.BeginResult, 1)
 	c.Begin = func(context.Context) (transport.Txn, error) { return nil, errors.New("no coordinator here") }
-	sys.Root.Send(s.Children.Txn, &messages.Begin{Ctx: context.Background(), Reply: reply})
+	sys.Root.Send(s.Children.Txn, &protocol.Begin{Ctx: context.Background(), Reply: reply})
 	select {
 	case r := <-reply:
 		require.ErrorContains(t, r.Err, "no coordinator here", "Begin reached the new connection")
@@ -98,7 +99,7 @@ func TestReconnectsWithBackoffWhenTheConnectionIsLost(t *testing.T) {
 
 	// Lost again: reconnects again, counting a second restart.
 	second.Drop("again")
-	require.Eventually(t, func() bool { return c.Dials() == 6 && node(t, sys, pid).State == messages.StateAttached },
+	require.Eventually(t, func() bool { return c.Dials() == 6 && node(t, sys, pid).State == protocol.StateAttached },
 		faketransport.Bound, tick)
 	require.Equal(t, 2, node(t, sys, pid).Restarts)
 	require.NoError(t, faketransport.Drain(t, sys, pid))
@@ -133,8 +134,8 @@ func TestDrainOrder(t *testing.T) {
 	conn := c.Last()
 
 	// A request attaches the reply receiver on a session of its own.
-	replies := make(chan messages.Reply, 1)
-	sys.Root.Send(s.Children.Requests, &messages.Request{Key: "k", Ctx: context.Background(),
+	replies := make(chan protocol.Reply, 1)
+	sys.Root.Send(s.Children.Requests, &protocol.Request{Key: "k", Ctx: context.Background(),
 		Address: address.Queue("rpc"), Message: &messages.Message{Body: []byte("ping")}, Reply: replies})
 	select {
 	case r := <-replies:
@@ -146,7 +147,7 @@ func TestDrainOrder(t *testing.T) {
 	}
 	// A publish attaches a sender on the publisher's session.
 	done := make(chan error, 1)
-	s.Children.Senders.Hand(sys.Root, s.Children.Publisher, &messages.Publish{Ctx: context.Background(),
+	s.Children.Senders.Hand(sys.Root, s.Children.Publisher, &protocol.Publish{Ctx: context.Background(),
 		Address: address.Queue("orders"), Message: amqp.NewMessage([]byte("x")), Done: done})
 	select {
 	case err := <-done:
@@ -169,7 +170,7 @@ func TestDrainOrder(t *testing.T) {
 	for _, s := range sessions {
 		require.True(t, s.Closed(), "every session closed by the drain")
 	}
-	require.Equal(t, messages.StateDetached, node(t, sys, pid).State)
+	require.Equal(t, protocol.StateDetached, node(t, sys, pid).State)
 }
 
 // A panicking connection actor is restarted alone: the publisher, requests
@@ -183,7 +184,7 @@ func TestRestartKeepsTheConnectionAndTheChildren(t *testing.T) {
 	publish := func() {
 		t.Helper()
 		done := make(chan error, 1)
-		s.Children.Senders.Hand(sys.Root, s.Children.Publisher, &messages.Publish{Ctx: context.Background(),
+		s.Children.Senders.Hand(sys.Root, s.Children.Publisher, &protocol.Publish{Ctx: context.Background(),
 			Address: address.Queue("orders"), Message: amqp.NewMessage([]byte("x")), Done: done})
 		select {
 		case err := <-done:
@@ -201,7 +202,7 @@ func TestRestartKeepsTheConnectionAndTheChildren(t *testing.T) {
 		require.Eventually(t, func() bool { return node(t, sys, pid).Counters["panics"] == uint64(i) }, faketransport.Bound, tick)
 	}
 	n := node(t, sys, pid)
-	require.Equal(t, messages.StateAttached, n.State)
+	require.Equal(t, protocol.StateAttached, n.State)
 	require.Equal(t, 2, n.Restarts, "a panic counts as a restart")
 	require.Equal(t, 1, c.Dials(), "the connection was kept")
 	require.False(t, conn.Closed())
@@ -211,7 +212,7 @@ func TestRestartKeepsTheConnectionAndTheChildren(t *testing.T) {
 
 	// The next incarnation still watches the connection: a loss reconnects.
 	conn.Drop("cut")
-	require.Eventually(t, func() bool { return c.Dials() == 2 && node(t, sys, pid).State == messages.StateAttached },
+	require.Eventually(t, func() bool { return c.Dials() == 2 && node(t, sys, pid).State == protocol.StateAttached },
 		faketransport.Bound, tick)
 	publish()
 	require.NoError(t, faketransport.Drain(t, sys, pid))
@@ -228,14 +229,14 @@ func TestRestartWhileReconnectingDialsAgain(t *testing.T) {
 	pid, s := start(t, sys, env, c)
 	require.NoError(t, s.Err)
 	c.Last().Drop("cut")
-	require.Eventually(t, func() bool { return node(t, sys, pid).State == messages.StateRestarting },
+	require.Eventually(t, func() bool { return node(t, sys, pid).State == protocol.StateRestarting },
 		faketransport.Bound, tick, "after the cut the redial waits out the backoff")
 	require.Equal(t, 1, c.Dials())
-	require.Equal(t, messages.StateDetached, node(t, sys, s.Children.Txn).State)
+	require.Equal(t, protocol.StateDetached, node(t, sys, s.Children.Txn).State)
 	sys.Root.Send(pid, &actors.Crash{Reason: "test"})
-	require.Eventually(t, func() bool { return node(t, sys, pid).State == messages.StateAttached }, faketransport.Bound, tick,
+	require.Eventually(t, func() bool { return node(t, sys, pid).State == protocol.StateAttached }, faketransport.Bound, tick,
 		"the next incarnation connects")
-	require.Eventually(t, func() bool { return node(t, sys, s.Children.Txn).State == messages.StateAttached }, faketransport.Bound, tick,
+	require.Eventually(t, func() bool { return node(t, sys, s.Children.Txn).State == protocol.StateAttached }, faketransport.Bound, tick,
 		"the children hear ConnUp")
 	require.EqualValues(t, 1, node(t, sys, pid).Counters["panics"])
 	require.NoError(t, faketransport.Drain(t, sys, pid))

@@ -29,8 +29,8 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/amqpactor/amqpactor/actors"
+	"github.com/amqpactor/amqpactor/internal/protocol"
 	"github.com/amqpactor/amqpactor/internal/workq"
-	"github.com/amqpactor/amqpactor/messages"
 )
 
 // Router puts a subscription's deliveries on its partitions' queues. The
@@ -40,7 +40,7 @@ import (
 // concurrent use: a replaced receiver may still be stopping while its
 // successor starts.
 type Router struct {
-	queues []*workq.Q[*messages.Delivery] // partition i's work, in arrival order
+	queues []*workq.Q[*protocol.Delivery] // partition i's work, in arrival order
 	seed   maphash.Seed
 	next   atomic.Uint64
 	routed atomic.Uint64
@@ -65,18 +65,18 @@ func (r *Router) follow(i int, done chan struct{}) chan struct{} {
 }
 
 // NewRouter returns the router of spec, with one queue per partition.
-func NewRouter(spec *messages.Subscription) *Router {
-	r := &Router{seed: maphash.MakeSeed(), queues: make([]*workq.Q[*messages.Delivery], max(spec.Partitions, 1))}
+func NewRouter(spec *protocol.Subscription) *Router {
+	r := &Router{seed: maphash.MakeSeed(), queues: make([]*workq.Q[*protocol.Delivery], max(spec.Partitions, 1))}
 	r.last = make([]chan struct{}, len(r.queues))
 	for i := range r.queues {
-		r.queues[i] = workq.New[*messages.Delivery]()
+		r.queues[i] = workq.New[*protocol.Delivery]()
 	}
 	return r
 }
 
 // Route hands d to its partition. It never blocks; once the partitions
 // have stopped it drops d, whose link ends with them (the broker redelivers).
-func (r *Router) Route(d *messages.Delivery) {
+func (r *Router) Route(d *protocol.Delivery) {
 	r.routed.Add(1)
 	r.queues[r.pick(d.Message.GroupID)].Push(d)
 }
@@ -94,7 +94,7 @@ func (r *Router) pick(group string) int {
 
 // New returns the props of the dispatcher of spec: it spawns a partition
 // for each of rt's queues.
-func New(env *actors.Env, spec *messages.Subscription, rt *Router) *actor.Props {
+func New(env *actors.Env, spec *protocol.Subscription, rt *Router) *actor.Props {
 	return env.Props(func() actor.Actor {
 		return &dispatcher{env: env, spec: spec, rt: rt}
 	})
@@ -102,7 +102,7 @@ func New(env *actors.Env, spec *messages.Subscription, rt *Router) *actor.Props 
 
 type dispatcher struct {
 	env        *actors.Env
-	spec       *messages.Subscription
+	spec       *protocol.Subscription
 	rt         *Router
 	partitions []*actor.PID
 }
@@ -128,11 +128,11 @@ func (d *dispatcher) Receive(ctx actor.Context) {
 		// over instead of closing them.
 		d.rt.panics.Add(1)
 		d.rt.handover.Store(true)
-	case *messages.Describe:
-		ctx.Respond(&messages.Described{
-			Node: &messages.Node{
+	case *protocol.Describe:
+		ctx.Respond(&protocol.Described{
+			Node: &protocol.Node{
 				Name: "dispatcher", Kind: "dispatcher", PID: ctx.Self().String(),
-				Address: d.spec.Address.String(), State: messages.StateAttached, Restarts: int(d.rt.panics.Load()),
+				Address: d.spec.Address.String(), State: protocol.StateAttached, Restarts: int(d.rt.panics.Load()),
 				Counters: map[string]uint64{"partitions": uint64(len(d.partitions)), "routed": d.rt.routed.Load(),
 					"panics": d.rt.panics.Load()},
 			},

@@ -17,6 +17,7 @@ import (
 	"github.com/amqpactor/amqpactor/actors"
 	"github.com/amqpactor/amqpactor/actors/dispatcher"
 	"github.com/amqpactor/amqpactor/address"
+	"github.com/amqpactor/amqpactor/internal/protocol"
 	"github.com/amqpactor/amqpactor/messages"
 )
 
@@ -31,15 +32,15 @@ type rig struct {
 	env  *actors.Env
 	disp *actor.PID
 	rt   *dispatcher.Router
-	to   messages.Settler
+	to   protocol.Settler
 }
 
-type settleFunc func(*messages.Delivery, messages.Outcome)
+type settleFunc func(*protocol.Delivery, messages.Outcome)
 
-func (f settleFunc) Settle(d *messages.Delivery, o messages.Outcome) { f(d, o) }
+func (f settleFunc) Settle(d *protocol.Delivery, o messages.Outcome) { f(d, o) }
 
-func newRig(tb testing.TB, partitions int, handler messages.Handler, onVerdict func(messages.Outcome)) *rig {
-	return newRigWith(tb, &messages.Subscription{
+func newRig(tb testing.TB, partitions int, handler protocol.Handler, onVerdict func(messages.Outcome)) *rig {
+	return newRigWith(tb, &protocol.Subscription{
 		Address: address.Queue("bench"), Partitions: partitions, Handler: handler,
 		Outcome: func(context.Context, error, *messages.Message) messages.Outcome {
 			return messages.Outcome{Kind: messages.Accepted}
@@ -47,7 +48,7 @@ func newRig(tb testing.TB, partitions int, handler messages.Handler, onVerdict f
 	}, onVerdict)
 }
 
-func newRigWith(tb testing.TB, spec *messages.Subscription, onVerdict func(messages.Outcome)) *rig {
+func newRigWith(tb testing.TB, spec *protocol.Subscription, onVerdict func(messages.Outcome)) *rig {
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(slog.DiscardHandler)
 	}))
@@ -57,7 +58,7 @@ func newRigWith(tb testing.TB, spec *messages.Subscription, onVerdict func(messa
 	var err error
 	r.disp, err = sys.Root.SpawnNamed(dispatcher.New(env, spec, r.rt), "dispatcher")
 	require.NoError(tb, err)
-	r.to = settleFunc(func(d *messages.Delivery, o messages.Outcome) {
+	r.to = settleFunc(func(d *protocol.Delivery, o messages.Outcome) {
 		d.Release()
 		onVerdict(o)
 	})
@@ -75,7 +76,7 @@ func (r *rig) stop() {
 }
 
 func (r *rig) deliver(id uint64, m *messages.Message) {
-	d := messages.NewDelivery()
+	d := protocol.NewDelivery()
 	d.ID, d.Message, d.Ctx, d.To = id, m, context.Background(), r.to
 	r.rt.Route(d)
 }
@@ -130,7 +131,7 @@ func TestHandlerContextCarriesPartition(t *testing.T) {
 	parts := map[string]map[int]bool{}
 	var missing atomic.Bool
 	handler := func(ctx context.Context, m *messages.Message) error {
-		p := messages.PartitionFrom(ctx)
+		p := protocol.PartitionFrom(ctx)
 		if p == nil || p.Address != address.Queue("bench") || p.Index < 0 || p.Index >= 4 {
 			missing.Store(true)
 			return nil

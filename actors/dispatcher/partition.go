@@ -11,6 +11,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/amqpactor/amqpactor/actors"
+	"github.com/amqpactor/amqpactor/internal/protocol"
 	"github.com/amqpactor/amqpactor/internal/workq"
 	"github.com/amqpactor/amqpactor/messages"
 )
@@ -23,11 +24,11 @@ import (
 // partition, so its node counts across restarts.
 type partition struct {
 	env   *actors.Env
-	spec  *messages.Subscription
+	spec  *protocol.Subscription
 	index int
 	rt    *Router
-	q     *workq.Q[*messages.Delivery]
-	info  *messages.Partition // what the handlers' context carries of it
+	q     *workq.Q[*protocol.Delivery]
+	info  *protocol.Partition // what the handlers' context carries of it
 	quit  chan struct{}       // closed to make this incarnation's worker return
 	*counts
 }
@@ -36,9 +37,9 @@ type counts struct {
 	handled, failed, running, panics atomic.Uint64
 }
 
-func newPartition(env *actors.Env, spec *messages.Subscription, index int, rt *Router) *actor.Props {
+func newPartition(env *actors.Env, spec *protocol.Subscription, index int, rt *Router) *actor.Props {
 	c := new(counts)
-	info := &messages.Partition{Address: spec.Address, Index: index}
+	info := &protocol.Partition{Address: spec.Address, Index: index}
 	return env.Props(func() actor.Actor {
 		return &partition{env: env, spec: spec, index: index, rt: rt, q: rt.queues[index], info: info, counts: c}
 	})
@@ -66,10 +67,10 @@ func (p *partition) Receive(ctx actor.Context) {
 	case *actor.Restarting:
 		p.panics.Add(1)
 		close(p.quit)
-	case *messages.Describe:
-		ctx.Respond(&messages.Described{Node: &messages.Node{
+	case *protocol.Describe:
+		ctx.Respond(&protocol.Described{Node: &protocol.Node{
 			Name: "partition-" + strconv.Itoa(p.index), Kind: "partition", PID: ctx.Self().String(),
-			State: messages.StateAttached, Restarts: int(p.panics.Load()),
+			State: protocol.StateAttached, Restarts: int(p.panics.Load()),
 			Counters: map[string]uint64{
 				"panics":  p.panics.Load(),
 				"queued":  uint64(p.q.Len()),
@@ -91,7 +92,7 @@ func (p *partition) Receive(ctx actor.Context) {
 // worker runs the handler for each delivery of q in order, until q is
 // closed (what it had taken and not run stays unsettled: its link's end
 // gives it back) or quit is (it first runs everything it had taken).
-func (p *partition) worker(q *workq.Q[*messages.Delivery], quit <-chan struct{}) {
+func (p *partition) worker(q *workq.Q[*protocol.Delivery], quit <-chan struct{}) {
 	// hctx is the handlers' context: the link's, carrying the partition
 	// index; made again only when the link (and so its context) changes.
 	var base, hctx context.Context
@@ -123,7 +124,7 @@ func (p *partition) worker(q *workq.Q[*messages.Delivery], quit <-chan struct{})
 				continue
 			}
 			if d.Ctx != base {
-				base, hctx = d.Ctx, messages.WithPartition(d.Ctx, p.info)
+				base, hctx = d.Ctx, protocol.WithPartition(d.Ctx, p.info)
 			}
 			msgs := [1]*messages.Message{d.Message}
 			err, stopped := p.attempts(d, msgs[:], func() error {
@@ -143,13 +144,13 @@ func (p *partition) worker(q *workq.Q[*messages.Delivery], quit <-chan struct{})
 // batchWorker hands the handler what has arrived, up to the batch size, or
 // what arrived within the batch wait after the first delivery.
 // On quit it runs what it holds, then returns.
-func (p *partition) batchWorker(q *workq.Q[*messages.Delivery], quit <-chan struct{}) {
+func (p *partition) batchWorker(q *workq.Q[*protocol.Delivery], quit <-chan struct{}) {
 	size := max(min(p.spec.BatchSize, int(p.spec.Credit)), 1)
 	wait := p.spec.BatchWait
 	if wait <= 0 {
 		wait = 50 * time.Millisecond
 	}
-	var pending []*messages.Delivery
+	var pending []*protocol.Delivery
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
@@ -203,7 +204,7 @@ func (p *partition) batchWorker(q *workq.Q[*messages.Delivery], quit <-chan stru
 	}
 }
 
-func (p *partition) runBatch(batch []*messages.Delivery) {
+func (p *partition) runBatch(batch []*protocol.Delivery) {
 	live := batch[:0:0]
 	msgs := make([]*messages.Message, 0, len(batch))
 	for _, d := range batch {
@@ -215,7 +216,7 @@ func (p *partition) runBatch(batch []*messages.Delivery) {
 	if len(live) == 0 {
 		return
 	}
-	ctx := messages.WithPartition(live[0].Ctx, p.info)
+	ctx := protocol.WithPartition(live[0].Ctx, p.info)
 	err, _ := p.attempts(live[0], msgs, func() error {
 		return p.run(ctx, func(ctx context.Context) error { return p.spec.BatchHandler(ctx, msgs) })
 	})
@@ -254,7 +255,7 @@ func (p *partition) run(ctx context.Context, f func(context.Context) error) (err
 // redelivery would. It returns the last failure, and stopped when d's link
 // drained or ended during a wait: that failure then goes to the broker as
 // any other (modified), to be redelivered.
-func (p *partition) attempts(d *messages.Delivery, ms []*messages.Message, run func() error) (err error, stopped bool) {
+func (p *partition) attempts(d *protocol.Delivery, ms []*messages.Message, run func() error) (err error, stopped bool) {
 	r := &p.spec.Retry
 	for n := 1; ; n++ {
 		err = run()
@@ -278,7 +279,7 @@ func (p *partition) attempts(d *messages.Delivery, ms []*messages.Message, run f
 }
 
 // lastAttempt reports that a message of ms is on its last delivery.
-func lastAttempt(r *messages.Retry, ms []*messages.Message) bool {
+func lastAttempt(r *protocol.Retry, ms []*messages.Message) bool {
 	for _, m := range ms {
 		if m.DeliveryCount+1 >= r.MaxDeliveries {
 			return true
@@ -289,7 +290,7 @@ func lastAttempt(r *messages.Retry, ms []*messages.Message) bool {
 
 // sleep waits d, or until the delivery's link drains or ends; it reports
 // whether the wait ran its course.
-func sleep(d *messages.Delivery, wait time.Duration) bool {
+func sleep(d *protocol.Delivery, wait time.Duration) bool {
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {

@@ -13,13 +13,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/amqpactor/amqpactor/actors"
+	"github.com/amqpactor/amqpactor/internal/protocol"
 	"github.com/amqpactor/amqpactor/messages"
 )
 
-func (r *rig) describe(t *testing.T, pid *actor.PID) *messages.Described {
-	res, err := r.sys.Root.RequestFuture(pid, &messages.Describe{}, time.Second).Result()
+func (r *rig) describe(t *testing.T, pid *actor.PID) *protocol.Described {
+	res, err := r.sys.Root.RequestFuture(pid, &protocol.Describe{}, time.Second).Result()
 	require.NoError(t, err)
-	return res.(*messages.Described)
+	return res.(*protocol.Described)
 }
 
 // Partitions and the dispatcher that panic mid-stream lose no delivery and

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/amqpactor/amqpactor/address"
+	"github.com/amqpactor/amqpactor/internal/protocol"
 	"github.com/amqpactor/amqpactor/messages"
 )
 
@@ -19,8 +20,8 @@ var errFailed = errors.New("failed")
 
 // failedOutcome settles a failure modified, as the App's outcomer does
 // before the last attempt, and records the delivery-count it saw.
-func retrySpec(partitions int, h messages.Handler, r messages.Retry, seen func(err error, m *messages.Message)) *messages.Subscription {
-	return &messages.Subscription{
+func retrySpec(partitions int, h protocol.Handler, r protocol.Retry, seen func(err error, m *messages.Message)) *protocol.Subscription {
+	return &protocol.Subscription{
 		Address: address.Queue("retry"), Partitions: partitions, Handler: h, Retry: r,
 		Outcome: func(_ context.Context, err error, m *messages.Message) messages.Outcome {
 			if seen != nil {
@@ -62,7 +63,7 @@ func TestRetryInPlaceKeepsGroupOrder(t *testing.T) {
 		return nil
 	}
 	var accepted, other atomic.Int64
-	spec := retrySpec(4, h, messages.Retry{Backoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond, MaxDeliveries: 5}, nil)
+	spec := retrySpec(4, h, protocol.Retry{Backoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond, MaxDeliveries: 5}, nil)
 	r := newRigWith(t, spec, func(o messages.Outcome) {
 		if o.Kind == messages.Accepted {
 			accepted.Add(1)
@@ -110,7 +111,7 @@ func TestRetryInPlaceStopsAtMaxDeliveries(t *testing.T) {
 		counts = append(counts, m.DeliveryCount)
 		return errFailed
 	}
-	rt := messages.Retry{Backoff: time.Millisecond, MaxDeliveries: 3,
+	rt := protocol.Retry{Backoff: time.Millisecond, MaxDeliveries: 3,
 		Failed: func(_ context.Context, err error, _ *messages.Message, wait time.Duration) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -145,7 +146,7 @@ func TestRetryInPlaceStopsAtMaxDeliveries(t *testing.T) {
 func TestRetryInPlaceOnlyWhatIsRetryable(t *testing.T) {
 	var calls atomic.Int64
 	h := func(context.Context, *messages.Message) error { calls.Add(1); return errFailed }
-	for name, rt := range map[string]messages.Retry{
+	for name, rt := range map[string]protocol.Retry{
 		"not retryable": {Backoff: time.Millisecond, MaxDeliveries: 5, Retryable: func(error) bool { return false }},
 		"no backoff":    {MaxDeliveries: 5},
 	} {
@@ -175,14 +176,14 @@ func TestRetryWaitEndsAtDrain(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var kinds []messages.OutcomeKind
-	spec := retrySpec(1, h, messages.Retry{Backoff: time.Hour, MaxDeliveries: 5}, nil)
+	spec := retrySpec(1, h, protocol.Retry{Backoff: time.Hour, MaxDeliveries: 5}, nil)
 	r := newRigWith(t, spec, func(o messages.Outcome) {
 		mu.Lock()
 		defer mu.Unlock()
 		kinds = append(kinds, o.Kind)
 	})
 	for id := uint64(1); id <= 3; id++ {
-		d := messages.NewDelivery()
+		d := protocol.NewDelivery()
 		d.ID, d.Link, d.Message, d.Ctx, d.To, d.Draining = id, 7, &messages.Message{Body: []byte("x")}, context.Background(), r.to, draining
 		r.rt.Route(d)
 	}
@@ -204,7 +205,7 @@ func TestRetryWaitEndsAtDrain(t *testing.T) {
 // Each wait is at least Backoff doubled per attempt and never shorter than
 // the one before, until MaxBackoff caps it.
 func TestRetryDelayGrows(t *testing.T) {
-	rt := messages.Retry{Backoff: 10 * time.Millisecond, MaxBackoff: 500 * time.Millisecond}
+	rt := protocol.Retry{Backoff: 10 * time.Millisecond, MaxBackoff: 500 * time.Millisecond}
 	for range 100 {
 		prev := time.Duration(0)
 		for n := 1; n <= 10; n++ {
@@ -215,5 +216,5 @@ func TestRetryDelayGrows(t *testing.T) {
 			prev = d
 		}
 	}
-	require.Equal(t, time.Second, (&messages.Retry{Backoff: time.Second, MaxBackoff: time.Millisecond}).Delay(3), "MaxBackoff below Backoff means Backoff")
+	require.Equal(t, time.Second, (&protocol.Retry{Backoff: time.Second, MaxBackoff: time.Millisecond}).Delay(3), "MaxBackoff below Backoff means Backoff")
 }

@@ -1,5 +1,5 @@
 // Package receiver owns one receiver link: it attaches it, grants credit by
-// the runtime's rule, turns transfers into messages.Delivery, hands them to
+// the runtime's rule, turns transfers into protocol.Delivery, hands them to
 // the subscription's partitions (dispatcher.Router) and sends the
 // dispositions that come back.
 //
@@ -30,6 +30,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/amqpactor/amqpactor/actors"
+	"github.com/amqpactor/amqpactor/internal/protocol"
 	"github.com/amqpactor/amqpactor/internal/workq"
 	"github.com/amqpactor/amqpactor/messages"
 	"github.com/amqpactor/amqpactor/transport"
@@ -58,7 +59,7 @@ func sessionEnded(err error) bool {
 // replacement (after a lost session or connection) retries a failed first
 // attach; the first receiver of a subscription reports it instead, since it
 // decides Subscribe and Start.
-func New(env *actors.Env, sess transport.Session, spec *messages.Subscription, route func(*messages.Delivery), paused, replacement bool) *actor.Props {
+func New(env *actors.Env, sess transport.Session, spec *protocol.Subscription, route func(*protocol.Delivery), paused, replacement bool) *actor.Props {
 	k := &kept{paused: paused}
 	return env.Props(func() actor.Actor {
 		// Every incarnation starts from here (see Restarts above).
@@ -113,8 +114,8 @@ type (
 type receiver struct {
 	env   *actors.Env
 	sess  transport.Session
-	spec  *messages.Subscription
-	route func(*messages.Delivery) // to the partitions, never blocks
+	spec  *protocol.Subscription
+	route func(*protocol.Delivery) // to the partitions, never blocks
 
 	link       transport.Receiver
 	gen        uint64
@@ -132,7 +133,7 @@ type receiver struct {
 	terminal    int // terminal refusals in a row
 	replacement bool
 	stopping    bool
-	drain       *messages.Drain
+	drain       *protocol.Drain
 	alsoDone    []chan<- error // drains that came while drain was in progress
 	paused      atomic.Bool
 	timer       *time.Timer
@@ -164,15 +165,15 @@ func (r *receiver) Receive(ctx actor.Context) {
 		if !r.stopping && r.link == nil {
 			r.attach(ctx, m.attempt)
 		}
-	case *messages.Pause:
+	case *protocol.Pause:
 		r.paused.Store(true)
-	case *messages.Resume:
+	case *protocol.Resume:
 		if r.paused.Swap(false) && r.settleQ != nil {
 			r.settleQ.Push(settleItem{resume: true})
 		}
-	case *messages.Drain:
+	case *protocol.Drain:
 		r.onDrain(ctx, m)
-	case *messages.Describe:
+	case *protocol.Describe:
 		ctx.Respond(r.describe(ctx))
 	case *actors.Crash:
 		panic(fmt.Sprintf("amqpactor: receiver %s: %s", r.spec.Address, m.Reason))
@@ -184,17 +185,17 @@ func (r *receiver) Receive(ctx actor.Context) {
 			r.timer.Stop()
 		}
 		r.endLink(context.Background(), nil)
-		r.finishDrain(messages.ErrStopped)
-		r.set(messages.StateRestarting, nil)
+		r.finishDrain(protocol.ErrStopped)
+		r.set(protocol.StateRestarting, nil)
 	case *actor.Stopped:
-		r.set(messages.StateStopped, nil)
+		r.set(protocol.StateStopped, nil)
 	case *actor.Stopping:
 		r.stopping = true
 		if r.timer != nil {
 			r.timer.Stop()
 		}
 		r.endLink(context.Background(), nil)
-		r.finishDrain(messages.ErrStopped)
+		r.finishDrain(protocol.ErrStopped)
 	}
 }
 
@@ -224,7 +225,7 @@ func (r *receiver) opts() transport.ReceiverOptions {
 }
 
 func (r *receiver) attach(ctx actor.Context, attempt int) {
-	r.set(messages.StateAttaching, nil)
+	r.set(protocol.StateAttaching, nil)
 	self, sess, opts, env := ctx.Self(), r.sess, r.opts(), r.env
 	env.Go(func() {
 		actx, cancel := env.CloseCtx(context.Background())
@@ -236,7 +237,7 @@ func (r *receiver) attach(ctx actor.Context, attempt int) {
 
 func (r *receiver) onAttach(ctx actor.Context, m *attachResult) {
 	if m.err != nil {
-		r.set(messages.StateDetached, m.err)
+		r.set(protocol.StateDetached, m.err)
 		r.lastErr = m.err
 		r.env.Log.Warn("amqpactor: attach failed", "address", r.spec.Address.String(), "error", m.err)
 		if r.link != nil {
@@ -250,7 +251,7 @@ func (r *receiver) onAttach(ctx actor.Context, m *attachResult) {
 		}
 		if sessionEnded(m.err) {
 			// The parent counts terminal refusals across sessions.
-			r.set(messages.StateRestarting, m.err)
+			r.set(protocol.StateRestarting, m.err)
 			ctx.Send(ctx.Parent(), &SessionLost{Err: m.err})
 			return
 		}
@@ -271,7 +272,7 @@ func (r *receiver) onAttach(ctx actor.Context, m *attachResult) {
 			// parent replaces the session and this receiver.
 			r.env.Log.Warn("amqpactor: re-attach keeps failing; replacing the session", "address", r.spec.Address.String(),
 				"attempts", r.attempt, "error", m.err)
-			r.set(messages.StateRestarting, m.err)
+			r.set(protocol.StateRestarting, m.err)
 			ctx.Send(ctx.Parent(), &SessionLost{Err: m.err})
 			return
 		}
@@ -287,7 +288,7 @@ func (r *receiver) onAttach(ctx actor.Context, m *attachResult) {
 	r.link = m.link
 	r.gen = gens.Add(1)
 	r.attempt, r.terminal = 0, 0
-	r.set(messages.StateAttached, nil)
+	r.set(protocol.StateAttached, nil)
 	base := r.env.Base
 	if base == nil {
 		base = context.Background()
@@ -386,8 +387,8 @@ func (f *flow) cutAndClose(it settleItem) {
 	f.mu.Unlock()
 }
 
-// Settle queues d's outcome for the settler; see messages.Settler.
-func (f *flow) Settle(d *messages.Delivery, o messages.Outcome) {
+// Settle queues d's outcome for the settler; see protocol.Settler.
+func (f *flow) Settle(d *protocol.Delivery, o messages.Outcome) {
 	raw, id := d.Raw, d.ID
 	d.Release()
 	f.unsettled.Add(-1)
@@ -432,8 +433,8 @@ func (r *receiver) pump(f *flow, link transport.Receiver, ctx context.Context) {
 			continue
 		}
 		id++
-		d := messages.NewDelivery()
-		d.ID, d.Link, d.Raw, d.Message, d.Ctx, d.To = id, f.gen, raw, messages.FromAMQP(raw), f.ctx, f
+		d := protocol.NewDelivery()
+		d.ID, d.Link, d.Raw, d.Message, d.Ctx, d.To = id, f.gen, raw, protocol.FromAMQP(raw), f.ctx, f
 		d.Draining = ctx.Done() // a worker waiting to retry stops at a drain
 		f.open.Add(1)
 		f.unsettled.Add(1)
@@ -540,7 +541,7 @@ func (r *receiver) onLinkEnded(ctx actor.Context, m *linkEnded) {
 	}
 	r.restarts++
 	if sessionEnded(m.err) {
-		r.set(messages.StateRestarting, m.err)
+		r.set(protocol.StateRestarting, m.err)
 		ctx.Send(ctx.Parent(), &SessionLost{Err: m.err})
 		return
 	}
@@ -555,7 +556,7 @@ func (r *receiver) scheduleReattach(ctx actor.Context) {
 }
 
 func (r *receiver) scheduleReattachAfter(ctx actor.Context, d time.Duration) {
-	r.set(messages.StateRestarting, r.lastErr)
+	r.set(protocol.StateRestarting, r.lastErr)
 	r.attempt++
 	r.timer = r.env.After(d, ctx.Self(), &reattach{attempt: r.attempt})
 }
@@ -574,7 +575,7 @@ func (r *receiver) endLink(ctx context.Context, why error) {
 	r.settleQ, r.flow = nil, nil
 	q.Close()
 	r.closeLink(link, ctx, nil)
-	r.set(messages.StateDetached, why)
+	r.set(protocol.StateDetached, why)
 }
 
 func (r *receiver) closeLink(link transport.Receiver, ctx context.Context, done func(error)) {
@@ -593,7 +594,7 @@ func (r *receiver) closeLink(link transport.Receiver, ctx context.Context, done 
 // handlers finish and settle, then the link closes after its last settle.
 // Past the drain's deadline the link is closed at once and what handlers
 // still hold goes back to the broker.
-func (r *receiver) onDrain(ctx actor.Context, m *messages.Drain) {
+func (r *receiver) onDrain(ctx actor.Context, m *protocol.Drain) {
 	if r.drain != nil {
 		// Drained twice (Subscription.Close, then Stop): the second
 		// hears what the first does.
@@ -631,7 +632,7 @@ func (r *receiver) finishDrainedLink() {
 		cancelLink()
 		answer(err)
 	}})
-	r.set(messages.StateDetached, nil)
+	r.set(protocol.StateDetached, nil)
 }
 
 // cutDrainedLink ends a drain whose graceful part ran out: settles are
@@ -649,7 +650,7 @@ func (r *receiver) cutDrainedLink() {
 	// After the cut: a handler that returns now cannot settle any more.
 	cancelLink()
 	r.lastErr = cut
-	r.set(messages.StateDetached, cut)
+	r.set(protocol.StateDetached, cut)
 }
 
 // answerer returns what answers the drain in progress and every later
@@ -678,8 +679,8 @@ func (r *receiver) unsettledNow() uint64 {
 	return uint64(max(r.flow.unsettled.Load(), 0))
 }
 
-func (r *receiver) describe(ctx actor.Context) *messages.Described {
-	n := &messages.Node{
+func (r *receiver) describe(ctx actor.Context) *protocol.Described {
+	n := &protocol.Node{
 		Name:     "receiver",
 		Kind:     "receiver",
 		PID:      ctx.Self().String(),
@@ -708,5 +709,5 @@ func (r *receiver) describe(ctx actor.Context) *messages.Described {
 	if r.lastErr != nil {
 		n.LastError = r.lastErr.Error()
 	}
-	return &messages.Described{Node: n}
+	return &protocol.Described{Node: n}
 }

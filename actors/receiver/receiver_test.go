@@ -16,6 +16,7 @@ import (
 	"github.com/amqpactor/amqpactor/actors"
 	"github.com/amqpactor/amqpactor/actors/receiver"
 	"github.com/amqpactor/amqpactor/address"
+	"github.com/amqpactor/amqpactor/internal/protocol"
 	"github.com/amqpactor/amqpactor/messages"
 	"github.com/amqpactor/amqpactor/transport"
 )
@@ -95,13 +96,13 @@ func TestDrainReleasesWhatHandlersHold(t *testing.T) {
 		Base: context.Background()}
 	link := &fakeLink{msgs: make(chan *amqp.Message, 2), done: make(chan struct{})}
 	link.msgs <- amqp.NewMessage([]byte("held"))
-	spec := &messages.Subscription{Address: address.Queue("q"), Credit: 8, Partitions: 1}
+	spec := &protocol.Subscription{Address: address.Queue("q"), Credit: 8, Partitions: 1}
 
 	holding := make(chan struct{})
 	cancelled := make(chan struct{})
 	finish := make(chan struct{})
 	var handlers sync.WaitGroup
-	route := func(d *messages.Delivery) {
+	route := func(d *protocol.Delivery) {
 		handlers.Go(func() {
 			close(holding)
 			<-d.Ctx.Done()
@@ -131,7 +132,7 @@ func TestDrainReleasesWhatHandlersHold(t *testing.T) {
 	grace, cancelGrace := context.WithTimeout(hard, 200*time.Millisecond)
 	defer cancelGrace()
 	done := make(chan error, 1)
-	sys.Root.Send(pid, &messages.Drain{Ctx: hard, Graceful: grace, Done: done})
+	sys.Root.Send(pid, &protocol.Drain{Ctx: hard, Graceful: grace, Done: done})
 	select {
 	case err := <-done:
 		require.ErrorIs(t, err, context.DeadlineExceeded, "the drain says it was cut")

@@ -16,6 +16,7 @@ import (
 	"github.com/amqpactor/amqpactor/actors"
 	"github.com/amqpactor/amqpactor/actors/receiver"
 	"github.com/amqpactor/amqpactor/address"
+	"github.com/amqpactor/amqpactor/internal/protocol"
 	"github.com/amqpactor/amqpactor/messages"
 	"github.com/amqpactor/amqpactor/transport"
 )
@@ -121,17 +122,17 @@ func TestRestartMidStream(t *testing.T) {
 	for i := range n {
 		b.q <- amqp.NewMessage(fmt.Appendf(nil, "%d", i))
 	}
-	spec := &messages.Subscription{Address: address.Queue("q"), Credit: 64, Partitions: 1}
+	spec := &protocol.Subscription{Address: address.Queue("q"), Credit: 64, Partitions: 1}
 
 	// One worker settles, as a partition does.
-	work := make(chan *messages.Delivery, n)
+	work := make(chan *protocol.Delivery, n)
 	var worker sync.WaitGroup
 	worker.Go(func() {
 		for d := range work {
 			d.Settle(messages.Outcome{Kind: messages.Accepted})
 		}
 	})
-	route := func(d *messages.Delivery) { work <- d }
+	route := func(d *protocol.Delivery) { work <- d }
 	spawned := make(chan *actor.PID, 1)
 	props := receiver.New(env, b, spec, route, false, false)
 	ppid := sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
@@ -152,9 +153,9 @@ func TestRestartMidStream(t *testing.T) {
 	}
 	require.Eventually(t, func() bool { return accepted() == n }, 20*time.Second, time.Millisecond, "every message accepted")
 
-	res, err := sys.Root.RequestFuture(pid, &messages.Describe{}, time.Second).Result()
+	res, err := sys.Root.RequestFuture(pid, &protocol.Describe{}, time.Second).Result()
 	require.NoError(t, err)
-	node := res.(*messages.Described).Node
+	node := res.(*protocol.Described).Node
 	require.EqualValues(t, crashes, node.Counters["panics"], "the tree shows every restart")
 	require.GreaterOrEqual(t, node.Restarts, crashes)
 

@@ -16,7 +16,7 @@ import (
 	"github.com/amqpactor/amqpactor/actors"
 	"github.com/amqpactor/amqpactor/actors/sender"
 	"github.com/amqpactor/amqpactor/address"
-	"github.com/amqpactor/amqpactor/messages"
+	"github.com/amqpactor/amqpactor/internal/protocol"
 	"github.com/amqpactor/amqpactor/transport"
 )
 
@@ -70,7 +70,7 @@ func (p *parent) Receive(ctx actor.Context) {
 		p.lane = sender.NewLane()
 		p.child = ctx.Spawn(sender.New(p.env, sender.Config{Address: address.Queue("q"), Session: p.sess, Lane: p.lane}))
 		p.ready <- p.child
-	case *messages.Publish:
+	case *protocol.Publish:
 		if !p.lane.Offer(m) {
 			ctx.Send(p.child, m)
 		}
@@ -99,7 +99,7 @@ func TestRestartMidStream(t *testing.T) {
 	defer cancel()
 	done := make(chan error, n)
 	for i := range n {
-		sys.Root.Send(ppid, &messages.Publish{Ctx: ctx, Address: address.Queue("q"),
+		sys.Root.Send(ppid, &protocol.Publish{Ctx: ctx, Address: address.Queue("q"),
 			Message: amqp.NewMessage(fmt.Appendf(nil, "%d", i)), Done: done})
 		// Twice close together: the second incarnation panics while
 		// its attach is in flight, with publishes waiting for it.
@@ -126,9 +126,9 @@ func TestRestartMidStream(t *testing.T) {
 	}
 	links := sess.links
 	sess.mu.Unlock()
-	res, err := sys.Root.RequestFuture(pid, &messages.Describe{}, time.Second).Result()
+	res, err := sys.Root.RequestFuture(pid, &protocol.Describe{}, time.Second).Result()
 	require.NoError(t, err)
-	node := res.(*messages.Described).Node
+	node := res.(*protocol.Described).Node
 	t.Logf("lost %d, duplicates %d, links %d", lost, dups, links)
 	require.Zero(t, lost)
 	require.EqualValues(t, 2*crashes, node.Counters["panics"], "the tree shows every restart")
@@ -137,7 +137,7 @@ func TestRestartMidStream(t *testing.T) {
 	dctx, dcancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer dcancel()
 	drained := make(chan error, 1)
-	sys.Root.Send(pid, &messages.Drain{Ctx: dctx, Done: drained})
+	sys.Root.Send(pid, &protocol.Drain{Ctx: dctx, Done: drained})
 	require.NoError(t, <-drained)
 	require.NoError(t, sys.Root.PoisonFuture(ppid).Wait())
 	require.NoError(t, env.Wait(dctx), "every goroutine of every incarnation ended")
@@ -161,15 +161,15 @@ func TestRestartAfterDrainStaysDrained(t *testing.T) {
 	defer cancel()
 	publish := func() error {
 		done := make(chan error, 1)
-		sys.Root.Send(ppid, &messages.Publish{Ctx: ctx, Address: address.Queue("q"), Message: amqp.NewMessage([]byte("x")), Done: done})
+		sys.Root.Send(ppid, &protocol.Publish{Ctx: ctx, Address: address.Queue("q"), Message: amqp.NewMessage([]byte("x")), Done: done})
 		return <-done
 	}
 	require.NoError(t, publish())
 	drained := make(chan error, 1)
-	sys.Root.Send(pid, &messages.Drain{Ctx: ctx, Done: drained})
+	sys.Root.Send(pid, &protocol.Drain{Ctx: ctx, Done: drained})
 	require.NoError(t, <-drained)
 	sys.Root.Send(pid, &actors.Crash{Reason: "test"})
-	require.ErrorIs(t, publish(), messages.ErrStopped)
+	require.ErrorIs(t, publish(), protocol.ErrStopped)
 	sess.mu.Lock()
 	links := sess.links
 	sess.mu.Unlock()
@@ -221,9 +221,9 @@ func TestHandOffLinkFailingAfterStopReachesHandTo(t *testing.T) {
 	defer sys.Shutdown()
 	env := &actors.Env{Root: sys.Root, Log: slog.New(slog.DiscardHandler), CloseTimeout: 5 * time.Second,
 		Backoff: actors.Backoff{Initial: time.Millisecond, Max: 10 * time.Millisecond}}
-	handed := make(chan *messages.Publish, 10)
+	handed := make(chan *protocol.Publish, 10)
 	probe := sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
-		if p, ok := c.Message().(*messages.Publish); ok {
+		if p, ok := c.Message().(*protocol.Publish); ok {
 			handed <- p
 		}
 	}))
@@ -237,7 +237,7 @@ func TestHandOffLinkFailingAfterStopReachesHandTo(t *testing.T) {
 	const n = 5
 	done := make(chan error, n)
 	for i := range n {
-		sys.Root.Send(pid, &messages.Publish{Ctx: ctx, Address: address.Queue("q"),
+		sys.Root.Send(pid, &protocol.Publish{Ctx: ctx, Address: address.Queue("q"),
 			Message: amqp.NewMessage(fmt.Appendf(nil, "%d", i)), Done: done})
 	}
 	// All written, none confirmed.
@@ -260,7 +260,7 @@ func TestHandOffLinkFailingAfterStopReachesHandTo(t *testing.T) {
 }
 
 func describeSent(t *testing.T, sys *actor.ActorSystem, pid *actor.PID) uint64 {
-	res, err := sys.Root.RequestFuture(pid, &messages.Describe{}, time.Second).Result()
+	res, err := sys.Root.RequestFuture(pid, &protocol.Describe{}, time.Second).Result()
 	require.NoError(t, err)
-	return res.(*messages.Described).Node.Counters["published"]
+	return res.(*protocol.Described).Node.Counters["published"]
 }

@@ -52,6 +52,7 @@ import (
 
 	"github.com/amqpactor/amqpactor/actors"
 	"github.com/amqpactor/amqpactor/address"
+	"github.com/amqpactor/amqpactor/internal/protocol"
 	"github.com/amqpactor/amqpactor/internal/workq"
 	"github.com/amqpactor/amqpactor/messages"
 	"github.com/amqpactor/amqpactor/transport"
@@ -127,7 +128,7 @@ func New(env *actors.Env, c Config) *actor.Props {
 		if k.drained {
 			// Its predecessor was drained: this one never attaches and
 			// answers publishes ErrStopped.
-			s.drain, s.sess = &messages.Drain{}, nil
+			s.drain, s.sess = &protocol.Drain{}, nil
 		}
 		return s
 	})
@@ -165,7 +166,7 @@ type Lane struct {
 func NewLane() *Lane { return new(Lane) }
 
 // Offer queues p on the attached link's writer, or reports false.
-func (l *Lane) Offer(p *messages.Publish) bool {
+func (l *Lane) Offer(p *protocol.Publish) bool {
 	q := l.q.Load()
 	if q != nil && q.Push(job{p: p}) {
 		l.used.Add(1)
@@ -186,7 +187,7 @@ type (
 	linkEnded struct {
 		link   uint64
 		err    error
-		unsent []*messages.Publish
+		unsent []*protocol.Publish
 		// written: unsent were written on the link but never confirmed
 		// (from the confirmer); they go before everything else.
 		written bool
@@ -196,9 +197,9 @@ type (
 	// job is what the writer and confirmer see: a publish, or a drain
 	// marker that follows every earlier publish through both goroutines.
 	job struct {
-		p       *messages.Publish
+		p       *protocol.Publish
 		receipt transport.Receipt
-		drain   *messages.Drain
+		drain   *protocol.Drain
 	}
 )
 
@@ -214,14 +215,14 @@ type sender struct {
 	link     transport.Sender
 	gen      uint64
 	writeQ   *workq.Q[job]
-	pending  []*messages.Publish // waiting for a link
-	resend   []*messages.Publish // written on a dead link, unconfirmed: first on the next
+	pending  []*protocol.Publish // waiting for a link
+	resend   []*protocol.Publish // written on a dead link, unconfirmed: first on the next
 	state    string
 	lastErr  error
 	restarts int
 	attempt  int
 	timer    *time.Timer
-	drain    *messages.Drain
+	drain    *protocol.Drain
 	// attaching is the session an attach is in flight on, if any.
 	attaching transport.Session
 	// wasAttached: this sender had a link, so it re-attaches when a new
@@ -287,7 +288,7 @@ func (s *sender) failWaiting(err error) {
 // prune answers the waiting publishes whose context has ended: their
 // callers have returned already, and nothing of them was confirmed.
 func (s *sender) prune() {
-	keep := func(ps []*messages.Publish) []*messages.Publish {
+	keep := func(ps []*protocol.Publish) []*protocol.Publish {
 		out := ps[:0]
 		for _, p := range ps {
 			if err := p.Ctx.Err(); err != nil {
@@ -308,7 +309,7 @@ func (s *sender) Receive(ctx actor.Context) {
 	}
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		s.set(messages.StateDetached, nil)
+		s.set(protocol.StateDetached, nil)
 		if s.sess != nil {
 			s.attach(ctx)
 		}
@@ -327,7 +328,7 @@ func (s *sender) Receive(ctx actor.Context) {
 		// Only a sender with work re-attaches: on RabbitMQ 4 a refused
 		// attach ends the whole session, so a sender for a missing node
 		// must not try again on every new session.
-		if s.link == nil && s.state != messages.StateAttaching && (s.waiting() > 0 || s.wasAttached) {
+		if s.link == nil && s.state != protocol.StateAttaching && (s.waiting() > 0 || s.wasAttached) {
 			s.attach(ctx)
 		}
 	case *SessionDown:
@@ -339,9 +340,9 @@ func (s *sender) Receive(ctx actor.Context) {
 			s.timer = nil
 		}
 		s.endLink(ctx, m.Err, nil, false)
-	case *messages.Publish:
+	case *protocol.Publish:
 		if s.drain != nil {
-			m.Done <- messages.ErrStopped
+			m.Done <- protocol.ErrStopped
 			return
 		}
 		if s.link != nil {
@@ -355,7 +356,7 @@ func (s *sender) Receive(ctx actor.Context) {
 			return
 		}
 		s.pending = append(s.pending, m)
-		if s.sess != nil && s.state != messages.StateAttaching && s.timer == nil {
+		if s.sess != nil && s.state != protocol.StateAttaching && s.timer == nil {
 			s.attach(ctx)
 		}
 	case *attachResult:
@@ -374,11 +375,11 @@ func (s *sender) Receive(ctx actor.Context) {
 		case s.drain != nil:
 			// Stopping: no link will come for them.
 			for _, p := range m.unsent {
-				p.Done <- messages.ErrStopped
+				p.Done <- protocol.ErrStopped
 			}
 		default:
 			s.keep(m.unsent, m.written)
-			if s.waiting() > 0 && s.sess != nil && s.state != messages.StateAttaching && s.timer == nil {
+			if s.waiting() > 0 && s.sess != nil && s.state != protocol.StateAttaching && s.timer == nil {
 				s.attach(ctx)
 			}
 		}
@@ -388,16 +389,16 @@ func (s *sender) Receive(ctx actor.Context) {
 		if s.link == nil && s.sess != nil && s.waiting() > 0 {
 			s.attach(ctx)
 		}
-	case *messages.Drain:
+	case *protocol.Drain:
 		s.onDrain(m)
-	case *messages.Describe:
+	case *protocol.Describe:
 		ctx.Respond(s.describe(ctx))
 	case *actors.Crash:
 		panic(fmt.Sprintf("amqpactor: sender %s: %s", s.label(), m.Reason))
 	case *actor.Restarting:
 		s.onRestarting(ctx)
 	case *actor.Stopped:
-		s.set(messages.StateStopped, nil)
+		s.set(protocol.StateStopped, nil)
 	case *actor.Stopping:
 		if s.handOver != nil && s.handOver.Load() && s.drain == nil {
 			// Stopped by a restarting publisher: nothing fails, and
@@ -419,8 +420,8 @@ func (s *sender) Receive(ctx actor.Context) {
 			s.idleTimer.Stop()
 		}
 		// The link's unsent publishes join those waiting, and all fail.
-		s.endLink(ctx, messages.ErrStopped, nil, false)
-		s.failWaiting(messages.ErrStopped)
+		s.endLink(ctx, protocol.ErrStopped, nil, false)
+		s.failWaiting(protocol.ErrStopped)
 	}
 }
 
@@ -436,7 +437,7 @@ func (s *sender) onIdleTick(ctx actor.Context) {
 	}
 	mark := s.published.Load() + s.failed.Load() + s.lane.Used()
 	now := time.Now()
-	busy := s.waiting() > 0 || s.state == messages.StateAttaching || (s.writeQ != nil && s.writeQ.Len() > 0)
+	busy := s.waiting() > 0 || s.state == protocol.StateAttaching || (s.writeQ != nil && s.writeQ.Len() > 0)
 	switch {
 	case mark != s.lastMark || busy:
 		s.lastMark, s.lastActive = mark, now
@@ -485,7 +486,7 @@ func (s *sender) retire(ctx actor.Context) {
 func (s *sender) onRestarting(ctx actor.Context) {
 	s.kept.panics.Add(1)
 	s.kept.sess, s.kept.drained = s.sess, s.drain != nil
-	s.set(messages.StateRestarting, nil)
+	s.set(protocol.StateRestarting, nil)
 	s.handOff(ctx)
 }
 
@@ -532,7 +533,7 @@ func (s *sender) stopTimers() {
 func (s *sender) letLinkGo(then func()) {
 	link, wq, done, env := s.link, s.writeQ, s.confirmerDone, s.env
 	s.link, s.writeQ = nil, nil
-	wq.PushClose(job{drain: &messages.Drain{Ctx: context.Background(), Done: make(chan error, 1)}})
+	wq.PushClose(job{drain: &protocol.Drain{Ctx: context.Background(), Done: make(chan error, 1)}})
 	env.Go(func() {
 		cctx, cancel := env.CloseCtx(context.Background())
 		defer cancel()
@@ -553,7 +554,7 @@ func (s *sender) letLinkGo(then func()) {
 // Receive handles as usual (Stopping, Describe).
 func (s *sender) whileRetiring(ctx actor.Context) bool {
 	switch m := ctx.Message().(type) {
-	case *messages.Publish:
+	case *protocol.Publish:
 		ctx.Send(ctx.Parent(), m)
 	case *linkEnded:
 		for _, p := range m.unsent {
@@ -565,7 +566,7 @@ func (s *sender) whileRetiring(ctx actor.Context) bool {
 			s.closeLink(m.link, context.Background())
 		}
 		ctx.Send(ctx.Parent(), &Retired{PID: ctx.Self()})
-	case *messages.Drain:
+	case *protocol.Drain:
 		m.Done <- nil
 	case *SessionDown:
 		s.sess = nil
@@ -592,7 +593,7 @@ func (s *sender) attach(ctx actor.Context) {
 		s.timer = nil
 	}
 	s.attaching = s.sess
-	s.set(messages.StateAttaching, nil)
+	s.set(protocol.StateAttaching, nil)
 	s.attachingNow = true
 	self, sess, env := ctx.Self(), s.sess, s.env
 	opts := transport.SenderOptions{Address: s.addr}
@@ -623,7 +624,7 @@ func (s *sender) onAttach(ctx actor.Context, m *attachResult) {
 			s.closeLink(m.link, context.Background())
 		}
 		if s.attaching == nil {
-			s.set(messages.StateDetached, nil)
+			s.set(protocol.StateDetached, nil)
 			if s.sess != nil && s.drain == nil {
 				s.attach(ctx)
 			}
@@ -631,7 +632,7 @@ func (s *sender) onAttach(ctx actor.Context, m *attachResult) {
 		return
 	}
 	if m.err != nil {
-		s.set(messages.StateDetached, m.err)
+		s.set(protocol.StateDetached, m.err)
 		s.lastErr = m.err
 		if sessionEnded(m.err) && s.sess != nil {
 			ctx.Send(ctx.Parent(), &SessionLost{Session: s.sess, Err: m.err})
@@ -643,7 +644,7 @@ func (s *sender) onAttach(ctx actor.Context, m *attachResult) {
 			// Transient (the session or connection went, a declare
 			// timed out): what waits keeps waiting, bounded by each
 			// publisher's context, and the attach is tried again.
-			s.set(messages.StateRestarting, m.err)
+			s.set(protocol.StateRestarting, m.err)
 			if s.sess != nil && s.timer == nil {
 				s.timer = s.env.After(s.env.Backoff.Delay(s.attempt), ctx.Self(), &retry{})
 			}
@@ -666,7 +667,7 @@ func (s *sender) onAttach(ctx actor.Context, m *attachResult) {
 	s.gen = gens.Add(1)
 	s.attempt = 0
 	s.wasAttached, s.refusal = true, nil
-	s.set(messages.StateAttached, nil)
+	s.set(protocol.StateAttached, nil)
 	s.writeQ = workq.New[job]()
 	confirmQ := workq.New[job]()
 	done := make(chan struct{})
@@ -694,7 +695,7 @@ func (s *sender) onAttach(ctx actor.Context, m *attachResult) {
 // keep puts publishes handed back by a dead link's goroutines with those
 // waiting for the next link: written-but-unconfirmed ones after earlier
 // ones of their kind, unsent ones before what waited already.
-func (s *sender) keep(ps []*messages.Publish, written bool) {
+func (s *sender) keep(ps []*protocol.Publish, written bool) {
 	if written {
 		s.resend = append(s.resend, ps...)
 		return
@@ -745,7 +746,7 @@ func (s *sender) writer(to *reports, link transport.Sender, gen uint64, wq, cq *
 				}
 				// The link died under us: everything not yet written goes
 				// back to the actor to be sent on the next link.
-				unsent := make([]*messages.Publish, 0, len(items)-i)
+				unsent := make([]*protocol.Publish, 0, len(items)-i)
 				for _, r := range items[i:] {
 					if r.p != nil {
 						unsent = append(unsent, r.p)
@@ -810,7 +811,7 @@ func (r *reports) redirect(pid *actor.PID) {
 }
 
 // answer tells a publisher the broker's outcome.
-func (s *sender) answer(p *messages.Publish, o messages.Outcome) {
+func (s *sender) answer(p *protocol.Publish, o messages.Outcome) {
 	if o.Kind != messages.Accepted {
 		s.failed.Add(1)
 		p.Done <- &messages.OutcomeError{Address: p.Address.String(), Outcome: o}
@@ -827,7 +828,7 @@ func (s *sender) answer(p *messages.Publish, o messages.Outcome) {
 func (s *sender) confirmer(to *reports, gen uint64, cq *workq.Q[job]) {
 	for range cq.Ready() {
 		items, closed := cq.Take()
-		var again []*messages.Publish
+		var again []*protocol.Publish
 		var gone error
 		for _, j := range items {
 			if j.drain != nil {
@@ -855,7 +856,7 @@ func (s *sender) confirmer(to *reports, gen uint64, cq *workq.Q[job]) {
 	}
 }
 
-func (s *sender) endLink(ctx actor.Context, err error, unsent []*messages.Publish, written bool) {
+func (s *sender) endLink(ctx actor.Context, err error, unsent []*protocol.Publish, written bool) {
 	s.keep(unsent, written)
 	if s.link == nil {
 		return
@@ -877,8 +878,8 @@ func (s *sender) endLink(ctx actor.Context, err error, unsent []*messages.Publis
 	s.writeQ = nil
 	s.closeLink(link, context.Background())
 	s.lastErr = err
-	s.set(messages.StateDetached, err)
-	if errors.Is(err, messages.ErrStopped) || s.drain != nil {
+	s.set(protocol.StateDetached, err)
+	if errors.Is(err, protocol.ErrStopped) || s.drain != nil {
 		return
 	}
 	s.env.Log.Warn("amqpactor: sender link ended", "address", s.label(), "error", err)
@@ -889,7 +890,7 @@ func (s *sender) endLink(ctx actor.Context, err error, unsent []*messages.Publis
 		return
 	}
 	if s.sess != nil && s.waiting() > 0 {
-		s.set(messages.StateRestarting, err)
+		s.set(protocol.StateRestarting, err)
 		s.restarts++
 		s.attempt++
 		s.timer = s.env.After(s.env.Backoff.Delay(s.attempt), ctx.Self(), &retry{})
@@ -907,22 +908,22 @@ func (s *sender) closeLink(link transport.Sender, ctx context.Context) {
 
 // onDrain waits for every publish already handed to the link to be
 // confirmed, then detaches. Publishes still waiting for a link fail.
-func (s *sender) onDrain(m *messages.Drain) {
+func (s *sender) onDrain(m *protocol.Drain) {
 	s.drain = m
-	s.failWaiting(messages.ErrStopped)
+	s.failWaiting(protocol.ErrStopped)
 	if s.link == nil {
 		m.Done <- nil
 		return
 	}
 	link, wq := s.link, s.writeQ
 	s.link, s.writeQ = nil, nil
-	s.set(messages.StateDetached, nil)
+	s.set(protocol.StateDetached, nil)
 	env := s.env
 	confirmed := make(chan error, 1)
 	// Nothing offered on the lane may follow the drain marker: it would be
 	// written after the confirmations the drain waits for.
 	s.lane.q.Store(nil)
-	wq.PushClose(job{drain: &messages.Drain{Ctx: m.Ctx, Done: confirmed}})
+	wq.PushClose(job{drain: &protocol.Drain{Ctx: m.Ctx, Done: confirmed}})
 	grace := m.Grace()
 	env.Go(func() {
 		var err error
@@ -940,8 +941,8 @@ func (s *sender) onDrain(m *messages.Drain) {
 	})
 }
 
-func (s *sender) describe(ctx actor.Context) *messages.Described {
-	n := &messages.Node{
+func (s *sender) describe(ctx actor.Context) *protocol.Described {
+	n := &protocol.Node{
 		Name: s.name(), Kind: "sender", PID: ctx.Self().String(),
 		Address: s.label(), State: s.state, Restarts: s.restarts + int(s.kept.panics.Load()),
 		Counters: map[string]uint64{
@@ -959,5 +960,5 @@ func (s *sender) describe(ctx actor.Context) *messages.Described {
 	if s.lastErr != nil {
 		n.LastError = s.lastErr.Error()
 	}
-	return &messages.Described{Node: n}
+	return &protocol.Described{Node: n}
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/amqpactor/amqpactor/actors"
 	"github.com/amqpactor/amqpactor/actors/sender"
 	"github.com/amqpactor/amqpactor/address"
-	"github.com/amqpactor/amqpactor/messages"
+	"github.com/amqpactor/amqpactor/internal/protocol"
 	"github.com/amqpactor/amqpactor/transport"
 )
 
@@ -74,9 +74,9 @@ func (l *fakeLink) Address() string             { return "fake" }
 func (l *fakeLink) Close(context.Context) error { return nil }
 
 func state(t *testing.T, sys *actor.ActorSystem, pid *actor.PID) string {
-	res, err := sys.Root.RequestFuture(pid, &messages.Describe{}, time.Second).Result()
+	res, err := sys.Root.RequestFuture(pid, &protocol.Describe{}, time.Second).Result()
 	require.NoError(t, err)
-	return res.(*messages.Described).Node.State
+	return res.(*protocol.Described).Node.State
 }
 
 // A link that died under a lost connection arms a retry; the new session's
@@ -98,10 +98,10 @@ func TestOneAttachAtATime(t *testing.T) {
 	done := make(chan error, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	sys.Root.Send(pid, &messages.Publish{Ctx: ctx, Address: address.Queue("q"), Message: amqp.NewMessage([]byte("x")), Done: done})
+	sys.Root.Send(pid, &protocol.Publish{Ctx: ctx, Address: address.Queue("q"), Message: amqp.NewMessage([]byte("x")), Done: done})
 	// The link fails the send: the publish waits for the next link, and a
 	// retry is armed.
-	require.Eventually(t, func() bool { return state(t, sys, pid) == messages.StateRestarting }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return state(t, sys, pid) == protocol.StateRestarting }, 5*time.Second, time.Millisecond)
 
 	// The connection is lost and comes back: a new session, whose attach
 	// is held in flight.
@@ -123,7 +123,7 @@ func TestOneAttachAtATime(t *testing.T) {
 	drained := make(chan error, 1)
 	dctx, dcancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer dcancel()
-	sys.Root.Send(pid, &messages.Drain{Ctx: dctx, Done: drained})
+	sys.Root.Send(pid, &protocol.Drain{Ctx: dctx, Done: drained})
 	select {
 	case err := <-drained:
 		require.NoError(t, err)

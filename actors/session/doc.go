@@ -38,7 +38,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/amqpactor/amqpactor/actors"
-	"github.com/amqpactor/amqpactor/messages"
+	"github.com/amqpactor/amqpactor/internal/protocol"
 	"github.com/amqpactor/amqpactor/transport"
 )
 
@@ -72,7 +72,7 @@ func closeSession(env *actors.Env, sess transport.Session, ctx context.Context, 
 // drainThenClose drains pids off the actor as d says, then ends sess (if
 // any), and answers d.Done with the first error met: the graceful stop of a
 // session.
-func drainThenClose(env *actors.Env, d *messages.Drain, pids []*actor.PID, sess transport.Session) {
+func drainThenClose(env *actors.Env, d *protocol.Drain, pids []*actor.PID, sess transport.Session) {
 	env.Go(func() {
 		err := env.DrainAll(d, pids)
 		if sess != nil {

@@ -12,7 +12,7 @@ import (
 	"github.com/amqpactor/amqpactor/actors"
 	"github.com/amqpactor/amqpactor/actors/sender"
 	"github.com/amqpactor/amqpactor/address"
-	"github.com/amqpactor/amqpactor/messages"
+	"github.com/amqpactor/amqpactor/internal/protocol"
 	"github.com/amqpactor/amqpactor/transport"
 )
 
@@ -47,7 +47,7 @@ func NewSenders() *Senders { return &Senders{} }
 // dedicated sender (for a reply, of the anonymous sender of replies) while
 // its link is attached, else to publisher, which routes it. p.Reply says
 // which publisher's senders it goes through.
-func (t *Senders) Hand(root *actor.RootContext, publisher *actor.PID, p *messages.Publish) {
+func (t *Senders) Hand(root *actor.RootContext, publisher *actor.PID, p *protocol.Publish) {
 	r := &t.own
 	if p.Reply {
 		r = &t.replies
@@ -150,7 +150,7 @@ type publisher struct {
 	byPID     map[string]*entry // every sender child, retiring ones too
 	order     []*actor.PID      // the same, in spawn order
 	nRetiring int               // dedicated senders retiring: they still hold a link
-	parked    []*messages.Publish
+	parked    []*protocol.Publish
 	retired   uint64
 
 	state    string
@@ -221,9 +221,9 @@ func (p *publisher) spawn(ctx actor.Context, addr address.Address) *entry {
 // dedicated senders, to the anonymous sender; else to a new dedicated
 // sender, making room first (the least recently used one retires) when
 // the bound is reached: m waits until it has.
-func (p *publisher) publish(ctx actor.Context, m *messages.Publish) {
+func (p *publisher) publish(ctx actor.Context, m *protocol.Publish) {
 	if p.draining {
-		m.Done <- messages.ErrStopped
+		m.Done <- protocol.ErrStopped
 		return
 	}
 	if m.Reply && !p.replies {
@@ -254,7 +254,7 @@ func (p *publisher) publish(ctx actor.Context, m *messages.Publish) {
 	p.makeRoom(ctx)
 }
 
-func (p *publisher) hand(ctx actor.Context, e *entry, m *messages.Publish) {
+func (p *publisher) hand(ctx actor.Context, e *entry, m *protocol.Publish) {
 	if !e.lane.Offer(m) {
 		ctx.Send(e.pid, m)
 	}
@@ -359,7 +359,7 @@ func (p *publisher) children() []*actor.PID {
 func (p *publisher) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		p.set(messages.StateDetached, nil)
+		p.set(protocol.StateDetached, nil)
 		if !p.replies {
 			p.shared.handOver.Store(false)
 			p.child = spawn(ctx, newPublisher(p.env, p.table, true, p.shared), "replies")
@@ -369,20 +369,20 @@ func (p *publisher) Receive(ctx actor.Context) {
 			// session the predecessor had (or is opening) is this one's.
 			p.conn, p.relay, p.sess, p.opening = k.conn, k.relay, k.sess, k.opening
 			if !p.replies {
-				ctx.Send(p.child, &messages.ConnUp{Conn: k.conn})
+				ctx.Send(p.child, &protocol.ConnUp{Conn: k.conn})
 			}
 			switch {
 			case p.sess != nil:
 				p.sessAt = time.Now()
-				p.set(messages.StateAttached, nil)
+				p.set(protocol.StateAttached, nil)
 			case p.replies:
 				// It opens one on its next reply.
 			case !p.opening:
-				p.set(messages.StateAttaching, nil)
+				p.set(protocol.StateAttaching, nil)
 				p.opening = true
 				openSession(p.env, ctx.Self(), k.conn)
 			default:
-				p.set(messages.StateAttaching, nil)
+				p.set(protocol.StateAttaching, nil)
 			}
 		}
 		if p.replies && p.sess == nil {
@@ -393,7 +393,7 @@ func (p *publisher) Receive(ctx actor.Context) {
 			p.shared.mu.Unlock()
 			if p.sess != nil {
 				p.sessAt = time.Now()
-				p.set(messages.StateAttached, nil)
+				p.set(protocol.StateAttached, nil)
 			}
 		}
 		p.kept.conn, p.kept.sess = nil, nil
@@ -401,7 +401,7 @@ func (p *publisher) Receive(ctx actor.Context) {
 		panic("amqpactor: publisher: " + m.Reason)
 	case *actor.Restarting:
 		p.onRestarting(ctx)
-	case *messages.ConnUp:
+	case *protocol.ConnUp:
 		p.conn = m.Conn
 		p.relay = m.Conn.Features().AnonymousRelay
 		if p.child != nil {
@@ -409,7 +409,7 @@ func (p *publisher) Receive(ctx actor.Context) {
 		}
 		// The replies publisher begins its session on its first reply.
 		if !p.replies || len(p.byPID) > 0 {
-			p.set(messages.StateAttaching, nil)
+			p.set(protocol.StateAttaching, nil)
 			p.opening = true
 			openSession(p.env, ctx.Self(), m.Conn)
 		}
@@ -429,14 +429,14 @@ func (p *publisher) Receive(ctx actor.Context) {
 		}
 		if m.err != nil {
 			p.lastErr = m.err
-			p.set(messages.StateRestarting, m.err)
+			p.set(protocol.StateRestarting, m.err)
 			p.attempt++
 			p.timer = p.env.After(p.env.Backoff.Delay(p.attempt), ctx.Self(), &retrySession{conn: m.conn})
 			return
 		}
 		p.sess, p.attempt = m.sess, 0
 		p.sessAt = time.Now()
-		p.set(messages.StateAttached, nil)
+		p.set(protocol.StateAttached, nil)
 		for _, pid := range p.order {
 			ctx.Send(pid, &sender.SessionUp{Session: p.sess})
 		}
@@ -446,7 +446,7 @@ func (p *publisher) Receive(ctx actor.Context) {
 		}
 		p.lastErr = m.Err
 		p.sess = nil
-		p.set(messages.StateRestarting, m.Err)
+		p.set(protocol.StateRestarting, m.Err)
 		for _, pid := range p.order {
 			ctx.Send(pid, &sender.SessionDown{Err: m.Err})
 		}
@@ -465,16 +465,16 @@ func (p *publisher) Receive(ctx actor.Context) {
 			// them at once was a busy loop of sessions.
 			p.timer = p.env.After(p.env.Backoff.Delay(p.lost-1), ctx.Self(), &retrySession{conn: p.conn})
 		}
-	case *messages.ConnDown:
+	case *protocol.ConnDown:
 		p.conn, p.sess = nil, nil
-		p.set(messages.StateDetached, m.Err)
+		p.set(protocol.StateDetached, m.Err)
 		for _, pid := range p.order {
 			ctx.Send(pid, &sender.SessionDown{Err: m.Err})
 		}
 		if p.child != nil {
 			ctx.Send(p.child, m)
 		}
-	case *messages.Publish:
+	case *protocol.Publish:
 		p.publish(ctx, m)
 	case *sender.Retiring:
 		if e := p.byPID[m.PID.Id]; e != nil {
@@ -482,17 +482,17 @@ func (p *publisher) Receive(ctx actor.Context) {
 		}
 	case *sender.Retired:
 		p.onRetired(ctx, m.PID)
-	case *messages.Drain:
+	case *protocol.Drain:
 		p.draining = true
 		for _, q := range p.parked {
-			q.Done <- messages.ErrStopped
+			q.Done <- protocol.ErrStopped
 		}
 		p.parked = nil
 		sess, env := p.sess, p.env
 		p.sess = nil
-		p.set(messages.StateDetached, nil)
+		p.set(protocol.StateDetached, nil)
 		drainThenClose(env, m, p.children(), sess)
-	case *messages.Describe:
+	case *protocol.Describe:
 		name := "publisher"
 		if p.replies {
 			name = "replies"
@@ -501,7 +501,7 @@ func (p *publisher) Receive(ctx actor.Context) {
 		if p.anon != nil {
 			anon = 1
 		}
-		n := &messages.Node{Name: name, Kind: "publisher", PID: ctx.Self().String(), State: p.state,
+		n := &protocol.Node{Name: name, Kind: "publisher", PID: ctx.Self().String(), State: p.state,
 			Restarts: int(p.kept.panics.Load()),
 			Counters: map[string]uint64{
 				"panics":    p.kept.panics.Load(),
@@ -515,9 +515,9 @@ func (p *publisher) Receive(ctx actor.Context) {
 		if p.lastErr != nil {
 			n.LastError = p.lastErr.Error()
 		}
-		ctx.Respond(&messages.Described{Node: n, Children: p.children()})
+		ctx.Respond(&protocol.Described{Node: n, Children: p.children()})
 	case *actor.Stopped:
-		p.set(messages.StateStopped, nil)
+		p.set(protocol.StateStopped, nil)
 	case *actor.Stopping:
 		if p.timer != nil {
 			p.timer.Stop()
@@ -537,7 +537,7 @@ func (p *publisher) Receive(ctx actor.Context) {
 			return
 		}
 		for _, q := range p.parked {
-			q.Done <- messages.ErrStopped
+			q.Done <- protocol.ErrStopped
 		}
 		p.parked = nil
 		if p.sess != nil {
@@ -579,5 +579,5 @@ func (p *publisher) onRestarting(ctx actor.Context) {
 		ctx.Send(ctx.Self(), q)
 	}
 	p.parked = nil
-	p.set(messages.StateRestarting, nil)
+	p.set(protocol.StateRestarting, nil)
 }

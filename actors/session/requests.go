@@ -9,6 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/amqpactor/amqpactor/actors"
+	"github.com/amqpactor/amqpactor/internal/protocol"
 	"github.com/amqpactor/amqpactor/messages"
 	"github.com/amqpactor/amqpactor/transport"
 )
@@ -39,7 +40,7 @@ func NewRequests(env *actors.Env, book *Replies) *actor.Props {
 
 // ErrRestarted answers a request whose reply link ended because the
 // requests actor was restarted.
-var ErrRestarted = messages.ErrRequestsRestarted
+var ErrRestarted = protocol.ErrRequestsRestarted
 
 // reqKept is what one requests actor's incarnations share; only the
 // actor's mailbox run writes it.
@@ -58,7 +59,7 @@ type reqKept struct {
 type Replies struct {
 	mu      sync.Mutex
 	to      string // the reply address while the reply link is attached
-	waiting map[string]chan<- messages.Reply
+	waiting map[string]chan<- protocol.Reply
 
 	sent, answered, orphans, poison uint64 // for Describe
 	errors                          uint64 // error replies answered (a subset of answered)
@@ -66,13 +67,13 @@ type Replies struct {
 }
 
 // NewReplies returns a closed book.
-func NewReplies() *Replies { return &Replies{waiting: map[string]chan<- messages.Reply{}} }
+func NewReplies() *Replies { return &Replies{waiting: map[string]chan<- protocol.Reply{}} }
 
 // Register makes ch the waiter for the reply correlated by key and returns
 // the address the request must name as its reply-to. It reports false while
-// no reply link is attached: then send a messages.Request to the actor,
+// no reply link is attached: then send a protocol.Request to the actor,
 // which attaches one. If the link goes, ch receives the error.
-func (b *Replies) Register(key string, ch chan<- messages.Reply) (replyTo string, ok bool) {
+func (b *Replies) Register(key string, ch chan<- protocol.Reply) (replyTo string, ok bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.to == "" {
@@ -94,10 +95,10 @@ func (b *Replies) Cancel(key string) {
 // error reply (a responder that failed) reaches its caller as a
 // *messages.RemoteError, whose Address the caller fills in.
 func (b *Replies) resolve(m *messages.Message) {
-	key := messages.CorrelationKey(m.CorrelationID)
-	rep := messages.Reply{Message: m}
-	if re := messages.RemoteErrorOf(m); re != nil {
-		rep = messages.Reply{Err: re}
+	key := protocol.CorrelationKey(m.CorrelationID)
+	rep := protocol.Reply{Message: m}
+	if re := protocol.RemoteErrorOf(m); re != nil {
+		rep = protocol.Reply{Err: re}
 	}
 	b.mu.Lock()
 	ch, ok := b.waiting[key]
@@ -137,10 +138,10 @@ func (b *Replies) close() { b.open("") }
 func (b *Replies) failAll(err error) {
 	b.mu.Lock()
 	waiting := b.waiting
-	b.waiting = map[string]chan<- messages.Reply{}
+	b.waiting = map[string]chan<- protocol.Reply{}
 	b.mu.Unlock()
 	for _, ch := range waiting {
-		ch <- messages.Reply{Err: err}
+		ch <- protocol.Reply{Err: err}
 	}
 }
 
@@ -169,7 +170,7 @@ type requests struct {
 	link      transport.Receiver
 	cancel    context.CancelFunc
 	attaching bool
-	queued    []*messages.Request
+	queued    []*protocol.Request
 	book      *Replies
 	state     string
 	lastErr   error
@@ -180,7 +181,7 @@ type requests struct {
 func (r *requests) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		r.set(messages.StateDetached, nil)
+		r.set(protocol.StateDetached, nil)
 		// Restarted on a live connection: no ConnUp will come. The requests
 		// the predecessor had queued come back through the mailbox.
 		r.conn, r.draining = r.kept.conn, r.kept.draining
@@ -195,19 +196,19 @@ func (r *requests) Receive(ctx actor.Context) {
 			ctx.Send(ctx.Self(), q)
 		}
 		r.queued = nil
-		r.set(messages.StateRestarting, nil)
-	case *messages.ConnUp:
+		r.set(protocol.StateRestarting, nil)
+	case *protocol.ConnUp:
 		r.conn = m.Conn
 		if len(r.queued) > 0 {
 			r.attach(ctx)
 		}
-	case *messages.ConnDown:
+	case *protocol.ConnDown:
 		r.conn = nil
 		r.drop()
 		r.failAll(fmt.Errorf("amqpactor: request: connection lost: %w", m.Err))
-	case *messages.Request:
+	case *protocol.Request:
 		if r.draining {
-			m.Reply <- messages.Reply{Err: messages.ErrStopped}
+			m.Reply <- protocol.Reply{Err: protocol.ErrStopped}
 			return
 		}
 		if r.link == nil {
@@ -224,13 +225,13 @@ func (r *requests) Receive(ctx actor.Context) {
 		r.lastErr = m.err
 		r.drop()
 		r.failAll(fmt.Errorf("amqpactor: request: reply link ended: %w", m.err))
-	case *messages.Drain:
+	case *protocol.Drain:
 		r.draining = true
 		r.book.close()
-		r.failAll(messages.ErrStopped)
+		r.failAll(protocol.ErrStopped)
 		sess, link, cancel, env := r.sess, r.link, r.cancel, r.env
 		r.sess, r.link, r.cancel = nil, nil, nil
-		r.set(messages.StateDetached, nil)
+		r.set(protocol.StateDetached, nil)
 		env.Go(func() {
 			var err error
 			if link != nil {
@@ -248,10 +249,10 @@ func (r *requests) Receive(ctx actor.Context) {
 			}
 			m.Done <- err
 		})
-	case *messages.Describe:
+	case *protocol.Describe:
 		counters := r.book.counters()
 		counters["panics"] = r.kept.panics.Load()
-		n := &messages.Node{Name: "requests", Kind: "requests", PID: ctx.Self().String(), State: r.state,
+		n := &protocol.Node{Name: "requests", Kind: "requests", PID: ctx.Self().String(), State: r.state,
 			Restarts: int(r.kept.panics.Load()), Counters: counters}
 		if r.link != nil {
 			n.Address = r.link.Address()
@@ -259,12 +260,12 @@ func (r *requests) Receive(ctx actor.Context) {
 		if r.lastErr != nil {
 			n.LastError = r.lastErr.Error()
 		}
-		ctx.Respond(&messages.Described{Node: n})
+		ctx.Respond(&protocol.Described{Node: n})
 	case *actor.Stopped:
-		r.set(messages.StateStopped, nil)
+		r.set(protocol.StateStopped, nil)
 	case *actor.Stopping:
 		r.drop()
-		r.failAll(messages.ErrStopped)
+		r.failAll(protocol.ErrStopped)
 	}
 }
 
@@ -280,7 +281,7 @@ func (r *requests) set(to string, err error) {
 
 func (r *requests) attach(ctx actor.Context) {
 	r.attaching = true
-	r.set(messages.StateAttaching, nil)
+	r.set(protocol.StateAttaching, nil)
 	self, conn, env, by := ctx.Self(), r.conn, r.env, r
 	env.Go(func() {
 		actx, cancel := env.CloseCtx(context.Background())
@@ -315,16 +316,16 @@ func (r *requests) onLink(ctx actor.Context, m *replyLink) {
 	}
 	if m.err != nil {
 		r.lastErr = fmt.Errorf("amqpactor: attaching the reply receiver: %w", m.err)
-		r.set(messages.StateRestarting, m.err)
+		r.set(protocol.StateRestarting, m.err)
 		// Requests waiting now learn why; later ones try again.
 		for _, q := range r.queued {
-			q.Reply <- messages.Reply{Err: r.lastErr}
+			q.Reply <- protocol.Reply{Err: r.lastErr}
 		}
 		r.queued = nil
 		return
 	}
 	r.sess, r.link = m.sess, m.link
-	r.set(messages.StateAttached, nil)
+	r.set(protocol.StateAttached, nil)
 	var lctx context.Context
 	lctx, r.cancel = context.WithCancel(context.Background())
 	self, link := ctx.Self(), m.link
@@ -359,7 +360,7 @@ func (r *requests) pump(self *actor.PID, link transport.Receiver, ctx context.Co
 			r.book.mu.Unlock()
 			r.env.Log.Warn("amqpactor: poison reply dropped", "address", link.Address(), "reason", reason)
 		} else {
-			r.book.resolve(messages.FromAMQP(raw))
+			r.book.resolve(protocol.FromAMQP(raw))
 		}
 		if read++; read >= replyCredit/2 {
 			if err := link.IssueCredit(read); err != nil {
@@ -371,26 +372,26 @@ func (r *requests) pump(self *actor.PID, link transport.Receiver, ctx context.Co
 	}
 }
 
-func (r *requests) send(ctx actor.Context, q *messages.Request) {
+func (r *requests) send(ctx actor.Context, q *protocol.Request) {
 	if q.Ctx.Err() != nil {
-		q.Reply <- messages.Reply{Err: q.Ctx.Err()}
+		q.Reply <- protocol.Reply{Err: q.Ctx.Err()}
 		return
 	}
 	m := *q.Message
 	m.ReplyTo = r.link.Address()
-	raw, err := messages.ToAMQP(&m)
+	raw, err := protocol.ToAMQP(&m)
 	if err != nil {
-		q.Reply <- messages.Reply{Err: err}
+		q.Reply <- protocol.Reply{Err: err}
 		return
 	}
 	if _, ok := r.book.Register(q.Key, q.Reply); !ok {
 		// Not reached: the book is open while the link is attached.
-		q.Reply <- messages.Reply{Err: fmt.Errorf("amqpactor: request to %s: no reply link", q.Address)}
+		q.Reply <- protocol.Reply{Err: fmt.Errorf("amqpactor: request to %s: no reply link", q.Address)}
 		return
 	}
 	// The caller publishes it and awaits its outcome: the actor never waits
 	// on a broker, and no goroutine is started per request.
-	q.Reply <- messages.Reply{Send: raw}
+	q.Reply <- protocol.Reply{Send: raw}
 }
 
 func (r *requests) drop() {
@@ -411,13 +412,13 @@ func (r *requests) drop() {
 		})
 	}
 	r.link, r.sess = nil, nil
-	r.set(messages.StateDetached, nil)
+	r.set(protocol.StateDetached, nil)
 }
 
 func (r *requests) failAll(err error) {
 	r.book.failAll(err)
 	for _, q := range r.queued {
-		q.Reply <- messages.Reply{Err: err}
+		q.Reply <- protocol.Reply{Err: err}
 	}
 	r.queued = nil
 }

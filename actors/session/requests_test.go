@@ -9,6 +9,7 @@ import (
 
 	"github.com/amqpactor/amqpactor/actors/session"
 	"github.com/amqpactor/amqpactor/internal/faketransport"
+	"github.com/amqpactor/amqpactor/internal/protocol"
 	"github.com/amqpactor/amqpactor/messages"
 )
 
@@ -22,8 +23,8 @@ func TestRequestsErrorReplyIsARemoteError(t *testing.T) {
 	require.NoError(t, r.request("k1").Err)
 	link := r.conn.Sessions()[0].Receivers()[0]
 
-	waiter := make(chan messages.Reply, 1)
-	_, ok := book.Register(messages.CorrelationKey("k2"), waiter)
+	waiter := make(chan protocol.Reply, 1)
+	_, ok := book.Register(protocol.CorrelationKey("k2"), waiter)
 	require.True(t, ok)
 	var corr any = "k2"
 	require.True(t, link.Deliver(&amqp.Message{
@@ -46,7 +47,7 @@ func TestRequestsErrorReplyIsARemoteError(t *testing.T) {
 	}
 
 	// An ordinary reply is still a reply.
-	_, ok = book.Register(messages.CorrelationKey("k3"), waiter)
+	_, ok = book.Register(protocol.CorrelationKey("k3"), waiter)
 	require.True(t, ok)
 	corr = "k3"
 	require.True(t, link.Deliver(&amqp.Message{Properties: &amqp.MessageProperties{CorrelationID: corr}, Data: [][]byte{[]byte("ok")}}))
@@ -72,8 +73,8 @@ func TestRepliesResolveOddErrorReplies(t *testing.T) {
 	require.NoError(t, r.request("k1").Err)
 	link := r.conn.Sessions()[0].Receivers()[0]
 
-	waiter := make(chan messages.Reply, 1)
-	_, ok := book.Register(messages.CorrelationKey("k2"), waiter)
+	waiter := make(chan protocol.Reply, 1)
+	_, ok := book.Register(protocol.CorrelationKey("k2"), waiter)
 	require.True(t, ok)
 	var corr any = "k2"
 	require.True(t, link.Deliver(&amqp.Message{Properties: &amqp.MessageProperties{CorrelationID: corr},

@@ -17,6 +17,7 @@ import (
 	"github.com/amqpactor/amqpactor/actors/session"
 	"github.com/amqpactor/amqpactor/address"
 	"github.com/amqpactor/amqpactor/internal/faketransport"
+	"github.com/amqpactor/amqpactor/internal/protocol"
 	"github.com/amqpactor/amqpactor/messages"
 	"github.com/amqpactor/amqpactor/transport"
 )
@@ -56,11 +57,11 @@ func (r *rig) spawn(props *actor.Props) *actor.PID {
 		_ = faketransport.Drain(r.t, r.sys, r.pid)
 		_ = r.sys.Root.PoisonFuture(r.pid).Wait()
 	})
-	r.sys.Root.Send(r.pid, &messages.ConnUp{Conn: r.conn})
+	r.sys.Root.Send(r.pid, &protocol.ConnUp{Conn: r.conn})
 	return r.pid
 }
 
-func (r *rig) node() *messages.Node { return faketransport.Describe(r.t, r.sys, r.pid).Node }
+func (r *rig) node() *protocol.Node { return faketransport.Describe(r.t, r.sys, r.pid).Node }
 
 // publish publishes body to a through the publisher and waits for its answer.
 func (r *rig) publish(a address.Address, body string) error {
@@ -68,7 +69,7 @@ func (r *rig) publish(a address.Address, body string) error {
 	done := make(chan error, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), faketransport.Bound)
 	defer cancel()
-	r.sys.Root.Send(r.pid, &messages.Publish{Ctx: ctx, Address: a, Message: amqp.NewMessage([]byte(body)), Done: done})
+	r.sys.Root.Send(r.pid, &protocol.Publish{Ctx: ctx, Address: a, Message: amqp.NewMessage([]byte(body)), Done: done})
 	select {
 	case err := <-done:
 		return err
@@ -102,7 +103,7 @@ func TestPublisherRoutesEachAddressToItsOwnSender(t *testing.T) {
 	require.Len(t, ss, 1, "every sender on the publisher's one session")
 	require.Len(t, ss[0].Senders(), 3, "one link per address")
 	n := r.node()
-	require.Equal(t, messages.StateAttached, n.State)
+	require.Equal(t, protocol.StateAttached, n.State)
 	require.EqualValues(t, 3, n.Counters["senders"])
 }
 
@@ -159,22 +160,22 @@ func TestPublisherReplacesAnEndedSession(t *testing.T) {
 	require.Len(t, ss, 2, "one new session")
 	require.Len(t, ss[1].Senders(), 2, "both senders re-attached on it")
 	n := r.node()
-	require.Equal(t, messages.StateAttached, n.State)
+	require.Equal(t, protocol.StateAttached, n.State)
 	require.Contains(t, n.LastError, "session gone")
 }
 
 // requestOnce sends one request to the requests actor and returns its answer.
-func (r *rig) request(key string) messages.Reply {
+func (r *rig) request(key string) protocol.Reply {
 	r.t.Helper()
-	reply := make(chan messages.Reply, 1)
-	r.sys.Root.Send(r.pid, &messages.Request{Key: key, Ctx: context.Background(), Address: address.Queue("rpc"),
+	reply := make(chan protocol.Reply, 1)
+	r.sys.Root.Send(r.pid, &protocol.Request{Key: key, Ctx: context.Background(), Address: address.Queue("rpc"),
 		Message: &messages.Message{Body: []byte(key)}, Reply: reply})
 	select {
 	case rep := <-reply:
 		return rep
 	case <-time.After(faketransport.Bound):
 		r.t.Fatalf("request %s never answered", key)
-		return messages.Reply{}
+		return protocol.Reply{}
 	}
 }
 
@@ -192,8 +193,8 @@ func TestRequestsAttachOnFirstRequestAndReplaceAnEndedSession(t *testing.T) {
 	require.True(t, link.Opts.Dynamic)
 
 	// Another caller registers straight in the book while the link lives.
-	waiter := make(chan messages.Reply, 1)
-	to, ok := book.Register(messages.CorrelationKey("k2"), waiter)
+	waiter := make(chan protocol.Reply, 1)
+	to, ok := book.Register(protocol.CorrelationKey("k2"), waiter)
 	require.True(t, ok)
 	require.Equal(t, "fake.reply", to)
 	var corr any = "k2"
@@ -208,7 +209,7 @@ func TestRequestsAttachOnFirstRequestAndReplaceAnEndedSession(t *testing.T) {
 
 	// The broker ends the session: a waiting caller learns why, the book
 	// closes, and the next request attaches on a new session.
-	_, ok = book.Register(messages.CorrelationKey("k3"), waiter)
+	_, ok = book.Register(protocol.CorrelationKey("k3"), waiter)
 	require.True(t, ok)
 	ss[0].End("amqp:internal-error", "session gone")
 	select {
@@ -219,14 +220,14 @@ func TestRequestsAttachOnFirstRequestAndReplaceAnEndedSession(t *testing.T) {
 	case <-time.After(faketransport.Bound):
 		t.Fatal("a waiting request never learnt that its reply link ended")
 	}
-	require.Eventually(t, func() bool { return r.node().State == messages.StateDetached }, faketransport.Bound, tick)
+	require.Eventually(t, func() bool { return r.node().State == protocol.StateDetached }, faketransport.Bound, tick)
 	_, ok = book.Register("k4", waiter)
 	require.False(t, ok, "the book is closed while no reply link is attached")
 	require.NoError(t, r.request("k5").Err)
 	require.Len(t, r.conn.Sessions(), 2, "a new session for the new reply link")
 	require.Eventually(t, ss[0].Closed, faketransport.Bound, tick, "the dead session is closed")
 	n := r.node()
-	require.Equal(t, messages.StateAttached, n.State)
+	require.Equal(t, protocol.StateAttached, n.State)
 	require.EqualValues(t, 1, n.Counters["answered"])
 }
 
@@ -234,7 +235,7 @@ func TestSubscriptionReplacesAnEndedSessionWithoutLoss(t *testing.T) {
 	r := newRig(t, nil)
 	var mu sync.Mutex
 	seen := map[string]int{}
-	spec := &messages.Subscription{Name: "s", Address: address.Queue("q"), Credit: 8, Partitions: 1,
+	spec := &protocol.Subscription{Name: "s", Address: address.Queue("q"), Credit: 8, Partitions: 1,
 		Handler: func(_ context.Context, m *messages.Message) error {
 			mu.Lock()
 			seen[string(m.Body)]++
@@ -266,7 +267,7 @@ func TestSubscriptionReplacesAnEndedSessionWithoutLoss(t *testing.T) {
 	first.End("amqp:internal-error", "session gone")
 	require.Eventually(t, func() bool {
 		ss := r.conn.Sessions()
-		return len(ss) == 2 && len(ss[1].Receivers()) == 1 && r.node().State == messages.StateAttached
+		return len(ss) == 2 && len(ss[1].Receivers()) == 1 && r.node().State == protocol.StateAttached
 	}, faketransport.Bound, tick, "a new session and receiver")
 	l2 := r.conn.Sessions()[1].Receivers()[0]
 	require.True(t, l2.Deliver(amqp.NewMessage([]byte("m2"))))
@@ -285,14 +286,14 @@ func TestSubscriptionReplacesAnEndedSessionWithoutLoss(t *testing.T) {
 type parent struct {
 	props      *actor.Props
 	child      chan<- *actor.PID
-	reconnects chan<- *messages.Reconnect
+	reconnects chan<- *protocol.Reconnect
 }
 
 func (p *parent) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		p.child <- ctx.Spawn(p.props)
-	case *messages.Reconnect:
+	case *protocol.Reconnect:
 		p.reconnects <- m
 	}
 }
@@ -308,21 +309,21 @@ func TestSubscriptionEscalatesWhenNewSessionsEndToo(t *testing.T) {
 			s.End("amqp:internal-error", "ended at once")
 		}
 	}
-	spec := &messages.Subscription{Name: "s", Address: address.Queue("q"), Credit: 8, Partitions: 1,
+	spec := &protocol.Subscription{Name: "s", Address: address.Queue("q"), Credit: 8, Partitions: 1,
 		Handler: func(context.Context, *messages.Message) error { return nil },
 		Outcome: func(context.Context, error, *messages.Message) messages.Outcome {
 			return messages.Outcome{Kind: messages.Accepted}
 		}}
 	started := make(chan error, 1)
 	children := make(chan *actor.PID, 1)
-	reconnects := make(chan *messages.Reconnect, 4)
+	reconnects := make(chan *protocol.Reconnect, 4)
 	pp := r.sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
 		return &parent{props: session.NewSubscription(r.env, spec, started), child: children, reconnects: reconnects}
 	}))
 	defer func() { _ = r.sys.Root.PoisonFuture(pp).Wait() }()
 	r.pid = <-children
 	defer func() { _ = faketransport.Drain(t, r.sys, r.pid) }()
-	r.sys.Root.Send(r.pid, &messages.ConnUp{Conn: r.conn})
+	r.sys.Root.Send(r.pid, &protocol.ConnUp{Conn: r.conn})
 	select {
 	case err := <-started:
 		require.NoError(t, err)
@@ -341,7 +342,7 @@ func TestSubscriptionEscalatesWhenNewSessionsEndToo(t *testing.T) {
 	ss := r.conn.Sessions()
 	require.Len(t, ss, 2, "one replacement session, then the escalation")
 	require.Equal(t, 1, ss[1].Attaches(), "the receiver retried its attach on a session that had ended")
-	require.Equal(t, messages.StateRestarting, r.node().State)
+	require.Equal(t, protocol.StateRestarting, r.node().State)
 }
 
 // A broker that ends every new session at once (RabbitMQ 4 ends the session
@@ -368,7 +369,7 @@ func TestPublisherBacksOffWhenNewSessionsEndAtOnce(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), faketransport.Bound)
 	defer cancel()
 	done := make(chan error, 1)
-	r.sys.Root.Send(r.pid, &messages.Publish{Ctx: ctx, Address: address.Queue("a"), Message: amqp.NewMessage([]byte("a2")), Done: done})
+	r.sys.Root.Send(r.pid, &protocol.Publish{Ctx: ctx, Address: address.Queue("a"), Message: amqp.NewMessage([]byte("a2")), Done: done})
 	require.Eventually(t, func() bool { return len(r.conn.Sessions()) >= 4 }, faketransport.Bound, tick, "sessions are replaced")
 	// At least 25 ms between two replacements: at most a dozen in 300 ms.
 	require.Never(t, func() bool { return len(r.conn.Sessions()) > 20 }, 300*time.Millisecond, tick,
@@ -397,7 +398,7 @@ func TestSubscriptionRestartReattachesAtOnce(t *testing.T) {
 	r := newRig(t, nil)
 	var mu sync.Mutex
 	seen := map[string]int{}
-	spec := &messages.Subscription{Name: "s", Address: address.Queue("q"), Credit: 8, Partitions: 2,
+	spec := &protocol.Subscription{Name: "s", Address: address.Queue("q"), Credit: 8, Partitions: 2,
 		Handler: func(_ context.Context, m *messages.Message) error {
 			mu.Lock()
 			seen[string(m.Body)]++
@@ -425,7 +426,7 @@ func TestSubscriptionRestartReattachesAtOnce(t *testing.T) {
 	r.sys.Root.Send(pid, &actors.Crash{Reason: "test"})
 	require.Eventually(t, func() bool {
 		ss := r.conn.Sessions()
-		return len(ss) == 2 && len(ss[1].Receivers()) == 1 && r.node().State == messages.StateAttached
+		return len(ss) == 2 && len(ss[1].Receivers()) == 1 && r.node().State == protocol.StateAttached
 	}, faketransport.Bound, tick, "a new session and receiver, with no ConnUp")
 	require.Eventually(t, first.Closed, faketransport.Bound, tick, "the dead incarnation's session is ended")
 	require.True(t, r.conn.Sessions()[1].Receivers()[0].Deliver(amqp.NewMessage([]byte("m2"))))
@@ -445,8 +446,8 @@ func TestRequestsRestartFailsWaitersAndReattachesAtOnce(t *testing.T) {
 	pid := r.spawn(session.NewRequests(r.env, book))
 	require.NoError(t, r.request("k1").Err)
 	first := r.conn.Sessions()[0]
-	waiter := make(chan messages.Reply, 1)
-	_, ok := book.Register(messages.CorrelationKey("k2"), waiter)
+	waiter := make(chan protocol.Reply, 1)
+	_, ok := book.Register(protocol.CorrelationKey("k2"), waiter)
 	require.True(t, ok)
 
 	r.sys.Root.Send(pid, &actors.Crash{Reason: "test"})
@@ -461,7 +462,7 @@ func TestRequestsRestartFailsWaitersAndReattachesAtOnce(t *testing.T) {
 	require.NoError(t, rep.Err)
 	require.Len(t, r.conn.Sessions(), 2, "a new reply link, with no ConnUp")
 	n := r.node()
-	require.Equal(t, messages.StateAttached, n.State)
+	require.Equal(t, protocol.StateAttached, n.State)
 	require.EqualValues(t, 1, n.Counters["panics"])
 	require.Equal(t, 1, n.Restarts)
 }

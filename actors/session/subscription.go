@@ -11,7 +11,7 @@ import (
 	"github.com/amqpactor/amqpactor/actors"
 	"github.com/amqpactor/amqpactor/actors/dispatcher"
 	"github.com/amqpactor/amqpactor/actors/receiver"
-	"github.com/amqpactor/amqpactor/messages"
+	"github.com/amqpactor/amqpactor/internal/protocol"
 	"github.com/amqpactor/amqpactor/transport"
 )
 
@@ -24,7 +24,7 @@ import (
 // had not settled, and its dispatcher); the next incarnation makes a new
 // Router and dispatcher and, when the connection is up, opens a session
 // and spawns a receiver at once rather than on the next ConnUp.
-func NewSubscription(env *actors.Env, spec *messages.Subscription, started chan<- error) *actor.Props {
+func NewSubscription(env *actors.Env, spec *protocol.Subscription, started chan<- error) *actor.Props {
 	k := &subKept{started: started, paused: spec.Paused}
 	return env.Props(func() actor.Actor {
 		return &subscription{env: env, spec: spec, started: k.started, kept: k}
@@ -43,7 +43,7 @@ type subKept struct {
 
 type subscription struct {
 	env        *actors.Env
-	spec       *messages.Subscription
+	spec       *protocol.Subscription
 	started    chan<- error
 	conn       transport.Conn
 	sess       transport.Session
@@ -65,7 +65,7 @@ type subscription struct {
 func (s *subscription) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		s.set(messages.StateDetached, nil)
+		s.set(protocol.StateDetached, nil)
 		s.paused, s.draining = s.kept.paused, s.kept.draining
 		// The dispatcher outlives links and sessions: partitions keep their
 		// order across a re-attach.
@@ -78,7 +78,7 @@ func (s *subscription) Receive(ctx actor.Context) {
 		if c := s.kept.conn; c != nil && !s.draining {
 			// Restarted on a live connection: no ConnUp will come.
 			s.conn = c
-			s.set(messages.StateAttaching, nil)
+			s.set(protocol.StateAttaching, nil)
 			openSession(s.env, ctx.Self(), c)
 		}
 	case *actors.Crash:
@@ -93,11 +93,11 @@ func (s *subscription) Receive(ctx actor.Context) {
 			closeSession(s.env, s.sess, context.Background(), nil)
 			s.sess = nil
 		}
-		s.set(messages.StateRestarting, nil)
-	case *messages.ConnUp:
+		s.set(protocol.StateRestarting, nil)
+	case *protocol.ConnUp:
 		s.conn = m.Conn
 		s.terminal = 0
-		s.set(messages.StateAttaching, nil)
+		s.set(protocol.StateAttaching, nil)
 		openSession(s.env, ctx.Self(), m.Conn)
 	case *retrySession:
 		s.timer = nil
@@ -119,7 +119,7 @@ func (s *subscription) Receive(ctx actor.Context) {
 			s.restarts++
 		}
 		s.sess = nil
-		s.set(messages.StateRestarting, m.Err)
+		s.set(protocol.StateRestarting, m.Err)
 		s.attempt++
 		delay := s.env.Backoff.Delay(s.attempt)
 		if actors.Terminal(m.Err) {
@@ -148,37 +148,37 @@ func (s *subscription) Receive(ctx actor.Context) {
 			s.replaced = 0
 			s.env.Log.Warn("amqpactor: new sessions keep failing; asking the connection to reconnect",
 				"address", s.spec.Address.String(), "error", m.Err)
-			ctx.Send(ctx.Parent(), &messages.Reconnect{Err: m.Err})
+			ctx.Send(ctx.Parent(), &protocol.Reconnect{Err: m.Err})
 			return
 		}
 		if s.conn != nil {
 			s.timer = s.env.After(delay, ctx.Self(), &retrySession{conn: s.conn})
 		}
-	case *messages.ConnDown:
+	case *protocol.ConnDown:
 		s.conn, s.sess = nil, nil
-		s.set(messages.StateDetached, m.Err)
+		s.set(protocol.StateDetached, m.Err)
 		s.lastErr = m.Err
 		if s.receiver != nil {
 			ctx.Stop(s.receiver)
 			s.receiver = nil
 			s.restarts++
 		}
-	case *messages.Pause:
+	case *protocol.Pause:
 		s.paused = true
 		if s.receiver != nil {
 			ctx.Send(s.receiver, m)
 		}
-	case *messages.Resume:
+	case *protocol.Resume:
 		s.paused = false
 		if s.receiver != nil {
 			ctx.Send(s.receiver, m)
 		}
-	case *messages.Drain:
+	case *protocol.Drain:
 		s.onDrain(m)
-	case *messages.Describe:
+	case *protocol.Describe:
 		ctx.Respond(s.describe(ctx))
 	case *actor.Stopped:
-		s.set(messages.StateStopped, nil)
+		s.set(protocol.StateStopped, nil)
 	case *actor.Stopping:
 		if s.timer != nil {
 			s.timer.Stop()
@@ -187,7 +187,7 @@ func (s *subscription) Receive(ctx actor.Context) {
 			closeSession(s.env, s.sess, context.Background(), nil)
 			s.sess = nil
 		}
-		s.report(messages.ErrStopped)
+		s.report(protocol.ErrStopped)
 	}
 }
 
@@ -206,7 +206,7 @@ func (s *subscription) onSession(ctx actor.Context, m *sessionResult) {
 			s.report(m.err)
 			return
 		}
-		s.set(messages.StateRestarting, m.err)
+		s.set(protocol.StateRestarting, m.err)
 		s.attempt++
 		s.timer = s.env.After(s.env.Backoff.Delay(s.attempt), ctx.Self(), &retrySession{conn: m.conn})
 		return
@@ -226,10 +226,10 @@ func (s *subscription) onAttached(ctx actor.Context, m *receiver.Attached) {
 		s.set(actors.StateFailed, m.Err)
 	case m.Err != nil:
 		s.lastErr = m.Err
-		s.set(messages.StateDetached, m.Err)
+		s.set(protocol.StateDetached, m.Err)
 	default:
 		s.terminal, s.replaced = 0, 0
-		s.set(messages.StateAttached, nil)
+		s.set(protocol.StateAttached, nil)
 	}
 	s.report(m.Err)
 }
@@ -249,11 +249,11 @@ func (s *subscription) report(err error) {
 
 // onDrain detaches gracefully: the receiver stops taking deliveries, lets
 // handlers finish and settle, detaches; then the session ends.
-func (s *subscription) onDrain(m *messages.Drain) {
+func (s *subscription) onDrain(m *protocol.Drain) {
 	s.draining = true
 	sess, env := s.sess, s.env
 	s.sess = nil
-	s.set(messages.StateDetached, nil)
+	s.set(protocol.StateDetached, nil)
 	var pids []*actor.PID
 	if s.receiver != nil {
 		pids = append(pids, s.receiver)
@@ -261,8 +261,8 @@ func (s *subscription) onDrain(m *messages.Drain) {
 	drainThenClose(env, m, pids, sess)
 }
 
-func (s *subscription) describe(ctx actor.Context) *messages.Described {
-	n := &messages.Node{
+func (s *subscription) describe(ctx actor.Context) *protocol.Described {
+	n := &protocol.Node{
 		Name: "subscription:" + s.spec.Name, Kind: "subscription", PID: ctx.Self().String(),
 		Address: s.spec.Address.String(), State: s.state, Restarts: s.restarts + int(s.kept.panics.Load()),
 		Counters: map[string]uint64{"credit": uint64(s.spec.Credit), "partitions": uint64(max(s.spec.Partitions, 1)),
@@ -276,5 +276,5 @@ func (s *subscription) describe(ctx actor.Context) *messages.Described {
 		children = append(children, s.receiver)
 	}
 	children = append(children, s.dispatcher)
-	return &messages.Described{Node: n, Children: children}
+	return &protocol.Described{Node: n, Children: children}
 }

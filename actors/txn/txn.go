@@ -11,7 +11,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/amqpactor/amqpactor/actors"
-	"github.com/amqpactor/amqpactor/messages"
+	"github.com/amqpactor/amqpactor/internal/protocol"
 	"github.com/amqpactor/amqpactor/transport"
 )
 
@@ -54,44 +54,44 @@ func (c *controller) Receive(ctx actor.Context) {
 	case *actor.Restarting:
 		c.kept.panics.Add(1)
 		c.kept.conn, c.kept.counts = c.conn, c.counts
-	case *messages.ConnUp:
+	case *protocol.ConnUp:
 		c.conn = m.Conn
-	case *messages.ConnDown:
+	case *protocol.ConnDown:
 		c.conn = nil
-	case *messages.Begin:
+	case *protocol.Begin:
 		c.begin(m)
-	case *messages.TxnEnded:
+	case *protocol.TxnEnded:
 		if m.Committed {
 			c.committed++
 		} else {
 			c.rolledBk++
 		}
-	case *messages.Drain:
+	case *protocol.Drain:
 		m.Done <- nil
-	case *messages.Describe:
-		state := messages.StateDetached
+	case *protocol.Describe:
+		state := protocol.StateDetached
 		if c.conn != nil {
-			state = messages.StateAttached
+			state = protocol.StateAttached
 		}
 		counters := map[string]uint64{"begun": c.begun, "committed": c.committed, "rolledBack": c.rolledBk}
 		if p := c.kept.panics.Load(); p > 0 {
 			counters["panics"] = p
 		}
-		ctx.Respond(&messages.Described{Node: &messages.Node{
+		ctx.Respond(&protocol.Described{Node: &protocol.Node{
 			Name: "txn", Kind: "txn", PID: ctx.Self().String(), State: state, Restarts: int(c.kept.panics.Load()),
 			Counters: counters,
 		}})
 	}
 }
 
-func (c *controller) begin(m *messages.Begin) {
+func (c *controller) begin(m *protocol.Begin) {
 	if c.conn == nil {
-		m.Reply <- messages.BeginResult{Err: fmt.Errorf("amqpactor: transaction on %s: not connected", c.where)}
+		m.Reply <- protocol.BeginResult{Err: fmt.Errorf("amqpactor: transaction on %s: not connected", c.where)}
 		return
 	}
 	tc, ok := c.conn.(transport.Transactional)
 	if !ok || !c.conn.Features().Transactions {
-		m.Reply <- messages.BeginResult{Err: fmt.Errorf(
+		m.Reply <- protocol.BeginResult{Err: fmt.Errorf(
 			"amqpactor: transaction on %s: go-amqp has no transaction coordinator link yet, so live transactions are %w (the in-process broker has them)",
 			c.where, transport.ErrNotSupported)}
 		return
@@ -100,6 +100,6 @@ func (c *controller) begin(m *messages.Begin) {
 	env := c.env
 	env.Go(func() {
 		t, err := tc.Begin(m.Ctx)
-		m.Reply <- messages.BeginResult{Txn: t, Err: err}
+		m.Reply <- protocol.BeginResult{Txn: t, Err: err}
 	})
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/amqpactor/amqpactor/actors/txn"
 	"github.com/amqpactor/amqpactor/address"
 	"github.com/amqpactor/amqpactor/internal/faketransport"
-	"github.com/amqpactor/amqpactor/messages"
+	"github.com/amqpactor/amqpactor/internal/protocol"
 	"github.com/amqpactor/amqpactor/transport"
 )
 
@@ -29,16 +29,16 @@ func (fakeTxn) Publish(context.Context, address.Address, *amqp.Message) error { 
 func (fakeTxn) Commit(context.Context) error                                  { return nil }
 func (fakeTxn) Rollback(context.Context) error                                { return nil }
 
-func begin(t *testing.T, send func(any)) messages.BeginResult {
+func begin(t *testing.T, send func(any)) protocol.BeginResult {
 	t.Helper()
-	reply := make(chan messages.BeginResult, 1)
-	send(&messages.Begin{Ctx: context.Background(), Reply: reply})
+	reply := make(chan protocol.BeginResult, 1)
+	send(&protocol.Begin{Ctx: context.Background(), Reply: reply})
 	select {
 	case r := <-reply:
 		return r
 	case <-time.After(faketransport.Bound):
 		t.Fatal("Begin never answered")
-		return messages.BeginResult{}
+		return protocol.BeginResult{}
 	}
 }
 
@@ -60,11 +60,11 @@ func TestBeginFollowsTheConnection(t *testing.T) {
 	// not connected: an error naming the connector, no Begin on the wire
 	r := begin(t, send)
 	require.ErrorContains(t, r.Err, "transaction on fake: not connected")
-	require.Equal(t, messages.StateDetached, faketransport.Describe(t, sys, pid).Node.State)
+	require.Equal(t, protocol.StateDetached, faketransport.Describe(t, sys, pid).Node.State)
 
 	conn, err := c.Connect(context.Background())
 	require.NoError(t, err)
-	send(&messages.ConnUp{Conn: conn})
+	send(&protocol.ConnUp{Conn: conn})
 	r = begin(t, send)
 	require.NoError(t, r.Err)
 	require.Equal(t, fakeTxn{}, r.Txn)
@@ -72,15 +72,15 @@ func TestBeginFollowsTheConnection(t *testing.T) {
 	require.ErrorIs(t, r.Err, refused, "the coordinator's refusal reaches the caller")
 	require.EqualValues(t, 2, begun.Load())
 
-	send(&messages.TxnEnded{Committed: true})
-	send(&messages.TxnEnded{Committed: false})
-	send(&messages.TxnEnded{Committed: true})
+	send(&protocol.TxnEnded{Committed: true})
+	send(&protocol.TxnEnded{Committed: false})
+	send(&protocol.TxnEnded{Committed: true})
 	n := faketransport.Describe(t, sys, pid).Node
-	require.Equal(t, messages.StateAttached, n.State)
+	require.Equal(t, protocol.StateAttached, n.State)
 	require.Equal(t, map[string]uint64{"begun": 2, "committed": 2, "rolledBack": 1}, n.Counters)
 
 	// the connection goes: not connected again, nothing begun
-	send(&messages.ConnDown{Err: errors.New("cut")})
+	send(&protocol.ConnDown{Err: errors.New("cut")})
 	r = begin(t, send)
 	require.ErrorContains(t, r.Err, "not connected")
 	require.EqualValues(t, 2, begun.Load())
@@ -96,7 +96,7 @@ func TestBeginWithoutACoordinatorIsNotSupported(t *testing.T) {
 	defer func() { require.NoError(t, sys.Root.PoisonFuture(pid).Wait()) }()
 	conn, err := c.Connect(context.Background())
 	require.NoError(t, err)
-	sys.Root.Send(pid, &messages.ConnUp{Conn: conn})
+	sys.Root.Send(pid, &protocol.ConnUp{Conn: conn})
 	r := begin(t, func(m any) { sys.Root.Send(pid, m) })
 	require.ErrorIs(t, r.Err, transport.ErrNotSupported)
 	require.False(t, called.Load(), "Begin called on a connection without transactions")
@@ -114,12 +114,12 @@ func TestRestartKeepsTheConnection(t *testing.T) {
 	send := func(m any) { sys.Root.Send(pid, m) }
 	conn, err := c.Connect(context.Background())
 	require.NoError(t, err)
-	send(&messages.ConnUp{Conn: conn})
+	send(&protocol.ConnUp{Conn: conn})
 	require.NoError(t, begin(t, send).Err)
 	send(&actors.Crash{Reason: "test"})
 	require.NoError(t, begin(t, send).Err, "the next incarnation has the connection")
 	n := faketransport.Describe(t, sys, pid).Node
-	require.Equal(t, messages.StateAttached, n.State)
+	require.Equal(t, protocol.StateAttached, n.State)
 	require.EqualValues(t, 2, n.Counters["begun"])
 	require.EqualValues(t, 1, n.Counters["panics"])
 	require.Equal(t, 1, n.Restarts)

@@ -9,7 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/amqpactor/amqpactor/actors"
-	"github.com/amqpactor/amqpactor/messages"
+	"github.com/amqpactor/amqpactor/internal/protocol"
 )
 
 // Bound is how long a test waits for anything it expects to happen.
@@ -38,13 +38,13 @@ func NewSystem(t testing.TB) (*actor.ActorSystem, *actors.Env) {
 }
 
 // Describe asks pid for its node.
-func Describe(t testing.TB, sys *actor.ActorSystem, pid *actor.PID) *messages.Described {
+func Describe(t testing.TB, sys *actor.ActorSystem, pid *actor.PID) *protocol.Described {
 	t.Helper()
-	res, err := sys.Root.RequestFuture(pid, &messages.Describe{}, Bound).Result()
+	res, err := sys.Root.RequestFuture(pid, &protocol.Describe{}, Bound).Result()
 	if err != nil {
 		t.Fatalf("describe %s: %v", pid, err)
 	}
-	return res.(*messages.Described)
+	return res.(*protocol.Described)
 }
 
 // Drain drains pid and returns its answer; it fails the test when none
@@ -54,7 +54,7 @@ func Drain(t testing.TB, sys *actor.ActorSystem, pid *actor.PID) error {
 	ctx, cancel := context.WithTimeout(context.Background(), Bound)
 	defer cancel()
 	done := make(chan error, 1)
-	sys.Root.Send(pid, &messages.Drain{Ctx: ctx, Done: done})
+	sys.Root.Send(pid, &protocol.Drain{Ctx: ctx, Done: done})
 	select {
 	case err := <-done:
 		return err

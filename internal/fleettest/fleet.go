@@ -18,7 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/amqpactor/amqpactor"
-	"github.com/amqpactor/amqpactor/messages"
+	"github.com/amqpactor/amqpactor/internal/protocol"
 )
 
 // Config is one run. NewApp builds an App named name on the broker under
@@ -171,7 +171,7 @@ func Run(t *testing.T, c Config) Result {
 	startReplica := func(id int) {
 		app := c.NewApp(c.AppName)
 		_, err := app.Subscribe(c.Addr, func(hctx context.Context, m *amqpactor.Message) error {
-			p := messages.PartitionFrom(hctx)
+			p := protocol.PartitionFrom(hctx)
 			if p == nil {
 				return fmt.Errorf("no partition in the handler's context")
 			}

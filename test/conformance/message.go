@@ -12,7 +12,7 @@ import (
 )
 
 // testMessageRoundTrip: every field of a Message survives publish -> broker
-// -> handler, up to the normalisations documented in messages/convert.go.
+// -> handler, up to the normalisations documented in internal/protocol/convert.go.
 func testMessageRoundTrip(e *env) {
 	q := e.queue("roundtrip")
 	var mu sync.Mutex

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/amqpactor/amqpactor/internal/protocol"
 	"github.com/amqpactor/amqpactor/messages"
 )
 
@@ -20,7 +21,7 @@ type Micro struct {
 const DispatchNote = "dispatch (dispatcher -> partition -> handler -> disposition) is measured by " +
 	"`go test -run '^$' -bench Dispatch -benchmem ./actors/dispatcher/`; end to end it is in the in-process table"
 
-// typicalMessage is the message of messages/convert_test.go's
+// typicalMessage is the message of internal/protocol/convert_test.go's
 // BenchmarkToFromAMQP: a body, the common properties, two headers.
 func typicalMessage() *messages.Message {
 	return &messages.Message{
@@ -47,11 +48,11 @@ func MicroBenchmarks() []Micro {
 		return func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				am, err := messages.ToAMQP(m)
+				am, err := protocol.ToAMQP(m)
 				if err != nil {
 					b.Fatal(err)
 				}
-				_ = messages.FromAMQP(am)
+				_ = protocol.FromAMQP(am)
 			}
 		}
 	}
@@ -62,19 +63,19 @@ func MicroBenchmarks() []Micro {
 			m := typicalMessage()
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := messages.ToAMQP(m); err != nil {
+				if _, err := protocol.ToAMQP(m); err != nil {
 					b.Fatal(err)
 				}
 			}
 		}},
 		{"messages.FromAMQP", func(b *testing.B) {
-			am, err := messages.ToAMQP(typicalMessage())
+			am, err := protocol.ToAMQP(typicalMessage())
 			if err != nil {
 				b.Fatal(err)
 			}
 			b.ReportAllocs()
 			for b.Loop() {
-				_ = messages.FromAMQP(am)
+				_ = protocol.FromAMQP(am)
 			}
 		}},
 		{"messages.ToAMQP+FromAMQP", toFrom(typicalMessage())},

@@ -1,4 +1,4 @@
-package messages
+package protocol
 
 import (
 	"errors"
@@ -10,6 +10,8 @@ import (
 	"unicode/utf8"
 
 	amqp "github.com/Azure/go-amqp"
+
+	"github.com/amqpactor/amqpactor/messages"
 )
 
 // Field mapping between Message and the AMQP 1.0 sections (no envelope of
@@ -94,7 +96,7 @@ type convFull struct {
 // naming the field or key, when a value cannot go on the wire: an id or a
 // header of a type AMQP does not allow, a string that is not UTF-8, a time
 // or a TTL out of range. The result shares memory with m (see above).
-func ToAMQP(m *Message) (*amqp.Message, error) {
+func ToAMQP(m *messages.Message) (*amqp.Message, error) {
 	if m == nil {
 		return nil, errors.New("messages: ToAMQP of a nil message")
 	}
@@ -116,7 +118,7 @@ type Outgoing struct {
 
 // Map is ToAMQP into o's memory. The result is valid until the next Map or
 // Reset of o.
-func (o *Outgoing) Map(m *Message) (*amqp.Message, error) {
+func (o *Outgoing) Map(m *messages.Message) (*amqp.Message, error) {
 	if m == nil {
 		return nil, errors.New("messages: ToAMQP of a nil message")
 	}
@@ -132,7 +134,7 @@ func (o *Outgoing) Map(m *Message) (*amqp.Message, error) {
 func (o *Outgoing) Reset() { o.f = convFull{} }
 
 // toAMQP fills b (and props, when m has properties) with m's sections.
-func toAMQP(m *Message, b *convBundle, props *amqp.MessageProperties) (*amqp.Message, error) {
+func toAMQP(m *messages.Message, b *convBundle, props *amqp.MessageProperties) (*amqp.Message, error) {
 	am := &b.msg
 
 	// Body.
@@ -198,7 +200,7 @@ func toAMQP(m *Message, b *convBundle, props *amqp.MessageProperties) (*amqp.Mes
 	return am, nil
 }
 
-func convHasProperties(m *Message) bool {
+func convHasProperties(m *messages.Message) bool {
 	return m.MessageID != nil || m.CorrelationID != nil ||
 		m.ContentType != "" || m.ContentEncoding != "" || m.ReplyTo != "" ||
 		m.Subject != "" || m.To != "" || m.GroupID != "" || m.ReplyToGroupID != "" ||
@@ -207,7 +209,7 @@ func convHasProperties(m *Message) bool {
 }
 
 // convProperties validates m's properties and fills p with pointers into m.
-func convProperties(m *Message, p *amqp.MessageProperties) error {
+func convProperties(m *messages.Message, p *amqp.MessageProperties) error {
 	var err error
 	if p.MessageID, err = convID("MessageID", m.MessageID); err != nil {
 		return err
@@ -460,11 +462,11 @@ var convIsAMQPMarshaler = convMarshalerCheck(amqp.Null{}.Marshal)
 // never panics: absent sections leave their fields empty, values of
 // unexpected types are passed through as go-amqp decoded them, and a nil am
 // gives nil. The result shares Body and Headers with am (see above).
-func FromAMQP(am *amqp.Message) *Message {
+func FromAMQP(am *amqp.Message) *messages.Message {
 	if am == nil {
 		return nil
 	}
-	m := &Message{Priority: 4}
+	m := &messages.Message{Priority: 4}
 
 	// Body.
 	switch len(am.Data) {

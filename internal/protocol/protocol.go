@@ -1,4 +1,4 @@
-package messages
+package protocol
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/amqpactor/amqpactor/address"
+	"github.com/amqpactor/amqpactor/messages"
 	"github.com/amqpactor/amqpactor/transport"
 )
 
@@ -35,7 +36,7 @@ type Delivery struct {
 	// ID numbers the delivery within its receiver; Link numbers the link it
 	// came on.
 	ID, Link uint64
-	Message  *Message
+	Message  *messages.Message
 	// Ctx ends when the link ends, so handlers stop work nobody can settle.
 	Ctx context.Context
 	// Raw is the transfer as the transport gave it, for To to settle.
@@ -53,7 +54,7 @@ type Delivery struct {
 // once per delivery, from any goroutine, and never blocks; a delivery of a
 // link that has ended since is dropped (the broker has taken it back).
 type Settler interface {
-	Settle(d *Delivery, o Outcome)
+	Settle(d *Delivery, o messages.Outcome)
 }
 
 // deliveries recycles Deliveries: one per message was a tenth of what the
@@ -65,7 +66,7 @@ func NewDelivery() *Delivery { return deliveries.Get().(*Delivery) }
 
 // Settle hands o to d.To. The worker must not touch d afterwards: the
 // Settler may Release it.
-func (d *Delivery) Settle(o Outcome) { d.To.Settle(d, o) }
+func (d *Delivery) Settle(o messages.Outcome) { d.To.Settle(d, o) }
 
 // Release recycles d. Only its Settler calls it, once done with d.
 func (d *Delivery) Release() {
@@ -88,10 +89,10 @@ type Publish struct {
 
 // Handler runs once per delivery; BatchHandler once per batch.
 type (
-	Handler      func(ctx context.Context, m *Message) error
-	BatchHandler func(ctx context.Context, ms []*Message) error
+	Handler      func(ctx context.Context, m *messages.Message) error
+	BatchHandler func(ctx context.Context, ms []*messages.Message) error
 	// Outcomer maps a handler's result and its delivery to an outcome.
-	Outcomer func(ctx context.Context, err error, m *Message) Outcome
+	Outcomer func(ctx context.Context, err error, m *messages.Message) messages.Outcome
 )
 
 // Subscription describes one subscription: enough for its session actor to
@@ -148,7 +149,7 @@ type Retry struct {
 	Retryable func(error) bool
 	// Failed, when set, hears each failure that is retried in place, with
 	// the wait before the next attempt.
-	Failed func(ctx context.Context, err error, m *Message, wait time.Duration)
+	Failed func(ctx context.Context, err error, m *messages.Message, wait time.Duration)
 }
 
 // Delay is the wait after the n-th failed attempt (n >= 1): Backoff doubled
@@ -223,7 +224,7 @@ type Request struct {
 	Key     string
 	Ctx     context.Context
 	Address address.Address
-	Message *Message
+	Message *messages.Message
 	Reply   chan<- Reply
 }
 
@@ -232,7 +233,7 @@ type Request struct {
 // publishes; then with the reply Message, or Err. Reply channels hold both.
 type Reply struct {
 	Send    *amqp.Message
-	Message *Message
+	Message *messages.Message
 	Err     error
 }
 

@@ -1,4 +1,4 @@
-package messages
+package protocol
 
 import (
 	"bytes"
@@ -8,6 +8,8 @@ import (
 	"unicode/utf8"
 
 	amqp "github.com/Azure/go-amqp"
+
+	"github.com/amqpactor/amqpactor/messages"
 	"github.com/stretchr/testify/require"
 )
 
@@ -15,7 +17,7 @@ import (
 // go-amqp accepts: FromAMQP must not panic, and whatever of its result
 // ToAMQP accepts must encode again.
 func FuzzFromAMQP(f *testing.F) {
-	for _, m := range []*Message{fullMessage(), {}, {Value: []any{"a", int64(1)}}, {Priority: 9, TTL: time.Second}} {
+	for _, m := range []*messages.Message{fullMessage(), {}, {Value: []any{"a", int64(1)}}, {Priority: 9, TTL: time.Second}} {
 		am, err := ToAMQP(m)
 		require.NoError(f, err)
 		bin, err := am.MarshalBinary()
@@ -68,7 +70,7 @@ func FuzzRoundTrip(f *testing.F) {
 	f.Add([]byte(nil), "\xff", "é", "\x00", strings.Repeat("z", 300), "k", []byte(nil), uint64(1<<63), int64(-1<<63), int64(-62135596800000), uint8(255), uint32(1<<32-1), uint32(1<<32-1), true)
 	f.Fuzz(func(t *testing.T, body []byte, id, subject, hkey, hval, akey string, userID []byte,
 		seq uint64, n int64, ms int64, prio uint8, ttlMs uint32, count uint32, durable bool) {
-		in := &Message{
+		in := &messages.Message{
 			Body:               body,
 			MessageID:          id,
 			CorrelationID:      seq,

@@ -1,4 +1,4 @@
-package messages
+package protocol
 
 import (
 	"math"
@@ -7,6 +7,8 @@ import (
 	"time"
 
 	amqp "github.com/Azure/go-amqp"
+
+	"github.com/amqpactor/amqpactor/messages"
 	"github.com/stretchr/testify/require"
 )
 
@@ -17,7 +19,7 @@ func convTimep(t time.Time) *time.Time { return &t }
 func convU32p(n uint32) *uint32 { return &n }
 
 // wireRoundTrip sends m through the real wire encoding and back.
-func wireRoundTrip(t testing.TB, m *Message) *Message {
+func wireRoundTrip(t testing.TB, m *messages.Message) *messages.Message {
 	t.Helper()
 	am, err := ToAMQP(m)
 	require.NoError(t, err)
@@ -38,50 +40,50 @@ func TestToAMQPFields(t *testing.T) {
 	headers := map[string]any{"k": "v", "n": int64(1)}
 	tests := []struct {
 		name string
-		in   Message
+		in   messages.Message
 		want amqp.Message
 	}{
-		{"empty message is one empty data section", Message{}, amqp.Message{Data: [][]byte{nil}}},
-		{"body", Message{Body: []byte("hi")}, amqp.Message{Data: [][]byte{[]byte("hi")}}},
-		{"value", Message{Value: map[string]any{"a": int64(1)}}, amqp.Message{Value: map[string]any{"a": int64(1)}}},
-		{"body wins over value", Message{Body: []byte("b"), Value: "v"}, amqp.Message{Data: [][]byte{[]byte("b")}}},
+		{"empty message is one empty data section", messages.Message{}, amqp.Message{Data: [][]byte{nil}}},
+		{"body", messages.Message{Body: []byte("hi")}, amqp.Message{Data: [][]byte{[]byte("hi")}}},
+		{"value", messages.Message{Value: map[string]any{"a": int64(1)}}, amqp.Message{Value: map[string]any{"a": int64(1)}}},
+		{"body wins over value", messages.Message{Body: []byte("b"), Value: "v"}, amqp.Message{Data: [][]byte{[]byte("b")}}},
 
-		{"message-id string", Message{MessageID: "id"}, withProps(amqp.MessageProperties{MessageID: "id"})},
-		{"message-id uint64", Message{MessageID: uint64(7)}, withProps(amqp.MessageProperties{MessageID: uint64(7)})},
-		{"message-id uuid", Message{MessageID: testUUID}, withProps(amqp.MessageProperties{MessageID: testUUID})},
-		{"message-id binary", Message{MessageID: []byte{1}}, withProps(amqp.MessageProperties{MessageID: []byte{1}})},
-		{"correlation-id", Message{CorrelationID: "c"}, withProps(amqp.MessageProperties{CorrelationID: "c"})},
-		{"content-type", Message{ContentType: "application/json"}, withProps(amqp.MessageProperties{ContentType: convStrp("application/json")})},
-		{"content-encoding", Message{ContentEncoding: "gzip"}, withProps(amqp.MessageProperties{ContentEncoding: convStrp("gzip")})},
-		{"reply-to", Message{ReplyTo: "r"}, withProps(amqp.MessageProperties{ReplyTo: convStrp("r")})},
-		{"subject", Message{Subject: "s"}, withProps(amqp.MessageProperties{Subject: convStrp("s")})},
-		{"to", Message{To: "t"}, withProps(amqp.MessageProperties{To: convStrp("t")})},
-		{"group-id", Message{GroupID: "g"}, withProps(amqp.MessageProperties{GroupID: convStrp("g")})},
-		{"reply-to-group-id", Message{ReplyToGroupID: "rg"}, withProps(amqp.MessageProperties{ReplyToGroupID: convStrp("rg")})},
-		{"user-id", Message{UserID: []byte("u")}, withProps(amqp.MessageProperties{UserID: []byte("u")})},
-		{"empty user-id is absent", Message{UserID: []byte{}}, amqp.Message{Data: [][]byte{nil}}},
-		{"creation-time", Message{CreationTime: testTime}, withProps(amqp.MessageProperties{CreationTime: convTimep(testTime)})},
-		{"absolute-expiry-time", Message{AbsoluteExpiryTime: testTime}, withProps(amqp.MessageProperties{AbsoluteExpiryTime: convTimep(testTime)})},
-		{"group-sequence", Message{GroupSequence: 3}, withProps(amqp.MessageProperties{GroupSequence: convU32p(3)})},
+		{"message-id string", messages.Message{MessageID: "id"}, withProps(amqp.MessageProperties{MessageID: "id"})},
+		{"message-id uint64", messages.Message{MessageID: uint64(7)}, withProps(amqp.MessageProperties{MessageID: uint64(7)})},
+		{"message-id uuid", messages.Message{MessageID: testUUID}, withProps(amqp.MessageProperties{MessageID: testUUID})},
+		{"message-id binary", messages.Message{MessageID: []byte{1}}, withProps(amqp.MessageProperties{MessageID: []byte{1}})},
+		{"correlation-id", messages.Message{CorrelationID: "c"}, withProps(amqp.MessageProperties{CorrelationID: "c"})},
+		{"content-type", messages.Message{ContentType: "application/json"}, withProps(amqp.MessageProperties{ContentType: convStrp("application/json")})},
+		{"content-encoding", messages.Message{ContentEncoding: "gzip"}, withProps(amqp.MessageProperties{ContentEncoding: convStrp("gzip")})},
+		{"reply-to", messages.Message{ReplyTo: "r"}, withProps(amqp.MessageProperties{ReplyTo: convStrp("r")})},
+		{"subject", messages.Message{Subject: "s"}, withProps(amqp.MessageProperties{Subject: convStrp("s")})},
+		{"to", messages.Message{To: "t"}, withProps(amqp.MessageProperties{To: convStrp("t")})},
+		{"group-id", messages.Message{GroupID: "g"}, withProps(amqp.MessageProperties{GroupID: convStrp("g")})},
+		{"reply-to-group-id", messages.Message{ReplyToGroupID: "rg"}, withProps(amqp.MessageProperties{ReplyToGroupID: convStrp("rg")})},
+		{"user-id", messages.Message{UserID: []byte("u")}, withProps(amqp.MessageProperties{UserID: []byte("u")})},
+		{"empty user-id is absent", messages.Message{UserID: []byte{}}, amqp.Message{Data: [][]byte{nil}}},
+		{"creation-time", messages.Message{CreationTime: testTime}, withProps(amqp.MessageProperties{CreationTime: convTimep(testTime)})},
+		{"absolute-expiry-time", messages.Message{AbsoluteExpiryTime: testTime}, withProps(amqp.MessageProperties{AbsoluteExpiryTime: convTimep(testTime)})},
+		{"group-sequence", messages.Message{GroupSequence: 3}, withProps(amqp.MessageProperties{GroupSequence: convU32p(3)})},
 
-		{"headers", Message{Headers: headers}, amqp.Message{Data: [][]byte{nil}, ApplicationProperties: headers}},
-		{"empty headers are absent", Message{Headers: map[string]any{}}, amqp.Message{Data: [][]byte{nil}}},
+		{"headers", messages.Message{Headers: headers}, amqp.Message{Data: [][]byte{nil}, ApplicationProperties: headers}},
+		{"empty headers are absent", messages.Message{Headers: map[string]any{}}, amqp.Message{Data: [][]byte{nil}}},
 
-		{"durable", Message{Durable: true}, withHeader(amqp.MessageHeader{Durable: true, Priority: 4})},
-		{"priority 0 is not set", Message{Priority: 0}, amqp.Message{Data: [][]byte{nil}}},
-		{"priority 4 is the default", Message{Priority: 4}, amqp.Message{Data: [][]byte{nil}}},
-		{"priority 9", Message{Priority: 9}, withHeader(amqp.MessageHeader{Priority: 9})},
-		{"priority 1", Message{Priority: 1}, withHeader(amqp.MessageHeader{Priority: 1})},
-		{"ttl", Message{TTL: 1500 * time.Millisecond}, withHeader(amqp.MessageHeader{Priority: 4, TTL: 1500 * time.Millisecond})},
-		{"ttl rounds up to ms", Message{TTL: 1500 * time.Microsecond}, withHeader(amqp.MessageHeader{Priority: 4, TTL: 2 * time.Millisecond})},
-		{"ttl below 1ms is 1ms", Message{TTL: 1}, withHeader(amqp.MessageHeader{Priority: 4, TTL: time.Millisecond})},
-		{"first-acquirer", Message{FirstAcquirer: true}, withHeader(amqp.MessageHeader{Priority: 4, FirstAcquirer: true})},
-		{"delivery-count", Message{DeliveryCount: 2}, withHeader(amqp.MessageHeader{Priority: 4, DeliveryCount: 2})},
+		{"durable", messages.Message{Durable: true}, withHeader(amqp.MessageHeader{Durable: true, Priority: 4})},
+		{"priority 0 is not set", messages.Message{Priority: 0}, amqp.Message{Data: [][]byte{nil}}},
+		{"priority 4 is the default", messages.Message{Priority: 4}, amqp.Message{Data: [][]byte{nil}}},
+		{"priority 9", messages.Message{Priority: 9}, withHeader(amqp.MessageHeader{Priority: 9})},
+		{"priority 1", messages.Message{Priority: 1}, withHeader(amqp.MessageHeader{Priority: 1})},
+		{"ttl", messages.Message{TTL: 1500 * time.Millisecond}, withHeader(amqp.MessageHeader{Priority: 4, TTL: 1500 * time.Millisecond})},
+		{"ttl rounds up to ms", messages.Message{TTL: 1500 * time.Microsecond}, withHeader(amqp.MessageHeader{Priority: 4, TTL: 2 * time.Millisecond})},
+		{"ttl below 1ms is 1ms", messages.Message{TTL: 1}, withHeader(amqp.MessageHeader{Priority: 4, TTL: time.Millisecond})},
+		{"first-acquirer", messages.Message{FirstAcquirer: true}, withHeader(amqp.MessageHeader{Priority: 4, FirstAcquirer: true})},
+		{"delivery-count", messages.Message{DeliveryCount: 2}, withHeader(amqp.MessageHeader{Priority: 4, DeliveryCount: 2})},
 
-		{"annotations", Message{Annotations: map[string]any{"x-opt-a": "v"}}, amqp.Message{Data: [][]byte{nil}, Annotations: amqp.Annotations{"x-opt-a": "v"}}},
-		{"delivery annotations", Message{DeliveryAnnotations: map[string]any{"d": int64(1)}}, amqp.Message{Data: [][]byte{nil}, DeliveryAnnotations: amqp.Annotations{"d": int64(1)}}},
-		{"footer", Message{Footer: map[string]any{"sig": []byte{9}}}, amqp.Message{Data: [][]byte{nil}, Footer: amqp.Annotations{"sig": []byte{9}}}},
-		{"empty annotations are absent", Message{Annotations: map[string]any{}}, amqp.Message{Data: [][]byte{nil}}},
+		{"annotations", messages.Message{Annotations: map[string]any{"x-opt-a": "v"}}, amqp.Message{Data: [][]byte{nil}, Annotations: amqp.Annotations{"x-opt-a": "v"}}},
+		{"delivery annotations", messages.Message{DeliveryAnnotations: map[string]any{"d": int64(1)}}, amqp.Message{Data: [][]byte{nil}, DeliveryAnnotations: amqp.Annotations{"d": int64(1)}}},
+		{"footer", messages.Message{Footer: map[string]any{"sig": []byte{9}}}, amqp.Message{Data: [][]byte{nil}, Footer: amqp.Annotations{"sig": []byte{9}}}},
+		{"empty annotations are absent", messages.Message{Annotations: map[string]any{}}, amqp.Message{Data: [][]byte{nil}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -107,14 +109,14 @@ func TestFromAMQPFields(t *testing.T) {
 	tests := []struct {
 		name string
 		in   amqp.Message
-		want Message
+		want messages.Message
 	}{
-		{"empty", amqp.Message{}, Message{Priority: 4}},
-		{"one data section", amqp.Message{Data: [][]byte{[]byte("ab")}}, Message{Body: []byte("ab"), Priority: 4}},
-		{"several data sections concatenate", amqp.Message{Data: [][]byte{[]byte("ab"), nil, []byte("cd")}}, Message{Body: []byte("abcd"), Priority: 4}},
-		{"amqp-value", amqp.Message{Value: "v"}, Message{Value: "v", Priority: 4}},
-		{"amqp-sequence", amqp.Message{Sequence: [][]any{{"a", int64(1)}}}, Message{Value: []any{"a", int64(1)}, Priority: 4}},
-		{"several amqp-sequences concatenate", amqp.Message{Sequence: [][]any{{"a"}, {"b", "c"}}}, Message{Value: []any{"a", "b", "c"}, Priority: 4}},
+		{"empty", amqp.Message{}, messages.Message{Priority: 4}},
+		{"one data section", amqp.Message{Data: [][]byte{[]byte("ab")}}, messages.Message{Body: []byte("ab"), Priority: 4}},
+		{"several data sections concatenate", amqp.Message{Data: [][]byte{[]byte("ab"), nil, []byte("cd")}}, messages.Message{Body: []byte("abcd"), Priority: 4}},
+		{"amqp-value", amqp.Message{Value: "v"}, messages.Message{Value: "v", Priority: 4}},
+		{"amqp-sequence", amqp.Message{Sequence: [][]any{{"a", int64(1)}}}, messages.Message{Value: []any{"a", int64(1)}, Priority: 4}},
+		{"several amqp-sequences concatenate", amqp.Message{Sequence: [][]any{{"a"}, {"b", "c"}}}, messages.Message{Value: []any{"a", "b", "c"}, Priority: 4}},
 
 		{"properties", amqp.Message{Properties: &amqp.MessageProperties{
 			MessageID:          "m",
@@ -130,21 +132,21 @@ func TestFromAMQPFields(t *testing.T) {
 			GroupID:            convStrp("g"),
 			GroupSequence:      convU32p(8),
 			ReplyToGroupID:     convStrp("rg"),
-		}}, Message{
+		}}, messages.Message{
 			MessageID: "m", UserID: []byte("u"), To: "to", Subject: "subj", ReplyTo: "rt",
 			CorrelationID: uint64(5), ContentType: "text/plain", ContentEncoding: "gzip",
 			AbsoluteExpiryTime: testTime.UTC(), CreationTime: testTime.UTC(),
 			GroupID: "g", GroupSequence: 8, ReplyToGroupID: "rg", Priority: 4,
 		}},
-		{"empty properties", amqp.Message{Properties: &amqp.MessageProperties{}}, Message{Priority: 4}},
-		{"odd message-id type passes through", amqp.Message{Properties: &amqp.MessageProperties{MessageID: int32(3)}}, Message{MessageID: int32(3), Priority: 4}},
+		{"empty properties", amqp.Message{Properties: &amqp.MessageProperties{}}, messages.Message{Priority: 4}},
+		{"odd message-id type passes through", amqp.Message{Properties: &amqp.MessageProperties{MessageID: int32(3)}}, messages.Message{MessageID: int32(3), Priority: 4}},
 
-		{"application-properties", amqp.Message{ApplicationProperties: map[string]any{"k": "v"}}, Message{Headers: map[string]any{"k": "v"}, Priority: 4}},
-		{"empty application-properties", amqp.Message{ApplicationProperties: map[string]any{}}, Message{Priority: 4}},
+		{"application-properties", amqp.Message{ApplicationProperties: map[string]any{"k": "v"}}, messages.Message{Headers: map[string]any{"k": "v"}, Priority: 4}},
+		{"empty application-properties", amqp.Message{ApplicationProperties: map[string]any{}}, messages.Message{Priority: 4}},
 
 		{"header", amqp.Message{Header: &amqp.MessageHeader{Durable: true, Priority: 7, TTL: time.Second, FirstAcquirer: true, DeliveryCount: 3}},
-			Message{Durable: true, Priority: 7, TTL: time.Second, FirstAcquirer: true, DeliveryCount: 3}},
-		{"header priority 0 is reported", amqp.Message{Header: &amqp.MessageHeader{Priority: 0}}, Message{Priority: 0}},
+			messages.Message{Durable: true, Priority: 7, TTL: time.Second, FirstAcquirer: true, DeliveryCount: 3}},
+		{"header priority 0 is reported", amqp.Message{Header: &amqp.MessageHeader{Priority: 0}}, messages.Message{Priority: 0}},
 
 		{"annotation keys", amqp.Message{Annotations: amqp.Annotations{
 			"x-opt-s":          1,
@@ -155,10 +157,10 @@ func TestFromAMQPFields(t *testing.T) {
 			int32(6):           6,
 			uint32(7):          7,
 			true:               8,
-		}}, Message{Annotations: map[string]any{"x-opt-s": 1, "sym": 2, "42": 3, "-1": 4, "5": 5, "6": 6, "7": 7, "true": 8}, Priority: 4}},
-		{"delivery annotations", amqp.Message{DeliveryAnnotations: amqp.Annotations{"d": "v"}}, Message{DeliveryAnnotations: map[string]any{"d": "v"}, Priority: 4}},
-		{"footer", amqp.Message{Footer: amqp.Annotations{uint64(1): "v"}}, Message{Footer: map[string]any{"1": "v"}, Priority: 4}},
-		{"empty annotations", amqp.Message{Annotations: amqp.Annotations{}}, Message{Priority: 4}},
+		}}, messages.Message{Annotations: map[string]any{"x-opt-s": 1, "sym": 2, "42": 3, "-1": 4, "5": 5, "6": 6, "7": 7, "true": 8}, Priority: 4}},
+		{"delivery annotations", amqp.Message{DeliveryAnnotations: amqp.Annotations{"d": "v"}}, messages.Message{DeliveryAnnotations: map[string]any{"d": "v"}, Priority: 4}},
+		{"footer", amqp.Message{Footer: amqp.Annotations{uint64(1): "v"}}, messages.Message{Footer: map[string]any{"1": "v"}, Priority: 4}},
+		{"empty annotations", amqp.Message{Annotations: amqp.Annotations{}}, messages.Message{Priority: 4}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -171,16 +173,16 @@ func TestFromAMQPFields(t *testing.T) {
 func TestPriorityRoundTrip(t *testing.T) {
 	for _, tt := range []struct {
 		name    string
-		in      Message
+		in      messages.Message
 		want    uint8
 		wantHdr bool
 	}{
-		{"unset reads as the default", Message{}, 4, false},
-		{"unset with another header field", Message{Durable: true}, 4, true},
-		{"explicit default", Message{Priority: 4}, 4, false},
-		{"low", Message{Priority: 1}, 1, true},
-		{"high", Message{Priority: 9}, 9, true},
-		{"max", Message{Priority: 255}, 255, true},
+		{"unset reads as the default", messages.Message{}, 4, false},
+		{"unset with another header field", messages.Message{Durable: true}, 4, true},
+		{"explicit default", messages.Message{Priority: 4}, 4, false},
+		{"low", messages.Message{Priority: 1}, 1, true},
+		{"high", messages.Message{Priority: 9}, 9, true},
+		{"max", messages.Message{Priority: 255}, 255, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			am, err := ToAMQP(&tt.in)
@@ -236,7 +238,7 @@ func TestHeaderPrimitives(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := wireRoundTrip(t, &Message{Headers: map[string]any{"h": tt.in}})
+			got := wireRoundTrip(t, &messages.Message{Headers: map[string]any{"h": tt.in}})
 			require.Contains(t, got.Headers, "h")
 			require.Equal(t, tt.want, got.Headers["h"])
 			require.IsType(t, tt.want, got.Headers["h"])
@@ -245,8 +247,8 @@ func TestHeaderPrimitives(t *testing.T) {
 }
 
 // fullMessage sets every field.
-func fullMessage() *Message {
-	return &Message{
+func fullMessage() *messages.Message {
+	return &messages.Message{
 		Body:               []byte(`{"order":42}`),
 		MessageID:          "msg-1",
 		CorrelationID:      testUUID,
@@ -298,7 +300,7 @@ func TestRoundTripWire(t *testing.T) {
 
 	t.Run("ids", func(t *testing.T) {
 		for _, id := range []any{"s", "", uint64(0), uint64(math.MaxUint64), testUUID, []byte("bin"), []byte{}} {
-			got := wireRoundTrip(t, &Message{MessageID: id, CorrelationID: id})
+			got := wireRoundTrip(t, &messages.Message{MessageID: id, CorrelationID: id})
 			require.Equal(t, id, got.MessageID)
 			require.Equal(t, id, got.CorrelationID)
 			require.IsType(t, id, got.MessageID)
@@ -307,12 +309,12 @@ func TestRoundTripWire(t *testing.T) {
 
 	t.Run("value bodies", func(t *testing.T) {
 		for _, v := range []any{"text", int64(5), []any{"a", int64(1)}, map[string]any{"k": "v"}, []byte("b")} {
-			require.Equal(t, v, wireRoundTrip(t, &Message{Value: v}).Value)
+			require.Equal(t, v, wireRoundTrip(t, &messages.Message{Value: v}).Value)
 		}
 	})
 
 	t.Run("nil body reads back empty", func(t *testing.T) {
-		got := wireRoundTrip(t, &Message{})
+		got := wireRoundTrip(t, &messages.Message{})
 		require.NotNil(t, got.Body)
 		require.Empty(t, got.Body)
 		require.Nil(t, got.Value)
@@ -323,13 +325,13 @@ func TestRoundTripWire(t *testing.T) {
 			{0, 0}, {1, time.Millisecond}, {time.Millisecond, time.Millisecond},
 			{1001 * time.Microsecond, 2 * time.Millisecond}, {convMaxTTL, convMaxTTL},
 		} {
-			require.Equal(t, tt.want, wireRoundTrip(t, &Message{TTL: tt.in}).TTL, "TTL %v", tt.in)
+			require.Equal(t, tt.want, wireRoundTrip(t, &messages.Message{TTL: tt.in}).TTL, "TTL %v", tt.in)
 		}
 	})
 
 	t.Run("times", func(t *testing.T) {
 		for _, tm := range []time.Time{time.Unix(0, 0), time.UnixMilli(-1), time.UnixMilli(1), convMinTime, convMaxTime, time.Date(1, 1, 1, 0, 0, 0, 1e6, time.UTC)} {
-			got := wireRoundTrip(t, &Message{CreationTime: tm, AbsoluteExpiryTime: tm})
+			got := wireRoundTrip(t, &messages.Message{CreationTime: tm, AbsoluteExpiryTime: tm})
 			want := time.UnixMilli(tm.UnixMilli()).UTC()
 			require.Equal(t, want, got.CreationTime, "%v", tm)
 			require.Equal(t, want, got.AbsoluteExpiryTime, "%v", tm)
@@ -365,7 +367,7 @@ func TestRoundTripWire(t *testing.T) {
 	})
 
 	t.Run("annotation keys go out as symbols", func(t *testing.T) {
-		am, err := ToAMQP(&Message{Annotations: map[string]any{"x-opt-k": "v"}})
+		am, err := ToAMQP(&messages.Message{Annotations: map[string]any{"x-opt-k": "v"}})
 		require.NoError(t, err)
 		bin, err := am.MarshalBinary()
 		require.NoError(t, err)
@@ -415,46 +417,46 @@ func TestToAMQPErrors(t *testing.T) {
 	type myString string
 	tests := []struct {
 		name string
-		in   Message
+		in   messages.Message
 		want []string // substrings of the error
 	}{
-		{"message-id int", Message{MessageID: 5}, []string{"MessageID", "int"}},
-		{"message-id symbol", Message{MessageID: amqp.Symbol("s")}, []string{"MessageID", "encoding.Symbol"}},
-		{"message-id float", Message{MessageID: 1.5}, []string{"MessageID", "float64"}},
-		{"correlation-id struct", Message{CorrelationID: custom{}}, []string{"CorrelationID", "messages.custom"}},
-		{"correlation-id pointer", Message{CorrelationID: convStrp("x")}, []string{"CorrelationID", "*string"}},
-		{"message-id bad utf8", Message{MessageID: "\xff"}, []string{"MessageID", "UTF-8"}},
-		{"subject bad utf8", Message{Subject: "a\xffb"}, []string{"Subject", "UTF-8"}},
-		{"to bad utf8", Message{To: "\xc3"}, []string{"To", "UTF-8"}},
-		{"reply-to bad utf8", Message{ReplyTo: "\xc3"}, []string{"ReplyTo", "UTF-8"}},
-		{"group-id bad utf8", Message{GroupID: "\xc3"}, []string{"GroupID", "UTF-8"}},
-		{"reply-to-group-id bad utf8", Message{ReplyToGroupID: "\xc3"}, []string{"ReplyToGroupID", "UTF-8"}},
+		{"message-id int", messages.Message{MessageID: 5}, []string{"MessageID", "int"}},
+		{"message-id symbol", messages.Message{MessageID: amqp.Symbol("s")}, []string{"MessageID", "encoding.Symbol"}},
+		{"message-id float", messages.Message{MessageID: 1.5}, []string{"MessageID", "float64"}},
+		{"correlation-id struct", messages.Message{CorrelationID: custom{}}, []string{"CorrelationID", "protocol.custom"}},
+		{"correlation-id pointer", messages.Message{CorrelationID: convStrp("x")}, []string{"CorrelationID", "*string"}},
+		{"message-id bad utf8", messages.Message{MessageID: "\xff"}, []string{"MessageID", "UTF-8"}},
+		{"subject bad utf8", messages.Message{Subject: "a\xffb"}, []string{"Subject", "UTF-8"}},
+		{"to bad utf8", messages.Message{To: "\xc3"}, []string{"To", "UTF-8"}},
+		{"reply-to bad utf8", messages.Message{ReplyTo: "\xc3"}, []string{"ReplyTo", "UTF-8"}},
+		{"group-id bad utf8", messages.Message{GroupID: "\xc3"}, []string{"GroupID", "UTF-8"}},
+		{"reply-to-group-id bad utf8", messages.Message{ReplyToGroupID: "\xc3"}, []string{"ReplyToGroupID", "UTF-8"}},
 
-		{"header struct", Message{Headers: map[string]any{"bad-key": custom{}}}, []string{`"bad-key"`, "messages.custom"}},
-		{"header named string", Message{Headers: map[string]any{"h": myString("x")}}, []string{`"h"`, "messages.myString"}},
-		{"header map", Message{Headers: map[string]any{"m": map[string]any{}}}, []string{`"m"`, "map[string]interface {}", "not allowed"}},
-		{"header list", Message{Headers: map[string]any{"l": []any{1}}}, []string{`"l"`, "[]interface {}", "not allowed"}},
-		{"header array", Message{Headers: map[string]any{"a": []string{"x"}}}, []string{`"a"`, "[]string"}},
-		{"header annotations", Message{Headers: map[string]any{"a": amqp.Annotations{}}}, []string{`"a"`, "encoding.Annotations"}},
-		{"header pointer", Message{Headers: map[string]any{"p": new(int)}}, []string{`"p"`, "*int"}},
-		{"header nil amqp error", Message{Headers: map[string]any{"e": (*amqp.Error)(nil)}}, []string{`"e"`, "nil"}},
-		{"header chan", Message{Headers: map[string]any{"c": make(chan int)}}, []string{`"c"`, "chan int"}},
-		{"header bad utf8 value", Message{Headers: map[string]any{"s": "\xff"}}, []string{`"s"`, "UTF-8"}},
-		{"header bad utf8 key", Message{Headers: map[string]any{"\xff": "v"}}, []string{"key", "UTF-8"}},
-		{"header time out of range", Message{Headers: map[string]any{"t": convMaxTime.Add(time.Millisecond)}}, []string{`"t"`, "time.Time"}},
+		{"header struct", messages.Message{Headers: map[string]any{"bad-key": custom{}}}, []string{`"bad-key"`, "protocol.custom"}},
+		{"header named string", messages.Message{Headers: map[string]any{"h": myString("x")}}, []string{`"h"`, "protocol.myString"}},
+		{"header map", messages.Message{Headers: map[string]any{"m": map[string]any{}}}, []string{`"m"`, "map[string]interface {}", "not allowed"}},
+		{"header list", messages.Message{Headers: map[string]any{"l": []any{1}}}, []string{`"l"`, "[]interface {}", "not allowed"}},
+		{"header array", messages.Message{Headers: map[string]any{"a": []string{"x"}}}, []string{`"a"`, "[]string"}},
+		{"header annotations", messages.Message{Headers: map[string]any{"a": amqp.Annotations{}}}, []string{`"a"`, "encoding.Annotations"}},
+		{"header pointer", messages.Message{Headers: map[string]any{"p": new(int)}}, []string{`"p"`, "*int"}},
+		{"header nil amqp error", messages.Message{Headers: map[string]any{"e": (*amqp.Error)(nil)}}, []string{`"e"`, "nil"}},
+		{"header chan", messages.Message{Headers: map[string]any{"c": make(chan int)}}, []string{`"c"`, "chan int"}},
+		{"header bad utf8 value", messages.Message{Headers: map[string]any{"s": "\xff"}}, []string{`"s"`, "UTF-8"}},
+		{"header bad utf8 key", messages.Message{Headers: map[string]any{"\xff": "v"}}, []string{"key", "UTF-8"}},
+		{"header time out of range", messages.Message{Headers: map[string]any{"t": convMaxTime.Add(time.Millisecond)}}, []string{`"t"`, "time.Time"}},
 
-		{"ttl negative", Message{TTL: -time.Second}, []string{"TTL"}},
-		{"ttl too long", Message{TTL: convMaxTTL + 1}, []string{"TTL"}},
-		{"creation-time out of range", Message{CreationTime: convMinTime.Add(-time.Nanosecond)}, []string{"CreationTime"}},
-		{"absolute-expiry-time out of range", Message{AbsoluteExpiryTime: convMaxTime.Add(time.Nanosecond)}, []string{"AbsoluteExpiryTime"}},
+		{"ttl negative", messages.Message{TTL: -time.Second}, []string{"TTL"}},
+		{"ttl too long", messages.Message{TTL: convMaxTTL + 1}, []string{"TTL"}},
+		{"creation-time out of range", messages.Message{CreationTime: convMinTime.Add(-time.Nanosecond)}, []string{"CreationTime"}},
+		{"absolute-expiry-time out of range", messages.Message{AbsoluteExpiryTime: convMaxTime.Add(time.Nanosecond)}, []string{"AbsoluteExpiryTime"}},
 
-		{"annotation struct", Message{Annotations: map[string]any{"x-a": custom{}}}, []string{"annotation", `"x-a"`, "messages.custom"}},
-		{"annotation nested", Message{Annotations: map[string]any{"x-a": []any{1, []any{make(chan int)}}}}, []string{`"x-a"`, "chan int"}},
-		{"annotation map key", Message{Annotations: map[string]any{"x-a": map[any]any{custom{}: 1}}}, []string{`"x-a"`, "messages.custom"}},
-		{"delivery annotation", Message{DeliveryAnnotations: map[string]any{"d": custom{}}}, []string{"delivery annotation", `"d"`}},
-		{"footer", Message{Footer: map[string]any{"f": custom{}}}, []string{"footer", `"f"`}},
-		{"value", Message{Value: custom{}}, []string{"Value", "messages.custom"}},
-		{"value bad utf8", Message{Value: []string{"\xff"}}, []string{"Value", "UTF-8"}},
+		{"annotation struct", messages.Message{Annotations: map[string]any{"x-a": custom{}}}, []string{"annotation", `"x-a"`, "protocol.custom"}},
+		{"annotation nested", messages.Message{Annotations: map[string]any{"x-a": []any{1, []any{make(chan int)}}}}, []string{`"x-a"`, "chan int"}},
+		{"annotation map key", messages.Message{Annotations: map[string]any{"x-a": map[any]any{custom{}: 1}}}, []string{`"x-a"`, "protocol.custom"}},
+		{"delivery annotation", messages.Message{DeliveryAnnotations: map[string]any{"d": custom{}}}, []string{"delivery annotation", `"d"`}},
+		{"footer", messages.Message{Footer: map[string]any{"f": custom{}}}, []string{"footer", `"f"`}},
+		{"value", messages.Message{Value: custom{}}, []string{"Value", "protocol.custom"}},
+		{"value bad utf8", messages.Message{Value: []string{"\xff"}}, []string{"Value", "UTF-8"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -473,7 +475,7 @@ func TestToAMQPErrors(t *testing.T) {
 	t.Run("self-referencing list", func(t *testing.T) {
 		l := []any{nil}
 		l[0] = l
-		_, err := ToAMQP(&Message{Annotations: map[string]any{"x": l}})
+		_, err := ToAMQP(&messages.Message{Annotations: map[string]any{"x": l}})
 		require.ErrorContains(t, err, "nesting")
 	})
 }
@@ -498,7 +500,7 @@ func TestFromAMQPOddInput(t *testing.T) {
 }
 
 func BenchmarkToFromAMQP(b *testing.B) {
-	m := &Message{
+	m := &messages.Message{
 		Body:          make([]byte, 100),
 		MessageID:     "msg-0001",
 		ContentType:   "application/json",
@@ -517,7 +519,7 @@ func BenchmarkToFromAMQP(b *testing.B) {
 			}
 		}
 	})
-	bodyOnly := &Message{Body: make([]byte, 100)}
+	bodyOnly := &messages.Message{Body: make([]byte, 100)}
 	b.Run("ToAMQP body only", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {

@@ -1,4 +1,4 @@
-package messages
+package protocol
 
 import (
 	"encoding/hex"
