@@ -4,11 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"reflect"
 	"time"
 	"unicode/utf8"
 
 	"github.com/Azure/go-amqp"
+
+	"github.com/amqpactor/amqpactor/internal/amqptypes"
 )
 
 // The broker keeps no wire form. At publish it takes its own copy of the
@@ -18,7 +19,9 @@ import (
 // deliveries, and no delivery and the publisher, share anything a receiver
 // could change. Both copies are built to allocate little: one box holds the
 // message, its header, its properties and the values its properties point
-// to, and one byte slice holds every data section.
+// to, and one byte slice holds every data section. What go-amqp can encode,
+// and what it decodes each value to, is internal/amqptypes' table, which
+// the Message conversion checks against too.
 
 // box is one delivered *amqp.Message with its header and, for a single data
 // section, its Data array, in one allocation; fullBox adds the properties.
@@ -88,13 +91,6 @@ func (s *stored) entry() *entry {
 	return &entry{msg: s, count: s.count}
 }
 
-// maxDepth bounds the nesting of lists and maps in a value (and stops a list
-// that contains itself, which go-amqp would recurse into forever).
-const maxDepth = 100
-
-// errNilPointer reports a nil pointer value, which go-amqp would dereference.
-var errNilPointer = errors.New("nil pointer")
-
 // own makes the broker's copy of m. It fails, naming the section, when go-amqp
 // could not encode m.
 func own(m *amqp.Message) (*stored, error) {
@@ -106,7 +102,7 @@ func own(m *amqp.Message) (*stored, error) {
 	} else {
 		s = &stored{}
 	}
-	c := &copier{}
+	c := &copier{Copier: amqptypes.Copier{Rules: amqptypes.Wire}}
 	if h := m.Header; h != nil {
 		s.hdr = *h
 		// The header's ttl goes on the wire as a uint of milliseconds.
@@ -132,21 +128,21 @@ func own(m *amqp.Message) (*stored, error) {
 			if !utf8.ValidString(k) {
 				return nil, fmt.Errorf("inproc: application-properties: key %q is not valid UTF-8", k)
 			}
-			if s.app[k], err = c.value(v, 0); err != nil {
+			if s.app[k], err = c.Value(v, 0); err != nil {
 				return nil, fmt.Errorf("inproc: application-properties %q: %w", k, err)
 			}
 		}
 	}
 	s.data = copyData(&s.data1, m.Data)
 	if m.Value != nil {
-		if s.value, err = c.value(m.Value, 0); err != nil {
+		if s.value, err = c.Value(m.Value, 0); err != nil {
 			return nil, fmt.Errorf("inproc: amqp-value: %w", err)
 		}
 	}
 	if len(m.Sequence) > 0 {
 		s.seq = make([][]any, len(m.Sequence))
 		for i, seq := range m.Sequence {
-			v, err := c.value(seq, 0)
+			v, err := c.Value(seq, 0)
 			if err != nil {
 				return nil, fmt.Errorf("inproc: amqp-sequence: %w", err)
 			}
@@ -156,7 +152,7 @@ func own(m *amqp.Message) (*stored, error) {
 	if s.footer, err = c.annotations(m.Footer); err != nil {
 		return nil, fmt.Errorf("inproc: footer: %w", err)
 	}
-	s.deep = c.deep
+	s.deep = c.Deep
 	if s.hdr.TTL > 0 || s.p != nil && s.p.props.AbsoluteExpiryTime != nil {
 		// The clock only for a message that can expire: reading it was
 		// a tenth of the in-process CPU per message.
@@ -243,9 +239,9 @@ func (s *stored) deliverInto(b *box, pb *propBox, firstAcquirer bool, count uint
 		pb.strs, pb.times, pb.gseq = s.p.strs, s.p.times, s.p.gseq
 		b := pb
 		b.props = amqp.MessageProperties{
-			MessageID:          cloneValue(p.MessageID),
+			MessageID:          amqptypes.Clone(p.MessageID),
 			UserID:             cloneBytes(p.UserID),
-			CorrelationID:      cloneValue(p.CorrelationID),
+			CorrelationID:      amqptypes.Clone(p.CorrelationID),
 			To:                 slot(p.To, &b.strs[0]),
 			Subject:            slot(p.Subject, &b.strs[1]),
 			ReplyTo:            slot(p.ReplyTo, &b.strs[2]),
@@ -266,14 +262,14 @@ func (s *stored) deliverInto(b *box, pb *propBox, firstAcquirer bool, count uint
 		if s.app != nil {
 			out.ApplicationProperties = make(map[string]any, len(s.app))
 			for k, v := range s.app {
-				out.ApplicationProperties[k] = cloneValue(v)
+				out.ApplicationProperties[k] = amqptypes.Clone(v)
 			}
 		}
-		out.Value = cloneValue(s.value)
+		out.Value = amqptypes.Clone(s.value)
 		if s.seq != nil {
 			out.Sequence = make([][]any, len(s.seq))
 			for i, seq := range s.seq {
-				out.Sequence[i], _ = cloneValue(seq).([]any)
+				out.Sequence[i], _ = amqptypes.Clone(seq).([]any)
 			}
 		}
 		out.Footer = cloneAnnotations(s.footer)
@@ -295,19 +291,21 @@ func slot[T any](p, to *T) *T {
 	return to
 }
 
-// copier validates and copies the values of one published message.
+// copier validates and copies the values of one published message, as
+// go-amqp's encoder and decoder would (Deep: some value needs a deep copy at
+// delivery).
 type copier struct {
-	deep bool // some value needs a deep copy at delivery
+	amqptypes.Copier
 }
 
 // properties copies p into b, the pointed-to values into b's slots.
 func (c *copier) properties(b *propBox, p *amqp.MessageProperties) error {
 	var err error
 	q := &b.props
-	if q.MessageID, err = c.value(p.MessageID, 0); err != nil {
+	if q.MessageID, err = c.Value(p.MessageID, 0); err != nil {
 		return fmt.Errorf("message-id: %w", err)
 	}
-	if q.CorrelationID, err = c.value(p.CorrelationID, 0); err != nil {
+	if q.CorrelationID, err = c.Value(p.CorrelationID, 0); err != nil {
 		return fmt.Errorf("correlation-id: %w", err)
 	}
 	if len(p.UserID) > 0 {
@@ -336,11 +334,11 @@ func (c *copier) properties(b *propBox, p *amqp.MessageProperties) error {
 		*f.out = &b.strs[i]
 	}
 	if t := p.AbsoluteExpiryTime; t != nil {
-		b.times[0] = millis(*t)
+		b.times[0] = amqptypes.Millis(*t)
 		q.AbsoluteExpiryTime = &b.times[0]
 	}
 	if t := p.CreationTime; t != nil {
-		b.times[1] = millis(*t)
+		b.times[1] = amqptypes.Millis(*t)
 		q.CreationTime = &b.times[1]
 	}
 	if p.GroupSequence != nil {
@@ -350,256 +348,22 @@ func (c *copier) properties(b *propBox, p *amqp.MessageProperties) error {
 	return nil
 }
 
-// millis is t as an AMQP timestamp decodes: whole milliseconds, local time.
-func millis(t time.Time) time.Time { return time.UnixMilli(t.UnixMilli()) }
-
 func (c *copier) annotations(a amqp.Annotations) (amqp.Annotations, error) {
 	if a == nil {
 		return nil, nil
 	}
 	out := make(amqp.Annotations, len(a))
 	for k, v := range a {
-		kk, err := annotationKey(k)
-		if err != nil {
-			return nil, err
+		kk, ok := amqptypes.AnnotationKey(k)
+		if !ok {
+			return nil, fmt.Errorf("unsupported annotations key type %T", k)
 		}
-		if out[kk], err = c.value(v, 0); err != nil {
+		var err error
+		if out[kk], err = c.Value(v, 0); err != nil {
 			return nil, fmt.Errorf("%v: %w", k, err)
 		}
 	}
 	return out, nil
-}
-
-// value checks that go-amqp can encode v and returns the broker's own copy of
-// it, normalised as go-amqp decodes it: int as int64, uint as uint64, a
-// symbol as a string, amqp.Null as nil, a time in whole milliseconds, a
-// pointer as what it points to, a map with only string keys as a
-// map[string]any, an empty list as nil. The common types are copied here;
-// go-amqp's other encodable types (arrays, described values) take a trip
-// through its codec, which is exact.
-func (c *copier) value(v any, depth int) (any, error) {
-	switch t := v.(type) {
-	case nil, bool, int8, int16, int32, int64, uint8, uint16, uint32, uint64,
-		float32, float64, amqp.UUID:
-		return v, nil
-	case string:
-		if !utf8.ValidString(t) {
-			return nil, errors.New("string is not valid UTF-8")
-		}
-		return v, nil
-	case int:
-		return int64(t), nil
-	case uint:
-		return uint64(t), nil
-	case amqp.Symbol:
-		return string(t), nil
-	case amqp.Null:
-		return nil, nil
-	case time.Time:
-		return millis(t), nil
-	case []byte:
-		c.deep = true
-		return append(make([]byte, 0, len(t)), t...), nil
-	}
-	if depth >= maxDepth {
-		return nil, errors.New("lists and maps nested too deep")
-	}
-	switch t := v.(type) {
-	case []any:
-		c.deep = true
-		if len(t) == 0 {
-			return []any(nil), nil
-		}
-		out := make([]any, len(t))
-		for i, e := range t {
-			var err error
-			if out[i], err = c.value(e, depth+1); err != nil {
-				return nil, err
-			}
-		}
-		return out, nil
-	case map[string]any:
-		c.deep = true
-		if len(t) == 0 {
-			return map[any]any{}, nil
-		}
-		out := make(map[string]any, len(t))
-		for k, e := range t {
-			if !utf8.ValidString(k) {
-				return nil, errors.New("string is not valid UTF-8")
-			}
-			var err error
-			if out[k], err = c.value(e, depth+1); err != nil {
-				return nil, err
-			}
-		}
-		return out, nil
-	case map[any]any:
-		return c.anyMap(t, depth, false)
-	case amqp.Annotations:
-		return c.anyMap(t, depth, true)
-	case map[amqp.Symbol]any:
-		m := make(map[any]any, len(t))
-		for k, e := range t {
-			m[k] = e
-		}
-		return c.anyMap(m, depth, false)
-	}
-	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer && !isMarshaler(v) {
-		// go-amqp encodes a pointer to any of its plain types as the value.
-		if rv.IsNil() {
-			return nil, errNilPointer
-		}
-		e := rv.Elem().Interface()
-		if reflect.TypeOf(e).Kind() == reflect.Pointer {
-			return nil, fmt.Errorf("unsupported type %T", v)
-		}
-		return c.value(e, depth+1)
-	}
-	c.deep = true
-	return viaCodec(v)
-}
-
-// anyMap copies a map with keys of any type (the keys of annotations when
-// ann is set); like go-amqp's decoder it returns a map[string]any when every
-// key is a string or symbol.
-func (c *copier) anyMap(t map[any]any, depth int, ann bool) (any, error) {
-	c.deep = true
-	out := make(map[any]any, len(t))
-	strKeys := true
-	for k, e := range t {
-		var kk any
-		var err error
-		if ann {
-			kk, err = annotationKey(k)
-		} else {
-			kk, err = c.value(k, depth+1)
-		}
-		if err != nil {
-			return nil, err
-		}
-		if _, ok := kk.(string); !ok {
-			strKeys = false
-		}
-		if out[kk], err = c.value(e, depth+1); err != nil {
-			return nil, err
-		}
-	}
-	if !strKeys || len(out) == 0 {
-		return out, nil
-	}
-	m := make(map[string]any, len(out))
-	for k, e := range out {
-		m[k.(string)] = e
-	}
-	return m, nil
-}
-
-// annotationKey checks and normalises a key of amqp.Annotations: go-amqp
-// sends string keys as symbols and int keys as longs.
-func annotationKey(k any) (any, error) {
-	switch k := k.(type) {
-	case string, int64:
-		return k, nil
-	case amqp.Symbol:
-		return string(k), nil
-	case int:
-		return int64(k), nil
-	}
-	return nil, fmt.Errorf("unsupported annotations key type %T", k)
-}
-
-// viaCodec copies v by encoding and decoding it, for the types go-amqp knows
-// that the copier does not name. It fails for what go-amqp cannot encode.
-func viaCodec(v any) (out any, err error) {
-	if !encodable(v) {
-		return nil, fmt.Errorf("unsupported type %T", v)
-	}
-	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer && rv.IsNil() {
-		return nil, errNilPointer
-	}
-	defer func() {
-		// go-amqp dereferences what it is given; a nil pointer deep inside
-		// a described value must fail the send, not the broker.
-		if r := recover(); r != nil {
-			out, err = nil, fmt.Errorf("cannot encode %T: %v", v, r)
-		}
-	}()
-	data, err := (&amqp.Message{Value: v}).MarshalBinary()
-	if err != nil {
-		return nil, err
-	}
-	var m amqp.Message
-	if err := m.UnmarshalBinary(data); err != nil {
-		return nil, err
-	}
-	return m.Value, nil
-}
-
-// encodable reports whether v is of one of the types go-amqp's encoder
-// accepts besides those the copier names: its typed arrays and its own
-// types.
-func encodable(v any) bool {
-	switch v.(type) {
-	case []int8, []uint16, []int16, []uint32, []int32, []uint64, []int64,
-		[]float32, []float64, []bool, []string, []amqp.Symbol, [][]byte,
-		[]time.Time, []amqp.UUID, []map[any]any:
-		return true
-	}
-	return isMarshaler(v)
-}
-
-// marshaler is go-amqp's internal marshaler interface, instantiated with its
-// internal buffer type by inference from one of its exported methods. Only
-// go-amqp's own types can implement it.
-type marshaler[B any] interface{ Marshal(*B) error }
-
-func marshalerCheck[B any](func(*B) error) func(any) bool {
-	return func(v any) bool {
-		_, ok := v.(marshaler[B])
-		return ok
-	}
-}
-
-var isMarshaler = marshalerCheck(amqp.Null{}.Marshal)
-
-// cloneValue copies what a receiver could change in place: byte slices,
-// lists and maps, recursively. Values are already normalised.
-func cloneValue(v any) any {
-	switch t := v.(type) {
-	case nil, bool, int8, int16, int32, int64, uint8, uint16, uint32, uint64,
-		float32, float64, string, time.Time, amqp.UUID:
-		return v
-	case []byte:
-		return append(make([]byte, 0, len(t)), t...)
-	case []any:
-		if t == nil {
-			return t
-		}
-		out := make([]any, len(t))
-		for i, e := range t {
-			out[i] = cloneValue(e)
-		}
-		return out
-	case map[string]any:
-		out := make(map[string]any, len(t))
-		for k, e := range t {
-			out[k] = cloneValue(e)
-		}
-		return out
-	case map[any]any:
-		out := make(map[any]any, len(t))
-		for k, e := range t {
-			out[k] = cloneValue(e)
-		}
-		return out
-	}
-	// Arrays and go-amqp's own types: copied the way they were made.
-	out, err := viaCodec(v)
-	if err != nil {
-		return v // cannot happen: the value came out of the codec
-	}
-	return out
 }
 
 func cloneAnnotations(a amqp.Annotations) amqp.Annotations {
@@ -608,7 +372,7 @@ func cloneAnnotations(a amqp.Annotations) amqp.Annotations {
 	}
 	out := make(amqp.Annotations, len(a))
 	for k, v := range a {
-		out[k] = cloneValue(v)
+		out[k] = amqptypes.Clone(v)
 	}
 	return out
 }

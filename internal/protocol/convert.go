@@ -4,13 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"reflect"
 	"strconv"
 	"time"
 	"unicode/utf8"
 
 	amqp "github.com/Azure/go-amqp"
 
+	"github.com/amqpactor/amqpactor/internal/amqptypes"
 	"github.com/amqpactor/amqpactor/messages"
 )
 
@@ -71,11 +71,18 @@ const convMaxTTL = time.Duration(math.MaxUint32) * time.Millisecond
 // amqp-value bodies (and stops a self-referencing []any).
 const convMaxDepth = 64
 
-// The range of an AMQP timestamp: a signed 64-bit count of milliseconds
-// (a time is truncated to its millisecond, so the last one is whole).
+// The range of an AMQP timestamp, which go-amqp would wrap silently.
 var (
-	convMinTime = time.UnixMilli(math.MinInt64)
-	convMaxTime = time.UnixMilli(math.MaxInt64).Add(time.Millisecond - 1)
+	convMinTime = amqptypes.MinTime
+	convMaxTime = amqptypes.MaxTime
+)
+
+// What ToAMQP accepts on top of go-amqp: no pointers (the Message fields
+// hold values) and timestamps in range; application-properties take AMQP
+// primitives only (convFlat), the other sections lists and maps too.
+var (
+	convCompound = amqptypes.Rules{Compound: true, TimeRange: true, MaxDepth: convMaxDepth}
+	convFlat     = amqptypes.Rules{TimeRange: true, MaxDepth: convMaxDepth}
 )
 
 // convBundle lets ToAMQP allocate a message with its header and data slice
@@ -139,7 +146,7 @@ func toAMQP(m *messages.Message, b *convBundle, props *amqp.MessageProperties) (
 
 	// Body.
 	if m.Body == nil && m.Value != nil {
-		if reason, bad := convCheck(m.Value, true, 0); reason != "" {
+		if reason, bad := amqptypes.Check(m.Value, convCompound, 0); reason != "" {
 			return nil, fmt.Errorf("messages: Value: %s %T", reason, bad)
 		}
 		am.Value = m.Value
@@ -162,7 +169,7 @@ func toAMQP(m *messages.Message, b *convBundle, props *amqp.MessageProperties) (
 			if !utf8.ValidString(k) {
 				return nil, fmt.Errorf("messages: header %q: key is not valid UTF-8", k)
 			}
-			if reason, bad := convCheck(v, false, 0); reason != "" {
+			if reason, bad := amqptypes.Check(v, convFlat, 0); reason != "" {
 				return nil, fmt.Errorf("messages: header %q: %s %T", k, reason, bad)
 			}
 		}
@@ -303,160 +310,13 @@ func convAnnotationsOut(what string, in map[string]any) (amqp.Annotations, error
 	}
 	out := make(amqp.Annotations, len(in))
 	for k, v := range in {
-		if reason, bad := convCheck(v, true, 0); reason != "" {
+		if reason, bad := amqptypes.Check(v, convCompound, 0); reason != "" {
 			return nil, fmt.Errorf("messages: %s %q: %s %T", what, k, reason, bad)
 		}
 		out[k] = v
 	}
 	return out, nil
 }
-
-// convCheck reports whether go-amqp can encode v. Outside compound contexts
-// (application-properties) only AMQP primitives pass; in compound contexts
-// (annotations, footer, amqp-value bodies) lists, maps and arrays pass too,
-// checked element by element. It returns why v (or the element bad inside
-// it) cannot be sent, or "" when it can.
-func convCheck(v any, compound bool, depth int) (reason string, bad any) {
-	switch t := v.(type) {
-	case nil, bool,
-		int, int8, int16, int32, int64,
-		uint, uint8, uint16, uint32, uint64,
-		float32, float64,
-		[]byte, amqp.Symbol, amqp.UUID, amqp.Null:
-		return "", nil
-	case string:
-		if !utf8.ValidString(t) {
-			return "invalid UTF-8 in", v
-		}
-		return "", nil
-	case time.Time:
-		if !convTimeInRange(t) {
-			return "timestamp out of range in", v
-		}
-		return "", nil
-	}
-	if !compound {
-		switch v.(type) {
-		case []any, map[string]any, map[any]any, map[amqp.Symbol]any, amqp.Annotations,
-			[]int8, []uint16, []int16, []uint32, []int32, []uint64, []int64,
-			[]float32, []float64, []bool, []string, []amqp.Symbol, [][]byte,
-			[]time.Time, []amqp.UUID, []map[any]any:
-			return "maps, lists and arrays are not allowed in application-properties, got", v
-		}
-		return convCheckOther(v)
-	}
-	if depth >= convMaxDepth {
-		return "nesting too deep at", v
-	}
-	depth++
-	switch t := v.(type) {
-	case []any:
-		for _, e := range t {
-			if reason, bad := convCheck(e, true, depth); reason != "" {
-				return reason, bad
-			}
-		}
-		return "", nil
-	case map[string]any:
-		for k, e := range t {
-			if !utf8.ValidString(k) {
-				return "invalid UTF-8 in", k
-			}
-			if reason, bad := convCheck(e, true, depth); reason != "" {
-				return reason, bad
-			}
-		}
-		return "", nil
-	case map[any]any:
-		return convCheckMap(t, depth)
-	case []map[any]any:
-		for _, mm := range t {
-			if reason, bad := convCheckMap(mm, depth); reason != "" {
-				return reason, bad
-			}
-		}
-		return "", nil
-	case map[amqp.Symbol]any:
-		for _, e := range t {
-			if reason, bad := convCheck(e, true, depth); reason != "" {
-				return reason, bad
-			}
-		}
-		return "", nil
-	case amqp.Annotations:
-		for k, e := range t {
-			switch k.(type) {
-			case string, amqp.Symbol, int64, int:
-			default:
-				return "unsupported annotations key type", k
-			}
-			if reason, bad := convCheck(e, true, depth); reason != "" {
-				return reason, bad
-			}
-		}
-		return "", nil
-	case []string:
-		for _, s := range t {
-			if !utf8.ValidString(s) {
-				return "invalid UTF-8 in", s
-			}
-		}
-		return "", nil
-	case []time.Time:
-		for _, e := range t {
-			if !convTimeInRange(e) {
-				return "timestamp out of range in", e
-			}
-		}
-		return "", nil
-	case []int8, []uint16, []int16, []uint32, []int32, []uint64, []int64,
-		[]float32, []float64, []bool, []amqp.Symbol, [][]byte, []amqp.UUID:
-		return "", nil
-	}
-	return convCheckOther(v)
-}
-
-func convCheckMap(m map[any]any, depth int) (string, any) {
-	for k, e := range m {
-		if reason, bad := convCheck(k, true, depth); reason != "" {
-			return reason, bad
-		}
-		if reason, bad := convCheck(e, true, depth); reason != "" {
-			return reason, bad
-		}
-	}
-	return "", nil
-}
-
-// convCheckOther accepts values of go-amqp's own encodable types that the
-// switches above cannot name, such as a described value decoded from
-// another client's message, so that what FromAMQP received can be sent on.
-// Only go-amqp's types can implement its marshaler (the buffer type is
-// internal to go-amqp), so user types still fail here. This is the cold
-// path: the reflection only rules out nil pointers, which go-amqp would
-// dereference.
-func convCheckOther(v any) (string, any) {
-	if convIsAMQPMarshaler(v) {
-		if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer && rv.IsNil() {
-			return "nil", v
-		}
-		return "", nil
-	}
-	return "unsupported type", v
-}
-
-// convMarshaler is go-amqp's internal marshaler interface, instantiated with
-// its internal buffer type by inference from one of its exported methods.
-type convMarshaler[B any] interface{ Marshal(*B) error }
-
-func convMarshalerCheck[B any](func(*B) error) func(any) bool {
-	return func(v any) bool {
-		_, ok := v.(convMarshaler[B])
-		return ok
-	}
-}
-
-var convIsAMQPMarshaler = convMarshalerCheck(amqp.Null{}.Marshal)
 
 // FromAMQP maps a received AMQP message onto a Message. It never fails and
 // never panics: absent sections leave their fields empty, values of
