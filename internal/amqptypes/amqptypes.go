@@ -58,7 +58,6 @@ type Row struct {
 	valid func(v any, r Rules) (string, any)
 }
 
-// A timestamp out of range, for Table and its test.
 var (
 	// MinTime and MaxTime bound an AMQP timestamp, a signed 64-bit count of
 	// milliseconds (a time is truncated to its millisecond, so the last one
