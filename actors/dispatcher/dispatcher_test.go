@@ -21,7 +21,12 @@ import (
 	"github.com/amqpactor/amqpactor/messages"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// The dead-letter throttle protoactor starts on a system's first dead
+// letter (a restart test sends to an incarnation that is gone) outlives
+// the system for a moment; every other actor package ignores it too.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"))
+}
 
 // rig runs a dispatcher with its partitions on the App's pool, delivers
 // through its Router as the receiver's pump does, and settles like the
