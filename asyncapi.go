@@ -1,16 +1,13 @@
 package amqpactor
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/url"
 	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/amqpactor/amqpactor/address"
@@ -31,69 +28,9 @@ import (
 // capabilities, what RabbitMQ 4 declares), and for each subscription its
 // credit, partitions, settle modes, batch and retry policy.
 //
-// How a Typed payload is found: Handler is a plain func type, so Typed cannot
-// hang its T on the value it returns. Instead Typed (and Responder) register
-// the code pointer of the closure they return; Subscribe looks a handler's
-// code pointer up in that registry and, only when it is one of ours, calls it
-// once with a nil message and a probe in the context, and the closure writes
-// its reflect.Type into the probe instead of handling anything. A user's own
-// handler is never called, and a handler wrapped in the user's middleware is
-// described as an untyped one. The registry holds one entry per generic
-// shape, so it stays small.
-
-// adapters holds the code pointers of the closures Typed and Responder
-// return.
-var adapters sync.Map // uintptr -> struct{}
-
-func registerAdapter(h Handler) {
-	p := reflect.ValueOf(h).Pointer()
-	if _, ok := adapters.Load(p); !ok {
-		adapters.Store(p, struct{}{})
-	}
-}
-
-type probeKey struct{}
-
-type adapterProbe struct {
-	ok        bool
-	payload   reflect.Type
-	responder bool
-	// invalid: the adapter was made without a function (Responder(nil),
-	// Typed(nil)); Subscribe refuses it with this error.
-	invalid error
-}
-
-var errProbed = errors.New("amqpactor: handler called without a message")
-
-// probed is what an adapter returns when it is called without a message:
-// it describes itself to a probe in ctx, if there is one.
-func probed(ctx context.Context, payload reflect.Type, responder bool) error {
-	if p, ok := ctx.Value(probeKey{}).(*adapterProbe); ok {
-		p.ok, p.payload, p.responder = true, payload, responder
-	}
-	return errProbed
-}
-
-// probedInvalid is what an adapter made without a function returns when
-// probed: Subscribe reports err instead of accepting it.
-func probedInvalid(ctx context.Context, err error) error {
-	if p, ok := ctx.Value(probeKey{}).(*adapterProbe); ok {
-		p.ok, p.invalid = true, err
-	}
-	return errProbed
-}
-
-func probe(h Handler) adapterProbe {
-	var p adapterProbe
-	if h == nil {
-		return p
-	}
-	if _, ok := adapters.Load(reflect.ValueOf(h).Pointer()); !ok {
-		return p
-	}
-	_ = h(context.WithValue(context.Background(), probeKey{}, &p), nil)
-	return p
-}
+// A Typed payload, and whether a handler is a Responder, come from the
+// descriptor its adapter recorded when it was built (adapter.go): a handler
+// is never called to find out.
 
 // subInfo is what AsyncAPI reports of a subscription beyond its spec.
 type subInfo struct {
@@ -105,12 +42,12 @@ type subInfo struct {
 }
 
 func newSubInfo(h Handler, bh BatchHandler, c subConfig) *subInfo {
-	p := probe(h)
+	d := descriptorOf(h)
 	wait := c.batchWait
 	if wait <= 0 {
 		wait = 50 * time.Millisecond
 	}
-	return &subInfo{payload: p.payload, responder: p.responder, batch: bh != nil, retry: c.retry, batchWait: wait}
+	return &subInfo{payload: d.payload, responder: d.kind == kindResponder, batch: bh != nil, retry: c.retry, batchWait: wait}
 }
 
 // The document, in the order AsyncAPI 3.0.0 lists its fields.

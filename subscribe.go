@@ -143,7 +143,7 @@ func (a *App) Subscribe(addr Address, h Handler, opts ...SubscribeOption) (*Subs
 	if h == nil {
 		return nil, errors.New("amqpactor: Subscribe: nil handler")
 	}
-	if err := probe(h).invalid; err != nil {
+	if err := descriptorOf(h).invalid; err != nil {
 		return nil, fmt.Errorf("amqpactor: Subscribe: %w", err)
 	}
 	return a.subscribe(addr, h, nil, opts)
