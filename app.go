@@ -72,7 +72,8 @@ type App struct {
 
 	pub *actorPublisher // the Publisher actor, once asked for (actorapi.go)
 
-	tel *telemetry // OpenTelemetry and what AsyncAPI reports of publishes (telemetry.go)
+	tel   *telemetry   // OpenTelemetry (telemetry.go)
+	dests destinations // what is kept per address sent to (destination.go)
 }
 
 const (

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/amqpactor/amqpactor/address"
@@ -31,6 +32,30 @@ import (
 // A Typed payload, and whether a handler is a Responder, come from the
 // descriptor its adapter recorded when it was built (adapter.go): a handler
 // is never called to find out.
+
+// sentRecord is what AsyncAPI knows of an address the App sent to: when it
+// was first used (seq) and how (uses).
+type sentRecord struct {
+	addr Address
+	seq  uint64
+	uses atomic.Uint32
+}
+
+// Uses of an address sent to.
+const (
+	useUnsettled uint32 = 1 << iota
+	useSettled
+	useRequest
+	useTransaction
+)
+
+// note records a use; the load first keeps the common case, a use seen
+// before, to a read.
+func (r *sentRecord) note(use uint32) {
+	if r.uses.Load()&use == 0 {
+		r.uses.Or(use)
+	}
+}
 
 // subInfo is what AsyncAPI reports of a subscription beyond its spec.
 type subInfo struct {
@@ -200,7 +225,7 @@ type channelState struct {
 	addr     Address
 	id       string
 	subs     []*Subscription
-	target   *target // nil when never published to
+	sent     *sentRecord // nil when never sent to
 	retryFor []string
 	messages []string // component message names, in order
 	binding  *channelBinding
@@ -267,8 +292,8 @@ func (a *App) AsyncAPI() ([]byte, error) {
 			rs.retryFor = append(rs.retryFor, s.spec.Name)
 		}
 	}
-	for _, tg := range a.tel.publishedTargets() {
-		channel(tg.addr).target = tg
+	for _, r := range a.dests.records() {
+		channel(r.addr).sent = r
 	}
 
 	// Messages: one per Typed payload type, else the generic one.
@@ -352,10 +377,9 @@ func (a *App) AsyncAPI() ([]byte, error) {
 
 		// Send: one operation when the App publishes here, another when it
 		// sends requests here.
-		tg := cs.target
 		var uses uint32
-		if tg != nil {
-			uses = tg.uses.Load()
+		if cs.sent != nil {
+			uses = cs.sent.uses.Load()
 		}
 		if uses != 0 || len(cs.retryFor) > 0 {
 			b.Target = target

@@ -40,7 +40,7 @@ func (a *App) Publish(ctx context.Context, addr Address, m *Message, opts ...Pub
 	if c.settled {
 		use = useSettled
 	}
-	return a.tracedPublish(ctx, a.tel.target(addr, use), addr, m, c.settled)
+	return a.tracedPublish(ctx, a.dests.target(addr, use), addr, m, c.settled)
 }
 
 // publishReply publishes a Responder's reply: traced and counted under the

@@ -31,7 +31,7 @@ func (a *App) Request(ctx context.Context, addr Address, m *Message) (*Message, 
 		return nil, err
 	}
 	t := a.tel
-	tg := t.target(addr, useRequest)
+	tg := a.dests.target(addr, useRequest)
 	start := time.Now()
 	ctx, span, m := t.startSend(ctx, tg.requestName, tg, m,
 		attribute.String("messaging.operation.name", "request"))

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -130,16 +128,10 @@ type telemetry struct {
 	published, delivered, settled     metric.Int64Counter
 	publishDur, requestDur, handleDur metric.Float64Histogram
 
-	// targets holds the state of each address published to (see target);
-	// at most maxTargets of them, so a service publishing to ever new
-	// addresses does not grow without bound.
-	targets    sync.Map // Address -> *target
-	nTargets   atomic.Int64
-	targetSeq  atomic.Uint64
+	// replyState is the target of every Responder's reply, whatever its
+	// address: one destination "(reply)", not one per requester.
 	replyState *target
 }
-
-const maxTargets = 1024
 
 var (
 	producerOpts = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindProducer)}
@@ -192,7 +184,7 @@ func newTelemetry(cfg otelConfig, onErr func(error)) *telemetry {
 	if err := errors.Join(errs...); err != nil && onErr != nil {
 		onErr(err)
 	}
-	t.replyState = newTarget(Raw(replyDestination), 0)
+	t.replyState = newTarget(Raw(replyDestination), false)
 	return t
 }
 
@@ -209,13 +201,14 @@ const (
 
 var resultNames = [numResults]string{"accepted", "rejected", "released", "modified", "settled", "error"}
 
-// target is what is kept per address published to: precomputed span names
-// and metric attributes (so the hot path allocates nothing for them), and
-// how the App has used the address, for AsyncAPI.
+// target is what telemetry keeps per address sent to (see destination):
+// precomputed span names and metric attributes, so the hot path allocates
+// nothing for them.
 type target struct {
-	addr        Address
-	seq         uint64
-	uses        atomic.Uint32
+	addr Address
+	// kept: the target is in the App's destinations; spans to an address
+	// that is not (past maxDestinations, a reply) say it is temporary.
+	kept        bool
 	publishName string
 	requestName string
 	spanAttrs   []attribute.KeyValue
@@ -223,14 +216,6 @@ type target struct {
 	pubDur      [numResults][]metric.RecordOption
 	reqDur      [2][]metric.RecordOption // ok, error
 }
-
-// Uses of a target, for AsyncAPI.
-const (
-	useUnsettled uint32 = 1 << iota
-	useSettled
-	useRequest
-	useTransaction
-)
 
 func destAttrs(name string, kind address.Kind) []attribute.KeyValue {
 	return []attribute.KeyValue{
@@ -240,9 +225,8 @@ func destAttrs(name string, kind address.Kind) []attribute.KeyValue {
 	}
 }
 
-func newTarget(addr Address, seq uint64) *target {
-	t := &target{addr: addr, seq: seq,
-		publishName: "publish " + addr.Name(), requestName: "request " + addr.Name()}
+func newTarget(addr Address, kept bool) *target {
+	t := &target{addr: addr, kept: kept, publishName: "publish " + addr.Name(), requestName: "request " + addr.Name()}
 	base := destAttrs(addr.Name(), addr.Kind())
 	if addr.Name() == replyDestination {
 		base[2] = attribute.String("amqpactor.address.kind", "reply")
@@ -259,44 +243,6 @@ func newTarget(addr Address, seq uint64) *target {
 		t.reqDur[i] = []metric.RecordOption{metric.WithAttributeSet(set)}
 	}
 	return t
-}
-
-// target returns the state of addr, noting how it was used. A reply
-// address, or an address past the first maxTargets, gets state that is not
-// kept (and not in the AsyncAPI document).
-func (t *telemetry) target(addr Address, use uint32) *target {
-	if v, ok := t.targets.Load(addr); ok {
-		tg := v.(*target)
-		if tg.uses.Load()&use == 0 {
-			tg.uses.Or(use)
-		}
-		return tg
-	}
-	if t.nTargets.Load() >= maxTargets {
-		return newTarget(addr, 0)
-	}
-	v, loaded := t.targets.LoadOrStore(addr, newTarget(addr, t.targetSeq.Add(1)))
-	if !loaded {
-		t.nTargets.Add(1)
-	}
-	tg := v.(*target)
-	tg.uses.Or(use)
-	return tg
-}
-
-// publishedTargets lists the addresses published to, in order of first use.
-func (t *telemetry) publishedTargets() []*target {
-	var out []*target
-	t.targets.Range(func(_, v any) bool {
-		out = append(out, v.(*target))
-		return true
-	})
-	for i := 1; i < len(out); i++ { // insertion sort: small, and keeps this file free of sort helpers
-		for j := i; j > 0 && out[j].seq < out[j-1].seq; j-- {
-			out[j], out[j-1] = out[j-1], out[j]
-		}
-	}
-	return out
 }
 
 // noSpan stands in for a span when the provider is trace/noop's: it records
@@ -326,7 +272,7 @@ func (t *telemetry) startSend(ctx context.Context, name string, tg *target, m *M
 	ctx, span := t.start(ctx, name, producerOpts)
 	if span.IsRecording() {
 		span.SetAttributes(tg.spanAttrs...)
-		if tg.addr.Name() == replyDestination || tg.seq == 0 {
+		if tg.addr.Name() == replyDestination || !tg.kept {
 			span.SetAttributes(attribute.Bool("messaging.destination.temporary", tg.addr.Name() == replyDestination))
 		}
 		span.SetAttributes(messageAttrs(m)...)

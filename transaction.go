@@ -90,7 +90,7 @@ func (tx *Tx) Publish(ctx context.Context, addr Address, m *Message) error {
 		return err
 	}
 	t := a.tel
-	tg := t.target(addr, useTransaction)
+	tg := a.dests.target(addr, useTransaction)
 	start := time.Now()
 	ctx, span, m := t.startSend(ctx, tg.publishName, tg, m, attribute.Bool("amqpactor.transactional", true))
 	err := tx.publish(ctx, addr, m)
