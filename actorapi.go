@@ -59,9 +59,6 @@ func ActorHandler(pid *actor.PID) Handler {
 		return invalidAdapter(errNilActor)
 	}
 	h := func(ctx context.Context, m *Message) error {
-		if m == nil {
-			return probed(ctx, nil, false) // asyncapi.go: what AsyncAPI says of this handler
-		}
 		app := appFrom(ctx)
 		if app == nil {
 			return errors.New("amqpactor: ActorHandler used outside a subscription of an App")
@@ -101,8 +98,7 @@ func ActorHandler(pid *actor.PID) Handler {
 		}
 		return fmt.Errorf("amqpactor: actor %s answered a delivery with %T, not Done", pid, res)
 	}
-	registerAdapter(h)
-	return h
+	return withDescriptor(h, handlerInfo{kind: kindActor})
 }
 
 // actorSystem is the system the App's actors run on: its own once started,

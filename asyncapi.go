@@ -1,16 +1,14 @@
 package amqpactor
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/url"
 	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/amqpactor/amqpactor/address"
@@ -31,68 +29,32 @@ import (
 // capabilities, what RabbitMQ 4 declares), and for each subscription its
 // credit, partitions, settle modes, batch and retry policy.
 //
-// How a Typed payload is found: Handler is a plain func type, so Typed cannot
-// hang its T on the value it returns. Instead Typed (and Responder) register
-// the code pointer of the closure they return; Subscribe looks a handler's
-// code pointer up in that registry and, only when it is one of ours, calls it
-// once with a nil message and a probe in the context, and the closure writes
-// its reflect.Type into the probe instead of handling anything. A user's own
-// handler is never called, and a handler wrapped in the user's middleware is
-// described as an untyped one. The registry holds one entry per generic
-// shape, so it stays small.
+// A Typed payload, and whether a handler is a Responder, come from the
+// descriptor its adapter recorded when it was built (adapter.go): a handler
+// is never called to find out.
 
-// adapters holds the code pointers of the closures Typed and Responder
-// return.
-var adapters sync.Map // uintptr -> struct{}
-
-func registerAdapter(h Handler) {
-	p := reflect.ValueOf(h).Pointer()
-	if _, ok := adapters.Load(p); !ok {
-		adapters.Store(p, struct{}{})
-	}
+// sentRecord is what AsyncAPI knows of an address the App sent to: when it
+// was first used (seq) and how (uses).
+type sentRecord struct {
+	addr Address
+	seq  uint64
+	uses atomic.Uint32
 }
 
-type probeKey struct{}
+// Uses of an address sent to.
+const (
+	useUnsettled uint32 = 1 << iota
+	useSettled
+	useRequest
+	useTransaction
+)
 
-type adapterProbe struct {
-	ok        bool
-	payload   reflect.Type
-	responder bool
-	// invalid: the adapter was made without a function (Responder(nil),
-	// Typed(nil)); Subscribe refuses it with this error.
-	invalid error
-}
-
-var errProbed = errors.New("amqpactor: handler called without a message")
-
-// probed is what an adapter returns when it is called without a message:
-// it describes itself to a probe in ctx, if there is one.
-func probed(ctx context.Context, payload reflect.Type, responder bool) error {
-	if p, ok := ctx.Value(probeKey{}).(*adapterProbe); ok {
-		p.ok, p.payload, p.responder = true, payload, responder
+// note records a use; the load first keeps the common case, a use seen
+// before, to a read.
+func (r *sentRecord) note(use uint32) {
+	if r.uses.Load()&use == 0 {
+		r.uses.Or(use)
 	}
-	return errProbed
-}
-
-// probedInvalid is what an adapter made without a function returns when
-// probed: Subscribe reports err instead of accepting it.
-func probedInvalid(ctx context.Context, err error) error {
-	if p, ok := ctx.Value(probeKey{}).(*adapterProbe); ok {
-		p.ok, p.invalid = true, err
-	}
-	return errProbed
-}
-
-func probe(h Handler) adapterProbe {
-	var p adapterProbe
-	if h == nil {
-		return p
-	}
-	if _, ok := adapters.Load(reflect.ValueOf(h).Pointer()); !ok {
-		return p
-	}
-	_ = h(context.WithValue(context.Background(), probeKey{}, &p), nil)
-	return p
 }
 
 // subInfo is what AsyncAPI reports of a subscription beyond its spec.
@@ -105,12 +67,12 @@ type subInfo struct {
 }
 
 func newSubInfo(h Handler, bh BatchHandler, c subConfig) *subInfo {
-	p := probe(h)
+	d := descriptorOf(h)
 	wait := c.batchWait
 	if wait <= 0 {
 		wait = 50 * time.Millisecond
 	}
-	return &subInfo{payload: p.payload, responder: p.responder, batch: bh != nil, retry: c.retry, batchWait: wait}
+	return &subInfo{payload: d.payload, responder: d.kind == kindResponder, batch: bh != nil, retry: c.retry, batchWait: wait}
 }
 
 // The document, in the order AsyncAPI 3.0.0 lists its fields.
@@ -263,7 +225,7 @@ type channelState struct {
 	addr     Address
 	id       string
 	subs     []*Subscription
-	target   *target // nil when never published to
+	sent     *sentRecord // nil when never sent to
 	retryFor []string
 	messages []string // component message names, in order
 	binding  *channelBinding
@@ -330,8 +292,8 @@ func (a *App) AsyncAPI() ([]byte, error) {
 			rs.retryFor = append(rs.retryFor, s.spec.Name)
 		}
 	}
-	for _, tg := range a.tel.publishedTargets() {
-		channel(tg.addr).target = tg
+	for _, r := range a.dests.records() {
+		channel(r.addr).sent = r
 	}
 
 	// Messages: one per Typed payload type, else the generic one.
@@ -415,10 +377,9 @@ func (a *App) AsyncAPI() ([]byte, error) {
 
 		// Send: one operation when the App publishes here, another when it
 		// sends requests here.
-		tg := cs.target
 		var uses uint32
-		if tg != nil {
-			uses = tg.uses.Load()
+		if cs.sent != nil {
+			uses = cs.sent.uses.Load()
 		}
 		if uses != 0 || len(cs.retryFor) > 0 {
 			b.Target = target

@@ -362,9 +362,6 @@ func Responder(fn func(ctx context.Context, req *Message) (*Message, error)) Han
 		return invalidAdapter(errNilResponder)
 	}
 	h := func(ctx context.Context, req *Message) error {
-		if req == nil {
-			return probed(ctx, nil, true) // asyncapi.go: what AsyncAPI says of this handler
-		}
 		if expiredRequest(req) {
 			countExpired(appFrom(ctx))
 			return nil
@@ -401,8 +398,7 @@ func Responder(fn func(ctx context.Context, req *Message) (*Message, error)) Han
 		}
 		return nil
 	}
-	registerAdapter(h)
-	return h
+	return withDescriptor(h, handlerInfo{kind: kindResponder})
 }
 
 // respond calls fn, turning a panic into an error, so the caller gets an
@@ -434,9 +430,6 @@ func Typed[T any](fn func(ctx context.Context, v T, m *Message) error) Handler {
 		return invalidAdapter(errNilTyped)
 	}
 	h := func(ctx context.Context, m *Message) error {
-		if m == nil {
-			return probed(ctx, reflect.TypeFor[T](), false) // asyncapi.go
-		}
 		var v T
 		if !isJSON(m.ContentType) {
 			return Reject(&amqp.Error{Condition: amqp.ErrCondDecodeError,
@@ -457,8 +450,7 @@ func Typed[T any](fn func(ctx context.Context, v T, m *Message) error) Handler {
 		}
 		return fn(ctx, v, m)
 	}
-	registerAdapter(h)
-	return h
+	return withDescriptor(h, handlerInfo{kind: kindTyped, payload: reflect.TypeFor[T]()})
 }
 
 var (
@@ -467,17 +459,11 @@ var (
 )
 
 // invalidAdapter is what Responder and Typed return without a function:
-// Subscribe refuses it (the probe reports err), and a call with a message
-// rejects it with err rather than leaving a requester to time out.
+// Subscribe refuses it (its descriptor carries err), and a call rejects the
+// message with err rather than leaving a requester to time out.
 func invalidAdapter(err error) Handler {
-	h := func(ctx context.Context, m *Message) error {
-		if m == nil {
-			return probedInvalid(ctx, err)
-		}
-		return Reject(err)
-	}
-	registerAdapter(h)
-	return h
+	return withDescriptor(func(context.Context, *Message) error { return Reject(err) },
+		handlerInfo{kind: kindInvalid, invalid: err})
 }
 
 func isJSON(ct string) bool {

@@ -73,7 +73,7 @@ func (a *App) PublishAsync(ctx context.Context, addr Address, m *Message, opts .
 	if c.settled {
 		use = useSettled
 	}
-	r.tel, r.tg, r.start, r.settled = a.tel, a.tel.target(addr, use), time.Now(), c.settled
+	r.tel, r.tg, r.start, r.settled = a.tel, a.dests.target(addr, use), time.Now(), c.settled
 	r.tctx, r.span, m = r.tel.startSend(ctx, r.tg.publishName, r.tg, m)
 	env, ch, err := a.running(ctx)
 	if err != nil {

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -130,16 +128,10 @@ type telemetry struct {
 	published, delivered, settled     metric.Int64Counter
 	publishDur, requestDur, handleDur metric.Float64Histogram
 
-	// targets holds the state of each address published to (see target);
-	// at most maxTargets of them, so a service publishing to ever new
-	// addresses does not grow without bound.
-	targets    sync.Map // Address -> *target
-	nTargets   atomic.Int64
-	targetSeq  atomic.Uint64
+	// replyState is the target of every Responder's reply, whatever its
+	// address: one destination "(reply)", not one per requester.
 	replyState *target
 }
-
-const maxTargets = 1024
 
 var (
 	producerOpts = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindProducer)}
@@ -192,7 +184,7 @@ func newTelemetry(cfg otelConfig, onErr func(error)) *telemetry {
 	if err := errors.Join(errs...); err != nil && onErr != nil {
 		onErr(err)
 	}
-	t.replyState = newTarget(Raw(replyDestination), 0)
+	t.replyState = newTarget(Raw(replyDestination), false)
 	return t
 }
 
@@ -209,13 +201,14 @@ const (
 
 var resultNames = [numResults]string{"accepted", "rejected", "released", "modified", "settled", "error"}
 
-// target is what is kept per address published to: precomputed span names
-// and metric attributes (so the hot path allocates nothing for them), and
-// how the App has used the address, for AsyncAPI.
+// target is what telemetry keeps per address sent to (see destination):
+// precomputed span names and metric attributes, so the hot path allocates
+// nothing for them.
 type target struct {
-	addr        Address
-	seq         uint64
-	uses        atomic.Uint32
+	addr Address
+	// kept: the target is in the App's destinations; spans to an address
+	// that is not (past maxDestinations, a reply) say it is temporary.
+	kept        bool
 	publishName string
 	requestName string
 	spanAttrs   []attribute.KeyValue
@@ -223,14 +216,6 @@ type target struct {
 	pubDur      [numResults][]metric.RecordOption
 	reqDur      [2][]metric.RecordOption // ok, error
 }
-
-// Uses of a target, for AsyncAPI.
-const (
-	useUnsettled uint32 = 1 << iota
-	useSettled
-	useRequest
-	useTransaction
-)
 
 func destAttrs(name string, kind address.Kind) []attribute.KeyValue {
 	return []attribute.KeyValue{
@@ -240,9 +225,8 @@ func destAttrs(name string, kind address.Kind) []attribute.KeyValue {
 	}
 }
 
-func newTarget(addr Address, seq uint64) *target {
-	t := &target{addr: addr, seq: seq,
-		publishName: "publish " + addr.Name(), requestName: "request " + addr.Name()}
+func newTarget(addr Address, kept bool) *target {
+	t := &target{addr: addr, kept: kept, publishName: "publish " + addr.Name(), requestName: "request " + addr.Name()}
 	base := destAttrs(addr.Name(), addr.Kind())
 	if addr.Name() == replyDestination {
 		base[2] = attribute.String("amqpactor.address.kind", "reply")
@@ -259,44 +243,6 @@ func newTarget(addr Address, seq uint64) *target {
 		t.reqDur[i] = []metric.RecordOption{metric.WithAttributeSet(set)}
 	}
 	return t
-}
-
-// target returns the state of addr, noting how it was used. A reply
-// address, or an address past the first maxTargets, gets state that is not
-// kept (and not in the AsyncAPI document).
-func (t *telemetry) target(addr Address, use uint32) *target {
-	if v, ok := t.targets.Load(addr); ok {
-		tg := v.(*target)
-		if tg.uses.Load()&use == 0 {
-			tg.uses.Or(use)
-		}
-		return tg
-	}
-	if t.nTargets.Load() >= maxTargets {
-		return newTarget(addr, 0)
-	}
-	v, loaded := t.targets.LoadOrStore(addr, newTarget(addr, t.targetSeq.Add(1)))
-	if !loaded {
-		t.nTargets.Add(1)
-	}
-	tg := v.(*target)
-	tg.uses.Or(use)
-	return tg
-}
-
-// publishedTargets lists the addresses published to, in order of first use.
-func (t *telemetry) publishedTargets() []*target {
-	var out []*target
-	t.targets.Range(func(_, v any) bool {
-		out = append(out, v.(*target))
-		return true
-	})
-	for i := 1; i < len(out); i++ { // insertion sort: small, and keeps this file free of sort helpers
-		for j := i; j > 0 && out[j].seq < out[j-1].seq; j-- {
-			out[j], out[j-1] = out[j-1], out[j]
-		}
-	}
-	return out
 }
 
 // noSpan stands in for a span when the provider is trace/noop's: it records
@@ -326,7 +272,7 @@ func (t *telemetry) startSend(ctx context.Context, name string, tg *target, m *M
 	ctx, span := t.start(ctx, name, producerOpts)
 	if span.IsRecording() {
 		span.SetAttributes(tg.spanAttrs...)
-		if tg.addr.Name() == replyDestination || tg.seq == 0 {
+		if tg.addr.Name() == replyDestination || !tg.kept {
 			span.SetAttributes(attribute.Bool("messaging.destination.temporary", tg.addr.Name() == replyDestination))
 		}
 		span.SetAttributes(messageAttrs(m)...)
@@ -394,119 +340,6 @@ func endSpan(span trace.Span, err error) {
 		span.SetStatus(codes.Error, err.Error())
 	}
 	span.End()
-}
-
-// Publish sends m to addr and waits for the broker's outcome: nil when
-// accepted, *OutcomeError when not. With Settled() it returns once the
-// transfer is written. Past ctx the publish may still reach the broker.
-//
-// The publish is traced (a producer span; the trace context goes in a copy
-// of m.Headers, never in the caller's map) and counted; see WithTracerProvider.
-func (a *App) Publish(ctx context.Context, addr Address, m *Message, opts ...PublishOption) error {
-	if ctx == nil {
-		return errNil("Publish", "context")
-	}
-	if m == nil {
-		return errNil("Publish", "message")
-	}
-	var c pubConfig
-	for _, o := range opts {
-		if o != nil {
-			o(&c)
-		}
-	}
-	if err := a.checkAddress(addr, address.Send); err != nil {
-		return err
-	}
-	addr = a.partitionOf(addr, m.GroupID)
-	use := useUnsettled
-	if c.settled {
-		use = useSettled
-	}
-	return a.tracedPublish(ctx, a.tel.target(addr, use), addr, m, c.settled)
-}
-
-// publishReply publishes a Responder's reply: traced and counted under the
-// destination "(reply)", and not kept for AsyncAPI.
-func (a *App) publishReply(ctx context.Context, addr Address, m *Message) error {
-	if err := a.checkAddress(addr, address.Send); err != nil {
-		return err
-	}
-	return a.tracedPublish(ctx, a.tel.replyState, addr, m, false)
-}
-
-func (a *App) tracedPublish(ctx context.Context, tg *target, addr Address, m *Message, settled bool) error {
-	t := a.tel
-	start := time.Now()
-	ctx, span, m := t.startSend(ctx, tg.publishName, tg, m)
-	if tg == t.replyState && span.IsRecording() {
-		span.SetAttributes(attribute.String("messaging.destination.name", addr.Name()))
-	}
-	err := a.publish(ctx, addr, m, settled, tg == t.replyState)
-	r := publishResult(err, settled)
-	t.published.Add(ctx, 1, tg.published[r]...)
-	t.publishDur.Record(ctx, time.Since(start).Seconds(), tg.pubDur[r]...)
-	endSpan(span, err)
-	return err
-}
-
-// Request sends m to addr with a reply-to of the App's reply node and waits
-// for the reply whose correlation-id matches, until ctx ends. m's message-id
-// is set when empty.
-//
-// The request is traced like Publish (a producer span "request <address>"),
-// so the responder's handler continues the trace.
-func (a *App) Request(ctx context.Context, addr Address, m *Message) (*Message, error) {
-	if ctx == nil {
-		return nil, errNil("Request", "context")
-	}
-	if m == nil {
-		return nil, errNil("Request", "message")
-	}
-	if err := a.checkAddress(addr, address.Send); err != nil {
-		return nil, err
-	}
-	t := a.tel
-	tg := t.target(addr, useRequest)
-	start := time.Now()
-	ctx, span, m := t.startSend(ctx, tg.requestName, tg, m,
-		attribute.String("messaging.operation.name", "request"))
-	rep, err := a.request(ctx, addr, m)
-	i := 0
-	if err != nil {
-		i = 1
-	}
-	t.requestDur.Record(ctx, time.Since(start).Seconds(), tg.reqDur[i]...)
-	endSpan(span, err)
-	return rep, err
-}
-
-// Publish sends m to addr inside the transaction: nothing is visible before
-// commit. It is traced like App.Publish.
-func (tx *Tx) Publish(ctx context.Context, addr Address, m *Message) error {
-	if tx == nil {
-		return errNil("Tx.Publish", "transaction")
-	}
-	if ctx == nil {
-		return errNil("Tx.Publish", "context")
-	}
-	if m == nil {
-		return errNil("Tx.Publish", "message")
-	}
-	a := tx.app
-	if err := a.checkAddress(addr, address.Send); err != nil {
-		return err
-	}
-	t := a.tel
-	tg := t.target(addr, useTransaction)
-	start := time.Now()
-	ctx, span, m := t.startSend(ctx, tg.publishName, tg, m, attribute.Bool("amqpactor.transactional", true))
-	err := tx.publish(ctx, addr, m)
-	r := publishResult(err, false)
-	t.published.Add(ctx, 1, tg.published[r]...)
-	t.publishDur.Record(ctx, time.Since(start).Seconds(), tg.pubDur[r]...)
-	endSpan(span, err)
-	return err
 }
 
 // injectCarrier writes into a copy of src, made on the first Set, so the

@@ -1,0 +1,58 @@
+package amqpactor
+
+import (
+	"cmp"
+	"slices"
+	"sync"
+	"sync/atomic"
+)
+
+// destination is what the App keeps per address it sends to: telemetry's
+// target (telemetry.go) and AsyncAPI's record of how the address is used
+// (asyncapi.go). They share one table only so that a send looks its
+// address up once.
+type destination struct {
+	tel  *target
+	sent *sentRecord
+}
+
+// destinations holds at most maxDestinations addresses, so a service sending
+// to ever new addresses does not grow without bound; past that a send gets
+// a target that is not kept, and AsyncAPI does not list its address.
+type destinations struct {
+	m   sync.Map // Address -> *destination
+	n   atomic.Int64
+	seq atomic.Uint64
+}
+
+const maxDestinations = 1024
+
+// target returns addr's telemetry target, noting the use for AsyncAPI.
+func (d *destinations) target(addr Address, use uint32) *target {
+	if v, ok := d.m.Load(addr); ok {
+		dst := v.(*destination)
+		dst.sent.note(use)
+		return dst.tel
+	}
+	if d.n.Load() >= maxDestinations {
+		return newTarget(addr, false)
+	}
+	v, loaded := d.m.LoadOrStore(addr, &destination{tel: newTarget(addr, true), sent: &sentRecord{addr: addr, seq: d.seq.Add(1)}})
+	if !loaded {
+		d.n.Add(1)
+	}
+	dst := v.(*destination)
+	dst.sent.note(use)
+	return dst.tel
+}
+
+// records lists AsyncAPI's records, in order of first use.
+func (d *destinations) records() []*sentRecord {
+	var out []*sentRecord
+	d.m.Range(func(_, v any) bool {
+		out = append(out, v.(*destination).sent)
+		return true
+	})
+	slices.SortFunc(out, func(a, b *sentRecord) int { return cmp.Compare(a.seq, b.seq) })
+	return out
+}

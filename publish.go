@@ -1,0 +1,147 @@
+package amqpactor
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/Azure/go-amqp"
+	"go.opentelemetry.io/otel/attribute"
+
+	"github.com/amqpactor/amqpactor/address"
+	"github.com/amqpactor/amqpactor/internal/protocol"
+)
+
+// Publish sends m to addr and waits for the broker's outcome: nil when
+// accepted, *OutcomeError when not. With Settled() it returns once the
+// transfer is written. Past ctx the publish may still reach the broker.
+//
+// The publish is traced (a producer span; the trace context goes in a copy
+// of m.Headers, never in the caller's map) and counted; see WithTracerProvider.
+func (a *App) Publish(ctx context.Context, addr Address, m *Message, opts ...PublishOption) error {
+	if ctx == nil {
+		return errNil("Publish", "context")
+	}
+	if m == nil {
+		return errNil("Publish", "message")
+	}
+	var c pubConfig
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	if err := a.checkAddress(addr, address.Send); err != nil {
+		return err
+	}
+	addr = a.partitionOf(addr, m.GroupID)
+	use := useUnsettled
+	if c.settled {
+		use = useSettled
+	}
+	return a.tracedPublish(ctx, a.dests.target(addr, use), addr, m, c.settled)
+}
+
+// publishReply publishes a Responder's reply: traced and counted under the
+// destination "(reply)", and not kept for AsyncAPI.
+func (a *App) publishReply(ctx context.Context, addr Address, m *Message) error {
+	if err := a.checkAddress(addr, address.Send); err != nil {
+		return err
+	}
+	return a.tracedPublish(ctx, a.tel.replyState, addr, m, false)
+}
+
+// tracedPublish is publish in a producer span, counted under tg: the thin
+// tracing wrapper Publish and publishReply share.
+func (a *App) tracedPublish(ctx context.Context, tg *target, addr Address, m *Message, settled bool) error {
+	t := a.tel
+	start := time.Now()
+	ctx, span, m := t.startSend(ctx, tg.publishName, tg, m)
+	if tg == t.replyState && span.IsRecording() {
+		span.SetAttributes(attribute.String("messaging.destination.name", addr.Name()))
+	}
+	err := a.publish(ctx, addr, m, settled, tg == t.replyState)
+	r := publishResult(err, settled)
+	t.published.Add(ctx, 1, tg.published[r]...)
+	t.publishDur.Record(ctx, time.Since(start).Seconds(), tg.pubDur[r]...)
+	endSpan(span, err)
+	return err
+}
+
+// publish is Publish without its tracing and checks (above). reply:
+// a Responder's reply, sent through the replies publisher.
+func (a *App) publish(ctx context.Context, addr Address, m *Message, settled, reply bool) error {
+	call := callPool.Get().(*publishCall)
+	raw, err := call.out.Map(m)
+	if err != nil {
+		call.release()
+		return fmt.Errorf("amqpactor: publish to %s: %w", addr, err)
+	}
+	return a.send(ctx, call, addr, raw, settled, reply)
+}
+
+// publishRaw publishes a message mapped already.
+func (a *App) publishRaw(ctx context.Context, addr Address, raw *amqp.Message, settled bool) error {
+	return a.send(ctx, callPool.Get().(*publishCall), addr, raw, settled, false)
+}
+
+// send hands raw to addr's sender actor in call and waits for the answer. The
+// sender answers each Publish exactly once and last: once answered, call
+// (and a message mapped into call.out) is nobody else's, so it goes back to
+// the pool. A caller that gives up on ctx leaves call to the sender, and to
+// the garbage collector.
+func (a *App) send(ctx context.Context, call *publishCall, addr Address, raw *amqp.Message, settled, reply bool) error {
+	if addr.Kind() == address.KindPartitioned {
+		addr = a.partitionOf(addr, groupOf(raw))
+	}
+	if mc := a.checker.Load(); mc != nil && *mc != nil {
+		if err := (*mc).CheckMessage(raw); err != nil {
+			call.release()
+			return fmt.Errorf("amqpactor: publish to %s: %w", addr, err)
+		}
+	}
+	env, ch, err := a.running(ctx)
+	if err != nil {
+		call.release()
+		return err
+	}
+	call.p = protocol.Publish{Ctx: ctx, Address: addr, Message: raw, Settled: settled, Reply: reply, Done: call.done}
+	// Onto the lane of the address's sender while its link is up, else
+	// to the publisher, which routes it (actors/session).
+	ch.Senders.Hand(env.Root, ch.Publisher, &call.p)
+	select {
+	case err := <-call.done:
+		call.release()
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("amqpactor: publish to %s: %w", addr, ctx.Err())
+	case <-env.Stopped():
+		// The tree stopped with the publish in it: nothing will answer.
+		select {
+		case err := <-call.done:
+			call.release()
+			return err
+		default:
+			return fmt.Errorf("amqpactor: publish to %s: %w", addr, ErrStopped)
+		}
+	}
+}
+
+// publishCall is the memory of one publish: the Publish message, its answer
+// channel and the mapped message, reused through callPool because a publish
+// allocated them every time.
+type publishCall struct {
+	p    protocol.Publish
+	done chan error
+	out  protocol.Outgoing
+}
+
+var callPool = sync.Pool{New: func() any { return &publishCall{done: make(chan error, 1)} }}
+
+// release returns c to the pool without what it pointed to.
+func (c *publishCall) release() {
+	c.p = protocol.Publish{}
+	c.out.Reset()
+	callPool.Put(c)
+}
