@@ -128,8 +128,9 @@ func (a *App) Connector() Connector {
 	return a.connector
 }
 
-// ReplaceConnector puts the App on c instead, before Start: inproc.Start uses
-// it to run an App built for a live broker on the in-process broker.
+// ReplaceConnector puts the App on c instead, before Start. It is for tests
+// of a service: the App is built as production builds it and run on a test
+// connector instead (inproctest.Start does this with the in-process broker).
 func (a *App) ReplaceConnector(c Connector) error {
 	if c == nil {
 		return errNil("ReplaceConnector", "connector")
