@@ -577,9 +577,9 @@ func (a *App) begin(ctx context.Context, sys *actor.ActorSystem, parent actor.Sp
 	a.pool = actors.NewPool(4 * runtime.GOMAXPROCS(0))
 	a.events = a.startStateEvents(a.sys)
 	a.env = &actors.Env{
-		Dispatcher: a.pool,
-		Base:       context.WithValue(context.Background(), appKey{}, a),
-		Log:        a.log, Dialect: connector.Dialect(), Root: a.sys.Root,
+		Mailboxes: a.pool,
+		Base:      context.WithValue(context.Background(), appKey{}, a),
+		Log:       a.log, Dialect: connector.Dialect(), Root: a.sys.Root,
 		Backoff:      actors.Backoff{Initial: a.cfg.backoff[0], Max: a.cfg.backoff[1]},
 		CloseTimeout: a.cfg.closeTimeout,
 		MaxSenders:   a.cfg.maxSenders,

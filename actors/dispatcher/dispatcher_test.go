@@ -53,7 +53,7 @@ func newRigWith(tb testing.TB, spec *protocol.Subscription, onVerdict func(messa
 		return slog.New(slog.DiscardHandler)
 	}))
 	pool := actors.NewPool(4)
-	env := &actors.Env{Root: sys.Root, Dispatcher: pool, Base: context.Background()}
+	env := &actors.Env{Root: sys.Root, Mailboxes: pool, Base: context.Background()}
 	r := &rig{sys: sys, pool: pool, env: env, rt: dispatcher.NewRouter(spec)}
 	var err error
 	r.disp, err = sys.Root.SpawnNamed(dispatcher.New(env, spec, r.rt), "dispatcher")
