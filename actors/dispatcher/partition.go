@@ -158,10 +158,7 @@ func (p *partition) batchWorker(q *workq.Q[*protocol.Delivery], quit <-chan stru
 	for {
 		flush := false
 		select {
-		case _, ok := <-q.Ready():
-			if !ok {
-				return
-			}
+		case <-q.Ready(): // never closed: Take reports the queue's end
 			items, closed := q.Take()
 			if closed {
 				return
