@@ -25,7 +25,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // rig runs a dispatcher with its partitions on the App's pool, delivers
 // through its Router as the receiver's pump does, and settles like the
-// receiver's flow: it recycles the Delivery and calls onVerdict.
+// receiver's inflight: it recycles the Delivery and calls onVerdict.
 type rig struct {
 	sys  *actor.ActorSystem
 	pool *actors.Pool
