@@ -75,9 +75,9 @@ func queueName(t *testing.T, conn *amqpwire.Conn) string {
 	return name
 }
 
-func newSender(t *testing.T, s transport.Session, a address.Address, mode transport.SettleMode) transport.Sender {
+func newSender(t *testing.T, s transport.Session, a address.Address) transport.Sender {
 	t.Helper()
-	snd, err := s.NewSender(testContext(t), transport.SenderOptions{Address: a, SettleMode: mode})
+	snd, err := s.NewSender(testContext(t), transport.SenderOptions{Address: a})
 	must(t, err, "attach sender to "+a.String())
 	t.Cleanup(func() { _ = snd.Close(context.Background()) })
 	return snd
@@ -107,45 +107,35 @@ func receive(t *testing.T, r transport.Receiver, within time.Duration) *amqp.Mes
 func TestLiveSendReceiveSettleModes(t *testing.T) {
 	conn := connect(t)
 	s := session(t, conn)
-	for _, mode := range []transport.SettleMode{transport.Unsettled, transport.Mixed, transport.Settled} {
-		for _, preSettled := range []bool{false, true} {
-			name := mode.String() + "-sender/"
-			if preSettled {
-				name += "settled-receiver"
-			} else {
-				name += "unsettled-receiver"
-			}
-			t.Run(name, func(t *testing.T) {
-				q := address.Queue(queueName(t, conn))
-				snd := newSender(t, s, q, mode)
-				expect(t, snd.Address() == "/queues/"+url.PathEscape(q.Name()), "sender address %q", snd.Address())
-				rcv := newReceiver(t, s, transport.ReceiverOptions{Address: q, Credit: 10, Settled: preSettled})
-				must(t, rcv.IssueCredit(10), "issue credit")
-
-				ctx := testContext(t)
-				for i, settled := range []bool{false, true} {
-					if mode == transport.Unsettled && settled {
-						_, err := snd.Send(ctx, text("x"), true)
-						var le *transport.LinkError
-						expect(t, errors.As(err, &le) && le.Op == "send", "settled send on an unsettled link: %v", err)
-						continue
-					}
-					body := []string{"first", "second"}[i]
-					rc, err := snd.Send(ctx, text(body), settled)
-					must(t, err, "send")
-					if settled || mode == transport.Settled {
-						expect(t, rc == nil, "a settled send returned a receipt")
-					} else {
-						o, err := rc.Wait(ctx)
-						must(t, err, "wait for the outcome")
-						expect(t, o.Kind == transport.Accepted, "outcome %v, want accepted", o)
-					}
-					m := receive(t, rcv, 10*time.Second)
-					expect(t, bodyOf(m) == body, "received %q, want %q", bodyOf(m), body)
-					must(t, rcv.Settle(ctx, m, transport.Outcome{Kind: transport.Accepted}), "settle")
-				}
-			})
+	for _, preSettled := range []bool{false, true} {
+		name := "unsettled-receiver"
+		if preSettled {
+			name = "settled-receiver"
 		}
+		t.Run(name, func(t *testing.T) {
+			q := address.Queue(queueName(t, conn))
+			snd := newSender(t, s, q)
+			expect(t, snd.Address() == "/queues/"+url.PathEscape(q.Name()), "sender address %q", snd.Address())
+			rcv := newReceiver(t, s, transport.ReceiverOptions{Address: q, Credit: 10, Settled: preSettled})
+			must(t, rcv.IssueCredit(10), "issue credit")
+
+			ctx := testContext(t)
+			for i, settled := range []bool{false, true} {
+				body := []string{"first", "second"}[i]
+				rc, err := snd.Send(ctx, text(body), settled)
+				must(t, err, "send")
+				if settled {
+					expect(t, rc == nil, "a settled send returned a receipt")
+				} else {
+					o, err := rc.Wait(ctx)
+					must(t, err, "wait for the outcome")
+					expect(t, o.Kind == transport.Accepted, "outcome %v, want accepted", o)
+				}
+				m := receive(t, rcv, 10*time.Second)
+				expect(t, bodyOf(m) == body, "received %q, want %q", bodyOf(m), body)
+				must(t, rcv.Settle(ctx, m, transport.Outcome{Kind: transport.Accepted}), "settle")
+			}
+		})
 	}
 }
 
@@ -163,7 +153,7 @@ func TestLiveRejectedPublishOutcome(t *testing.T) {
 	s := session(t, conn)
 	// The sender's own declaration (a plain quorum queue) conflicts with the
 	// queue's arguments: the queue is used as it is.
-	snd := newSender(t, s, address.Queue(name), transport.Unsettled)
+	snd := newSender(t, s, address.Queue(name))
 	rc, err := snd.Send(ctx, text("fits"), false)
 	must(t, err, "send 1")
 	o, err := rc.Wait(ctx)
@@ -195,7 +185,7 @@ func TestLiveCreditBound(t *testing.T) {
 	conn := connect(t)
 	s := session(t, conn)
 	q := address.Queue(queueName(t, conn))
-	snd := newSender(t, s, q, transport.Unsettled)
+	snd := newSender(t, s, q)
 	rcv := newReceiver(t, s, transport.ReceiverOptions{Address: q, Credit: n})
 	ctx := testContext(t)
 
@@ -305,7 +295,7 @@ func TestLiveDynamicReplyQueue(t *testing.T) {
 	expect(t, strings.HasPrefix(addr, "/queues/"+amqpwire.ReplyQueuePrefix), "reply address %q", addr)
 	must(t, rcv.IssueCredit(1), "issue credit")
 
-	snd := newSender(t, s, address.Raw(addr), transport.Unsettled)
+	snd := newSender(t, s, address.Raw(addr))
 	rc, err := snd.Send(ctx, text("reply"), false)
 	must(t, err, "send to the reply queue")
 	o, err := rc.Wait(ctx)
@@ -334,7 +324,7 @@ func TestLiveModifiedRaisesDeliveryCount(t *testing.T) {
 	conn := connect(t)
 	s := session(t, conn)
 	q := address.Queue(queueName(t, conn))
-	snd := newSender(t, s, q, transport.Unsettled)
+	snd := newSender(t, s, q)
 	rcv := newReceiver(t, s, transport.ReceiverOptions{Address: q, Credit: 1})
 	ctx := testContext(t)
 
@@ -399,7 +389,7 @@ func TestLiveTopicSubscriptions(t *testing.T) {
 		must(t, r.IssueCredit(2), "issue credit")
 		rcvs = append(rcvs, r)
 	}
-	snd := newSender(t, s, topic, transport.Unsettled)
+	snd := newSender(t, s, topic)
 	expect(t, snd.Address() == "/exchanges/"+url.PathEscape(topic.Name()), "topic sender address %q", snd.Address())
 	rc, err := snd.Send(ctx, text("event"), false)
 	must(t, err, "publish")
@@ -448,7 +438,7 @@ func TestLiveDurableSubscription(t *testing.T) {
 			must(t, r1.Close(ctx), "close")
 			must(t, r2.Close(ctx), "close")
 
-			snd := newSender(t, session(t, c1), topic, transport.Unsettled)
+			snd := newSender(t, session(t, c1), topic)
 			rc, err := snd.Send(ctx, text("kept"), false)
 			must(t, err, "publish")
 			oc, err := rc.Wait(ctx)
@@ -558,14 +548,14 @@ func TestLiveExistingExchanges(t *testing.T) {
 	topic := address.Topic(name)
 	r := newReceiver(t, s, transport.ReceiverOptions{Address: topic, Subscription: "sub", Ephemeral: true, Credit: 1})
 	must(t, r.IssueCredit(1), "issue credit")
-	snd := newSender(t, s, topic, transport.Settled)
+	snd := newSender(t, s, topic)
 	_, err := snd.Send(ctx, text("to the fanout"), true)
 	must(t, err, "publish")
 	m := receive(t, r, 10*time.Second)
 	expect(t, bodyOf(m) == "to the fanout", "received %q", bodyOf(m))
 
 	// amq.topic is the broker's own: declaring it would be refused (403).
-	snd = newSender(t, s, address.Topic("amq.topic"), transport.Unsettled)
+	snd = newSender(t, s, address.Topic("amq.topic"))
 	rc, err := snd.Send(ctx, text("unroutable"), false)
 	must(t, err, "publish to amq.topic")
 	o, err := rc.Wait(ctx)

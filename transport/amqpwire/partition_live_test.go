@@ -39,7 +39,7 @@ func TestLivePartitionQueueSingleActiveConsumer(t *testing.T) {
 	must(t, first.IssueCredit(10), "credit")
 	must(t, second.IssueCredit(10), "credit")
 
-	snd := newSender(t, s, p0, transport.Unsettled)
+	snd := newSender(t, s, p0)
 	ctx := testContext(t)
 	for _, b := range []string{"m0", "m1", "m2"} {
 		rc, err := snd.Send(ctx, text(b), false)
