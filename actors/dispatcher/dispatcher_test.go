@@ -40,7 +40,7 @@ type settleFunc func(*protocol.Delivery, messages.Outcome)
 func (f settleFunc) Settle(d *protocol.Delivery, o messages.Outcome) { f(d, o) }
 
 func newRig(tb testing.TB, partitions int, handler protocol.Handler, onVerdict func(messages.Outcome)) *rig {
-	return newRigWith(tb, &protocol.Subscription{
+	return newRigWith(tb, &protocol.SubscriptionSpec{
 		Address: address.Queue("bench"), Partitions: partitions, Handler: handler,
 		Outcome: func(context.Context, error, *messages.Message) messages.Outcome {
 			return messages.Outcome{Kind: messages.Accepted}
@@ -48,7 +48,7 @@ func newRig(tb testing.TB, partitions int, handler protocol.Handler, onVerdict f
 	}, onVerdict)
 }
 
-func newRigWith(tb testing.TB, spec *protocol.Subscription, onVerdict func(messages.Outcome)) *rig {
+func newRigWith(tb testing.TB, spec *protocol.SubscriptionSpec, onVerdict func(messages.Outcome)) *rig {
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(slog.DiscardHandler)
 	}))

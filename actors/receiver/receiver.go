@@ -60,7 +60,7 @@ func sessionEnded(err error) bool {
 // replacement (after a lost session or connection) retries a failed first
 // attach; the first receiver of a subscription reports it instead, since it
 // decides Subscribe and Start.
-func New(env *actors.Env, sess transport.Session, spec *protocol.Subscription, route func(*protocol.Delivery), paused, replacement bool) *actor.Props {
+func New(env *actors.Env, sess transport.Session, spec *protocol.SubscriptionSpec, route func(*protocol.Delivery), paused, replacement bool) *actor.Props {
 	k := &kept{paused: paused}
 	return env.Props(func() actor.Actor {
 		// Every incarnation starts from here (see Restarts above).
@@ -115,7 +115,7 @@ type (
 type receiver struct {
 	env   *actors.Env
 	sess  transport.Session
-	spec  *protocol.Subscription
+	spec  *protocol.SubscriptionSpec
 	route func(*protocol.Delivery) // to the partitions, never blocks
 
 	link       transport.Receiver
