@@ -14,6 +14,7 @@ import (
 	"github.com/Azure/go-amqp"
 
 	"github.com/amqpactor/amqpactor/address"
+	"github.com/amqpactor/amqpactor/internal/brokeradmin"
 	"github.com/amqpactor/amqpactor/transport"
 	"github.com/amqpactor/amqpactor/transport/amqpwire"
 
@@ -68,7 +69,7 @@ func queueName(t *testing.T, conn *amqpwire.Conn) string {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if _, err := conn.Management().DeleteQueue(ctx, name); err != nil {
+		if err := brokeradmin.DeleteQueue(ctx, conn.Management(), name); err != nil {
 			t.Errorf("delete queue %s: %v", name, err)
 		}
 	})
@@ -379,7 +380,7 @@ func TestLiveTopicSubscriptions(t *testing.T) {
 	t.Cleanup(func() {
 		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_ = conn.Management().DeleteExchange(c, topic.Name())
+		_ = brokeradmin.DeleteExchange(c, conn.Management(), topic.Name())
 	})
 
 	var rcvs []transport.Receiver
@@ -418,10 +419,10 @@ func TestLiveDurableSubscription(t *testing.T) {
 			t.Cleanup(func() {
 				c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer cancel()
-				if _, err := c1.Management().DeleteQueue(c, queue); err != nil {
+				if err := brokeradmin.DeleteQueue(c, c1.Management(), queue); err != nil {
 					t.Errorf("delete queue %s: %v", queue, err)
 				}
-				_ = c1.Management().DeleteExchange(c, topic.Name())
+				_ = brokeradmin.DeleteExchange(c, c1.Management(), topic.Name())
 			})
 			o := transport.ReceiverOptions{Address: topic, Subscription: "shared", Credit: 1, ClassicQueue: classic}
 			r1, r2 := newReceiver(t, session(t, c1), o), newReceiver(t, session(t, c2), o)
@@ -477,9 +478,7 @@ func TestLiveManagementDeclare(t *testing.T) {
 	_, err = m.QueueInfo(ctx, name+".absent")
 	expect(t, amqpwire.IsStatus(err, 404), "info on a missing queue: %v", err)
 
-	n, err := m.PurgeQueue(ctx, name)
-	must(t, err, "purge")
-	expect(t, n == 0, "purged %d", n)
+	must(t, brokeradmin.PurgeQueue(ctx, m, name), "purge")
 
 	x := name + ".x"
 	must(t, m.DeclareExchange(ctx, amqpwire.ExchangeSpec{Name: x, Type: "fanout"}), "declare exchange")
@@ -488,8 +487,8 @@ func TestLiveManagementDeclare(t *testing.T) {
 	expect(t, amqpwire.IsStatus(err, 409), "redeclaring a fanout exchange as topic: %v", err)
 	b := amqpwire.Binding{Source: x, Queue: name, Key: "k"}
 	must(t, m.Bind(ctx, b), "bind")
-	must(t, m.Unbind(ctx, b), "unbind")
-	must(t, m.DeleteExchange(ctx, x), "delete exchange")
+	must(t, brokeradmin.Unbind(ctx, m, b), "unbind")
+	must(t, brokeradmin.DeleteExchange(ctx, m, x), "delete exchange")
 }
 
 func TestLiveConnCloseEndsDone(t *testing.T) {
@@ -543,7 +542,7 @@ func TestLiveExistingExchanges(t *testing.T) {
 	t.Cleanup(func() {
 		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_ = conn.Management().DeleteExchange(c, name)
+		_ = brokeradmin.DeleteExchange(c, conn.Management(), name)
 	})
 	topic := address.Topic(name)
 	r := newReceiver(t, s, transport.ReceiverOptions{Address: topic, Subscription: "sub", Ephemeral: true, Credit: 1})

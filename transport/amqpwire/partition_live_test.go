@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/amqpactor/amqpactor/address"
+	"github.com/amqpactor/amqpactor/internal/brokeradmin"
 	"github.com/amqpactor/amqpactor/transport"
 	"github.com/amqpactor/amqpactor/transport/amqpwire"
 )
@@ -25,7 +26,7 @@ func TestLivePartitionQueueSingleActiveConsumer(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		for i := range 2 {
-			if _, err := conn.Management().DeleteQueue(ctx, pa.Partition(i).Name()); err != nil {
+			if err := brokeradmin.DeleteQueue(ctx, conn.Management(), pa.Partition(i).Name()); err != nil {
 				t.Errorf("delete queue: %v", err)
 			}
 		}
