@@ -126,8 +126,9 @@ func (a *App) Connector() Connector {
 	return a.connector
 }
 
-// ReplaceConnector puts the App on c instead, before Start: inproc.Start uses
-// it to run an App built for a live broker on the in-process broker.
+// ReplaceConnector puts the App on c instead, before Start. It is for tests
+// of a service: the App is built as production builds it and run on a test
+// connector instead (inproctest.Start does this with the in-process broker).
 func (a *App) ReplaceConnector(c Connector) error {
 	if c == nil {
 		return errNil("ReplaceConnector", "connector")
@@ -254,9 +255,9 @@ func (a *App) begin(ctx context.Context, sys *actor.ActorSystem, parent actor.Sp
 	a.pool = actors.NewPool(4 * runtime.GOMAXPROCS(0))
 	a.events = a.startStateEvents(a.sys)
 	a.env = &actors.Env{
-		Dispatcher: a.pool,
-		Base:       context.WithValue(context.Background(), appKey{}, a),
-		Log:        a.log, Dialect: connector.Dialect(), Root: a.sys.Root,
+		Mailboxes: a.pool,
+		Base:      context.WithValue(context.Background(), appKey{}, a),
+		Log:       a.log, Dialect: connector.Dialect(), Root: a.sys.Root,
 		Backoff:      actors.Backoff{Initial: a.cfg.backoff[0], Max: a.cfg.backoff[1]},
 		CloseTimeout: a.cfg.closeTimeout,
 		MaxSenders:   a.cfg.maxSenders,

@@ -18,7 +18,7 @@ import (
 // Subscription is one handler on one address.
 type Subscription struct {
 	app    *App
-	spec   *protocol.Subscription
+	spec   *protocol.SubscriptionSpec
 	paused bool     // guarded by app.mu: the last Pause or Resume
 	info   *subInfo // what AsyncAPI reports of it (asyncapi.go)
 	// parts are the subscriptions of a Partitioned address's queues, one
@@ -199,7 +199,7 @@ func (a *App) subscribe(addr Address, h Handler, bh BatchHandler, opts []Subscri
 		c.batchSize = 100
 	}
 	fails := &failureLog{log: a.log, addr: addr.String()}
-	spec := &protocol.Subscription{
+	spec := &protocol.SubscriptionSpec{
 		Address: addr, Credit: c.credit, Partitions: c.partitions, Settled: c.settled, Classic: c.classic,
 		BatchSize: c.batchSize, BatchWait: c.batchWait,
 		Outcome:        a.outcomer(&subPolicy{p: retry, src: addr, classic: c.classic, log: fails}),

@@ -402,7 +402,7 @@ type subTelemetry struct {
 	retry     RetryPolicy
 }
 
-func newSubTelemetry(spec *protocol.Subscription, retry RetryPolicy) *subTelemetry {
+func newSubTelemetry(spec *protocol.SubscriptionSpec, retry RetryPolicy) *subTelemetry {
 	base := destAttrs(spec.Address.Name(), spec.Address.Kind())
 	st := &subTelemetry{spanName: "process " + spec.Address.Name(), retry: retry}
 	st.spanAttrs = append(append([]attribute.KeyValue(nil), base...),
@@ -422,7 +422,7 @@ func newSubTelemetry(spec *protocol.Subscription, retry RetryPolicy) *subTelemet
 
 // instrument wraps the subscription's handlers and outcomer in spec with
 // tracing and metrics. It runs once per subscription, before it attaches.
-func (a *App) instrument(spec *protocol.Subscription, retry RetryPolicy) {
+func (a *App) instrument(spec *protocol.SubscriptionSpec, retry RetryPolicy) {
 	t := a.tel
 	st := newSubTelemetry(spec, retry)
 	if h := spec.Handler; h != nil {

@@ -32,8 +32,8 @@ type Env struct {
 	// Base is the parent of every handler context (it carries the App for
 	// Responder), so a handler's context costs nothing per delivery.
 	Base context.Context
-	// Dispatcher runs the mailboxes of every actor of the App (a Pool).
-	Dispatcher actor.Dispatcher
+	// Mailboxes runs the mailboxes of every actor of the App (a Pool).
+	Mailboxes actor.Dispatcher
 	// MaxSenders bounds the dedicated sender links of a publisher, and
 	// SenderIdle is how long a sender goes unused before it retires; zero
 	// means the defaults of package session.
@@ -63,10 +63,10 @@ func (e *Env) MarkStopped() {
 	e.markOnce.Do(func() { close(e.stopped) })
 }
 
-// Props returns the props of an actor of the App, on the App's dispatcher.
+// Props returns the props of an actor of the App, on the App's mailbox dispatcher (Mailboxes).
 func (e *Env) Props(producer func() actor.Actor, opts ...actor.PropsOption) *actor.Props {
-	if e.Dispatcher != nil {
-		opts = append(opts, actor.WithDispatcher(e.Dispatcher))
+	if e.Mailboxes != nil {
+		opts = append(opts, actor.WithDispatcher(e.Mailboxes))
 	}
 	return actor.PropsFromProducer(producer, opts...)
 }

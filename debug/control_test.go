@@ -14,6 +14,7 @@ import (
 	"github.com/amqpactor/amqpactor"
 	"github.com/amqpactor/amqpactor/debug"
 	"github.com/amqpactor/amqpactor/inproc"
+	"github.com/amqpactor/amqpactor/inproc/inproctest"
 )
 
 func post(t *testing.T, url string, header map[string]string) (int, string) {
@@ -58,7 +59,7 @@ func TestControlPausesAndResumesBehindItsGuard(t *testing.T) {
 	_, err := app.Subscribe(amqpactor.Queue("orders"), func(ctx context.Context, m *amqpactor.Message) error { return nil },
 		amqpactor.WithSubscriptionName("orders"))
 	require.NoError(t, err)
-	inproc.Start(t, app)
+	inproctest.Start(t, app)
 
 	ro := httptest.NewServer(debug.Handler(app))
 	defer ro.Close()

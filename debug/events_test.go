@@ -18,6 +18,7 @@ import (
 	"github.com/amqpactor/amqpactor"
 	"github.com/amqpactor/amqpactor/debug"
 	"github.com/amqpactor/amqpactor/inproc"
+	"github.com/amqpactor/amqpactor/inproc/inproctest"
 )
 
 // stream reads the server-sent events of url until ctx ends, keeping the
@@ -99,7 +100,7 @@ func TestEventsStreamsStateChanges(t *testing.T) {
 	s := openStream(t, ctx, srv.URL+"/events")
 	require.Equal(t, "text/event-stream", s.ctype)
 
-	b := inproc.Start(t, app)
+	b := inproctest.Start(t, app)
 	pctx, pcancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer pcancel()
 	require.NoError(t, app.Publish(pctx, amqpactor.Queue("orders"), &amqpactor.Message{Body: []byte("x")}))
@@ -192,7 +193,7 @@ func TestEventsDropsASlowClient(t *testing.T) {
 		return w.writes >= 1
 	}, 5*time.Second, time.Millisecond, "the stream began")
 
-	inproc.Start(t, app)
+	inproctest.Start(t, app)
 	// The App delivered everything while the client was stuck, and dropped
 	// nothing of its own.
 	require.Eventually(t, func() bool { return delivered.Load() > debug.EventBuffer+8 }, 10*time.Second, time.Millisecond)

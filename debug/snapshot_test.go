@@ -16,6 +16,7 @@ import (
 	"github.com/amqpactor/amqpactor"
 	"github.com/amqpactor/amqpactor/debug"
 	"github.com/amqpactor/amqpactor/inproc"
+	"github.com/amqpactor/amqpactor/inproc/inproctest"
 )
 
 // snapshots reads the "tree" events of a stream until ctx ends.
@@ -109,7 +110,7 @@ func TestEventsCarriesTreeSnapshots(t *testing.T) {
 	require.Contains(t, first.Error, "not started")
 	require.False(t, first.Control)
 
-	b := inproc.Start(t, app)
+	b := inproctest.Start(t, app)
 	receiver := "connection/subscription:orders/receiver"
 	var snap debug.Snapshot
 	require.Eventually(t, func() bool {

@@ -577,7 +577,8 @@ func TestDynamicReplyPrefixOption(t *testing.T) {
 	require.True(t, strings.HasPrefix(r.Address(), "reply-"))
 }
 
-func TestSenderSettleModes(t *testing.T) {
+// A sender link's transfers are settled or not one by one (mixed mode).
+func TestSenderSettledAndUnsettledTransfers(t *testing.T) {
 	e := newEnv(t)
 	a := address.Queue("modes")
 	r := e.sub(a, 10)
@@ -593,18 +594,7 @@ func TestSenderSettleModes(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, transport.Outcome{Kind: transport.Accepted}, o)
 
-	settledLink, err := e.sess.NewSender(ctx, transport.SenderOptions{Address: a, SettleMode: transport.Settled})
-	require.NoError(t, err)
-	rc, err = settledLink.Send(ctx, amqp.NewMessage([]byte("forced")), false)
-	require.NoError(t, err)
-	require.Nil(t, rc)
-
-	unsettledLink, err := e.sess.NewSender(ctx, transport.SenderOptions{Address: a, SettleMode: transport.Unsettled})
-	require.NoError(t, err)
-	_, err = unsettledLink.Send(ctx, amqp.NewMessage([]byte("no")), true)
-	require.Error(t, err)
-
-	for _, want := range []string{"settled", "unsettled", "forced"} {
+	for _, want := range []string{"settled", "unsettled"} {
 		require.Equal(t, want, recvBody(t, r))
 	}
 	nothing(t, r)

@@ -28,7 +28,6 @@ type senderLink struct {
 	b    *Broker
 	s    *session
 	addr address.Address
-	mode transport.SettleMode
 
 	t     *topic                // set for a topic address: topics live forever
 	q     atomic.Pointer[queue] // last routing lookup for a queue address
@@ -44,7 +43,7 @@ func (s *session) NewSender(ctx context.Context, o transport.SenderOptions) (tra
 	if err := s.check(ctx, o.Address, address.Send); err != nil {
 		return nil, err
 	}
-	l := &senderLink{b: s.c.b, s: s, addr: o.Address, mode: o.SettleMode}
+	l := &senderLink{b: s.c.b, s: s, addr: o.Address}
 	if o.Address.Kind() == address.KindTopic {
 		l.t = s.c.b.topic(o.Address.Name())
 	}
@@ -78,14 +77,6 @@ func (l *senderLink) Send(ctx context.Context, m *amqp.Message, settled bool) (t
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
-	}
-	switch l.mode {
-	case transport.Settled:
-		settled = true
-	case transport.Unsettled:
-		if settled {
-			return nil, fmt.Errorf("inproc: send to %s: a settled transfer on a link in unsettled mode", l.addr)
-		}
 	}
 	st, err := own(m)
 	if err != nil {

@@ -34,7 +34,6 @@ var errNoTo = errors.New("a transfer on the anonymous terminus needs properties.
 type relayLink struct {
 	b     *Broker
 	s     *session
-	mode  transport.SettleMode
 	ended atomic.Pointer[error]
 }
 
@@ -59,7 +58,7 @@ func (s *session) newRelay(ctx context.Context, o transport.SenderOptions) (tran
 			Condition: amqp.ErrCondNotImplemented, Description: "inproc: this broker offers no anonymous relay",
 		}}}
 	}
-	l := &relayLink{b: s.c.b, s: s, mode: o.SettleMode}
+	l := &relayLink{b: s.c.b, s: s}
 	s.c.b.register(address.Address{}, l)
 	if err := s.add(l); err != nil {
 		s.c.b.unregister(address.Address{}, l)
@@ -79,14 +78,6 @@ func (l *relayLink) Send(ctx context.Context, m *amqp.Message, settled bool) (tr
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
-	}
-	switch l.mode {
-	case transport.Settled:
-		settled = true
-	case transport.Unsettled:
-		if settled {
-			return nil, errors.New("inproc: send on the anonymous terminus: a settled transfer on a link in unsettled mode")
-		}
 	}
 	if m == nil || m.Properties == nil || m.Properties.To == nil || *m.Properties.To == "" {
 		return nil, &transport.LinkError{Address: "(anonymous)", Op: "send", Err: errNoTo}

@@ -65,35 +65,13 @@ type Session interface {
 	Close(ctx context.Context) error
 }
 
-// SettleMode is the sender settle mode of a link. The zero value is Mixed.
-type SettleMode uint8
-
-const (
-	// Mixed lets each transfer choose (the default).
-	Mixed SettleMode = iota
-	// Unsettled: every transfer waits for the receiver's outcome.
-	Unsettled
-	// Settled: every transfer is pre-settled, at-most-once.
-	Settled
-)
-
-func (m SettleMode) String() string {
-	switch m {
-	case Unsettled:
-		return "unsettled"
-	case Settled:
-		return "settled"
-	}
-	return "mixed"
-}
-
-// SenderOptions configures a sender link.
+// SenderOptions configures a sender link. A sender link's settle mode is
+// always mixed: each transfer says whether it is settled (Sender.Send).
 type SenderOptions struct {
 	// Address is the target. The zero Address attaches to the anonymous
 	// terminus (a target with a null address), where Features.AnonymousRelay
 	// says the peer has one: the Sender returned is then a Relay.
-	Address    address.Address
-	SettleMode SettleMode
+	Address address.Address
 }
 
 // Sender is a sender link.

@@ -65,7 +65,7 @@ func (r *Router) follow(i int, done chan struct{}) chan struct{} {
 }
 
 // NewRouter returns the router of spec, with one queue per partition.
-func NewRouter(spec *protocol.Subscription) *Router {
+func NewRouter(spec *protocol.SubscriptionSpec) *Router {
 	r := &Router{seed: maphash.MakeSeed(), queues: make([]*workq.Q[*protocol.Delivery], max(spec.Partitions, 1))}
 	r.last = make([]chan struct{}, len(r.queues))
 	for i := range r.queues {
@@ -94,7 +94,7 @@ func (r *Router) pick(group string) int {
 
 // New returns the props of the dispatcher of spec: it spawns a partition
 // for each of rt's queues.
-func New(env *actors.Env, spec *protocol.Subscription, rt *Router) *actor.Props {
+func New(env *actors.Env, spec *protocol.SubscriptionSpec, rt *Router) *actor.Props {
 	return env.Props(func() actor.Actor {
 		return &dispatcher{env: env, spec: spec, rt: rt}
 	})
@@ -102,7 +102,7 @@ func New(env *actors.Env, spec *protocol.Subscription, rt *Router) *actor.Props 
 
 type dispatcher struct {
 	env        *actors.Env
-	spec       *protocol.Subscription
+	spec       *protocol.SubscriptionSpec
 	rt         *Router
 	partitions []*actor.PID
 }

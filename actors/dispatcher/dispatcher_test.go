@@ -30,7 +30,7 @@ func TestMain(m *testing.M) {
 
 // rig runs a dispatcher with its partitions on the App's pool, delivers
 // through its Router as the receiver's pump does, and settles like the
-// receiver's flow: it recycles the Delivery and calls onVerdict.
+// receiver's inflight: it recycles the Delivery and calls onVerdict.
 type rig struct {
 	sys  *actor.ActorSystem
 	pool *actors.Pool
@@ -45,7 +45,7 @@ type settleFunc func(*protocol.Delivery, messages.Outcome)
 func (f settleFunc) Settle(d *protocol.Delivery, o messages.Outcome) { f(d, o) }
 
 func newRig(tb testing.TB, partitions int, handler protocol.Handler, onVerdict func(messages.Outcome)) *rig {
-	return newRigWith(tb, &protocol.Subscription{
+	return newRigWith(tb, &protocol.SubscriptionSpec{
 		Address: address.Queue("bench"), Partitions: partitions, Handler: handler,
 		Outcome: func(context.Context, error, *messages.Message) messages.Outcome {
 			return messages.Outcome{Kind: messages.Accepted}
@@ -53,12 +53,12 @@ func newRig(tb testing.TB, partitions int, handler protocol.Handler, onVerdict f
 	}, onVerdict)
 }
 
-func newRigWith(tb testing.TB, spec *protocol.Subscription, onVerdict func(messages.Outcome)) *rig {
+func newRigWith(tb testing.TB, spec *protocol.SubscriptionSpec, onVerdict func(messages.Outcome)) *rig {
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(slog.DiscardHandler)
 	}))
 	pool := actors.NewPool(4)
-	env := &actors.Env{Root: sys.Root, Dispatcher: pool, Base: context.Background()}
+	env := &actors.Env{Root: sys.Root, Mailboxes: pool, Base: context.Background()}
 	r := &rig{sys: sys, pool: pool, env: env, rt: dispatcher.NewRouter(spec)}
 	var err error
 	r.disp, err = sys.Root.SpawnNamed(dispatcher.New(env, spec, r.rt), "dispatcher")

@@ -24,7 +24,7 @@ import (
 // partition, so its node counts across restarts.
 type partition struct {
 	env   *actors.Env
-	spec  *protocol.Subscription
+	spec  *protocol.SubscriptionSpec
 	index int
 	rt    *Router
 	q     *workq.Q[*protocol.Delivery]
@@ -37,7 +37,7 @@ type counts struct {
 	handled, failed, running, panics atomic.Uint64
 }
 
-func newPartition(env *actors.Env, spec *protocol.Subscription, index int, rt *Router) *actor.Props {
+func newPartition(env *actors.Env, spec *protocol.SubscriptionSpec, index int, rt *Router) *actor.Props {
 	c := new(counts)
 	info := &protocol.Partition{Address: spec.Address, Index: index}
 	return env.Props(func() actor.Actor {
@@ -158,10 +158,7 @@ func (p *partition) batchWorker(q *workq.Q[*protocol.Delivery], quit <-chan stru
 	for {
 		flush := false
 		select {
-		case _, ok := <-q.Ready():
-			if !ok {
-				return
-			}
+		case <-q.Ready(): // never closed: Take reports the queue's end
 			items, closed := q.Take()
 			if closed {
 				return

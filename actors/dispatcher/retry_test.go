@@ -20,8 +20,8 @@ var errFailed = errors.New("failed")
 
 // failedOutcome settles a failure modified, as the App's outcomer does
 // before the last attempt, and records the delivery-count it saw.
-func retrySpec(partitions int, h protocol.Handler, r protocol.Retry, seen func(err error, m *messages.Message)) *protocol.Subscription {
-	return &protocol.Subscription{
+func retrySpec(partitions int, h protocol.Handler, r protocol.Retry, seen func(err error, m *messages.Message)) *protocol.SubscriptionSpec {
+	return &protocol.SubscriptionSpec{
 		Address: address.Queue("retry"), Partitions: partitions, Handler: h, Retry: r,
 		Outcome: func(_ context.Context, err error, m *messages.Message) messages.Outcome {
 			if seen != nil {

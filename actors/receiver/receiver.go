@@ -8,9 +8,10 @@
 // dispositions and owns the credit count, so credit is granted only for
 // deliveries whose disposition is on the wire). Deliveries do not pass
 // through the actor: the pump routes each to its partition and the worker
-// settles it with the link's flow, which queues it for the settler; the
-// actor owns the link's life (attach, end, drain, pause) and opens a new
-// flow per link, so a late settle for an ended link is dropped.
+// settles it through the link's inflight (its deliveries not settled yet),
+// which queues it for the settler; the actor owns the link's life (attach,
+// end, drain, pause) and opens a new inflight per link, so a late settle for
+// an ended link is dropped.
 //
 // A poison delivery (transport.Poison: the transport found it unsafe to
 // decode, or over the max message size) never reaches a partition: the pump
@@ -59,7 +60,7 @@ func sessionEnded(err error) bool {
 // replacement (after a lost session or connection) retries a failed first
 // attach; the first receiver of a subscription reports it instead, since it
 // decides Subscribe and Start.
-func New(env *actors.Env, sess transport.Session, spec *protocol.Subscription, route func(*protocol.Delivery), paused, replacement bool) *actor.Props {
+func New(env *actors.Env, sess transport.Session, spec *protocol.SubscriptionSpec, route func(*protocol.Delivery), paused, replacement bool) *actor.Props {
 	k := &kept{paused: paused}
 	return env.Props(func() actor.Actor {
 		// Every incarnation starts from here (see Restarts above).
@@ -91,9 +92,9 @@ type (
 		err  error
 	}
 	reattach struct{ attempt int }
-	// flowIdle: the link's pump has stopped and its last delivery is
+	// inflightIdle: the link's pump has stopped and its last delivery is
 	// settled (what a drain waits for).
-	flowIdle struct{ link uint64 }
+	inflightIdle struct{ link uint64 }
 	// graceOver: the graceful part of a drain ended before the link's
 	// handlers settled everything.
 	graceOver  struct{ link uint64 }
@@ -114,7 +115,7 @@ type (
 type receiver struct {
 	env   *actors.Env
 	sess  transport.Session
-	spec  *protocol.Subscription
+	spec  *protocol.SubscriptionSpec
 	route func(*protocol.Delivery) // to the partitions, never blocks
 
 	link       transport.Receiver
@@ -124,7 +125,7 @@ type receiver struct {
 	pumpCtx    context.Context // the pump's: ends first when draining
 	stopPump   context.CancelFunc
 	settleQ    *workq.Q[settleItem]
-	flow       *flow
+	inflight   *inflight
 
 	state       string
 	lastErr     error
@@ -151,7 +152,7 @@ func (r *receiver) Receive(ctx actor.Context) {
 		}
 	case *attachResult:
 		r.onAttach(ctx, m)
-	case *flowIdle:
+	case *inflightIdle:
 		if m.link == r.gen && r.link != nil && r.drain != nil {
 			r.finishDrainedLink()
 		}
@@ -298,13 +299,13 @@ func (r *receiver) onAttach(ctx actor.Context, m *attachResult) {
 	r.settleQ = workq.New[settleItem]()
 	self := ctx.Self()
 	link, gen, pumpCtx, q := r.link, r.gen, r.pumpCtx, r.settleQ
-	f := &flow{r: r, self: self, gen: gen, ctx: r.linkCtx, q: q}
+	in := &inflight{r: r, self: self, gen: gen, ctx: r.linkCtx, q: q}
 	if !r.spec.Settled {
-		f.held = make(map[uint64]*amqp.Message, min(r.spec.Credit, 1024))
+		in.held = make(map[uint64]*amqp.Message, min(r.spec.Credit, 1024))
 	}
-	f.open.Store(1) // the pump's
-	r.flow = f
-	r.env.Go(func() { r.pump(f, link, pumpCtx) })
+	in.open.Store(1) // the pump's
+	r.inflight = in
+	r.env.Go(func() { r.pump(in, link, pumpCtx) })
 	// A paused receiver owes the new link its window: the settler grants
 	// it on Resume.
 	var owed uint32
@@ -320,13 +321,15 @@ func (r *receiver) onAttach(ctx actor.Context, m *attachResult) {
 	ctx.Send(ctx.Parent(), &Attached{})
 }
 
-// flow is one link's path for deliveries, used by its pump, the partition
-// workers and the settler without the actor: a delivery and its disposition
-// through the actor's mailbox were two hand-overs per message, for state
-// (what is unsettled) that the link's own settle queue keeps as well. The
+// inflight is one link's deliveries not settled yet and the path their
+// dispositions take (not AMQP flow control: that is the settler's credit),
+// used by its pump, the partition workers and the settler without the
+// actor: a delivery and its disposition through the actor's mailbox were two
+// hand-overs per message, for state (what is unsettled) that the link's own
+// settle queue keeps as well. The
 // queue is closed when the link ends, which is what drops a late settle: it
 // would settle someone else's delivery on a new link.
-type flow struct {
+type inflight struct {
 	r    *receiver
 	self *actor.PID
 	gen  uint64
@@ -348,77 +351,77 @@ type flow struct {
 }
 
 // hold notes a delivery handed to the handlers.
-func (f *flow) hold(id uint64, raw *amqp.Message) {
-	if f.held == nil {
+func (in *inflight) hold(id uint64, raw *amqp.Message) {
+	if in.held == nil {
 		return
 	}
-	f.mu.Lock()
-	if !f.cut {
-		f.held[id] = raw
+	in.mu.Lock()
+	if !in.cut {
+		in.held[id] = raw
 	}
-	f.mu.Unlock()
+	in.mu.Unlock()
 }
 
-// push queues a settle for the settler, unless the flow was cut (or its
+// push queues a settle for the settler, unless the inflight was cut (or its
 // link ended).
-func (f *flow) push(id uint64, it settleItem) bool {
-	if f.held == nil {
-		return f.q.Push(it)
+func (in *inflight) push(id uint64, it settleItem) bool {
+	if in.held == nil {
+		return in.q.Push(it)
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.cut || !f.q.Push(it) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.cut || !in.q.Push(it) {
 		return false
 	}
-	delete(f.held, id)
+	delete(in.held, id)
 	return true
 }
 
 // cutAndClose refuses further settles and queues, last, the release of
 // every delivery still held and the link's close.
-func (f *flow) cutAndClose(it settleItem) {
-	f.mu.Lock()
-	f.cut = true
-	for _, raw := range f.held {
+func (in *inflight) cutAndClose(it settleItem) {
+	in.mu.Lock()
+	in.cut = true
+	for _, raw := range in.held {
 		it.release = append(it.release, raw)
 	}
-	f.held = nil
-	f.q.PushClose(it)
-	f.mu.Unlock()
+	in.held = nil
+	in.q.PushClose(it)
+	in.mu.Unlock()
 }
 
 // Settle queues d's outcome for the settler; see protocol.Settler.
-func (f *flow) Settle(d *protocol.Delivery, o messages.Outcome) {
+func (in *inflight) Settle(d *protocol.Delivery, o messages.Outcome) {
 	raw, id := d.Raw, d.ID
 	d.Release()
-	f.unsettled.Add(-1)
-	if f.push(id, settleItem{raw: raw, outcome: o}) {
-		if int(o.Kind) < len(f.r.byOutcome) {
-			f.r.byOutcome[o.Kind].Add(1)
+	in.unsettled.Add(-1)
+	if in.push(id, settleItem{raw: raw, outcome: o}) {
+		if int(o.Kind) < len(in.r.byOutcome) {
+			in.r.byOutcome[o.Kind].Add(1)
 		}
 	} else {
 		// The link ended: the broker has taken the delivery back.
-		f.r.dropped.Add(1)
+		in.r.dropped.Add(1)
 	}
-	f.release()
+	in.release()
 }
 
-func (f *flow) release() {
-	if f.open.Add(-1) == 0 {
-		f.r.env.Root.Send(f.self, &flowIdle{link: f.gen})
+func (in *inflight) release() {
+	if in.open.Add(-1) == 0 {
+		in.r.env.Root.Send(in.self, &inflightIdle{link: in.gen})
 	}
 }
 
 // pump blocks in Receive so the actor never does, and routes each delivery
 // to its partition.
-func (r *receiver) pump(f *flow, link transport.Receiver, ctx context.Context) {
-	defer f.release()
+func (r *receiver) pump(in *inflight, link transport.Receiver, ctx context.Context) {
+	defer in.release()
 	var id uint64
 	for {
 		raw, err := link.Receive(ctx)
 		if err != nil {
 			if ctx.Err() == nil {
-				r.env.Root.Send(f.self, &linkEnded{link: f.gen, err: err})
+				r.env.Root.Send(in.self, &linkEnded{link: in.gen, err: err})
 			}
 			return
 		}
@@ -429,16 +432,16 @@ func (r *receiver) pump(f *flow, link transport.Receiver, ctx context.Context) {
 		}
 		r.delivered.Add(1)
 		if reason, ok := transport.Poison(raw); ok {
-			r.rejectPoison(f, raw, reason)
+			r.rejectPoison(in, raw, reason)
 			continue
 		}
 		id++
 		d := protocol.NewDelivery()
-		d.ID, d.Link, d.Raw, d.Message, d.Ctx, d.To = id, f.gen, raw, protocol.FromAMQP(raw), f.ctx, f
+		d.ID, d.Link, d.Raw, d.Message, d.Ctx, d.To = id, in.gen, raw, protocol.FromAMQP(raw), in.ctx, in
 		d.Draining = ctx.Done() // a worker waiting to retry stops at a drain
-		f.open.Add(1)
-		f.unsettled.Add(1)
-		f.hold(id, raw)
+		in.open.Add(1)
+		in.unsettled.Add(1)
+		in.hold(id, raw)
 		r.route(d)
 	}
 }
@@ -451,7 +454,7 @@ const PoisonCondition = "amqp:decode-error"
 // rejected with amqp:decode-error and the reason, so the broker drops or
 // dead-letters it alone and the link goes on. A pre-settled one is only
 // counted and logged. The payload is never logged.
-func (r *receiver) rejectPoison(f *flow, raw *amqp.Message, reason string) {
+func (r *receiver) rejectPoison(in *inflight, raw *amqp.Message, reason string) {
 	r.poison.Add(1)
 	if r.spec.Settled {
 		r.env.Log.Warn("amqpactor: poison message dropped (pre-settled)", "address", r.spec.Address.String(), "reason", reason)
@@ -461,7 +464,7 @@ func (r *receiver) rejectPoison(f *flow, raw *amqp.Message, reason string) {
 	o := messages.Outcome{Kind: messages.Rejected, Condition: PoisonCondition,
 		Description: "amqpactor: the message cannot be decoded safely: " + reason}
 	// The settler sends the disposition in order and counts the credit.
-	if f.q.Push(settleItem{raw: raw, outcome: o}) {
+	if in.q.Push(settleItem{raw: raw, outcome: o}) {
 		r.byOutcome[messages.Rejected].Add(1)
 	} else {
 		r.dropped.Add(1)
@@ -572,7 +575,7 @@ func (r *receiver) endLink(ctx context.Context, why error) {
 	r.link = nil
 	r.cancelLink()
 	q := r.settleQ
-	r.settleQ, r.flow = nil, nil
+	r.settleQ, r.inflight = nil, nil
 	q.Close()
 	r.closeLink(link, ctx, nil)
 	r.set(protocol.StateDetached, why)
@@ -610,7 +613,7 @@ func (r *receiver) onDrain(ctx actor.Context, m *protocol.Drain) {
 		r.finishDrain(nil)
 		return
 	}
-	// The flow reports idle once the pump has stopped and the handlers
+	// The inflight reports idle once the pump has stopped and the handlers
 	// settled what it had handed out.
 	r.stopPump()
 	self, gen, linkCtx, grace := ctx.Self(), r.gen, r.linkCtx, m.Grace()
@@ -627,7 +630,7 @@ func (r *receiver) onDrain(ctx actor.Context, m *protocol.Drain) {
 func (r *receiver) finishDrainedLink() {
 	q, drain, cancelLink := r.settleQ, r.drain, r.cancelLink
 	answer := r.answerer() // forgets r.drain: after the line above
-	r.link, r.settleQ, r.flow = nil, nil, nil
+	r.link, r.settleQ, r.inflight = nil, nil, nil
 	q.PushClose(settleItem{close: true, ctx: drain.Ctx, done: func(err error) {
 		cancelLink()
 		answer(err)
@@ -639,9 +642,9 @@ func (r *receiver) finishDrainedLink() {
 // refused from now on, what is still held goes back released, the link
 // closes (all by the drain's Ctx), and the handlers' contexts are cancelled.
 func (r *receiver) cutDrainedLink() {
-	f, drain, cancelLink := r.flow, r.drain, r.cancelLink
+	f, drain, cancelLink := r.inflight, r.drain, r.cancelLink
 	answer := r.answerer() // forgets r.drain: after the line above
-	r.link, r.settleQ, r.flow = nil, nil, nil
+	r.link, r.settleQ, r.inflight = nil, nil, nil
 	cut := fmt.Errorf("amqpactor: drain of %s: graceful part over: %w", r.spec.Address, context.DeadlineExceeded)
 	f.cutAndClose(settleItem{close: true, ctx: drain.Ctx, done: func(err error) {
 		cancelLink() // before the answer, whichever goroutine gets there first
@@ -673,10 +676,10 @@ func (r *receiver) finishDrain(err error) {
 }
 
 func (r *receiver) unsettledNow() uint64 {
-	if r.flow == nil {
+	if r.inflight == nil {
 		return 0
 	}
-	return uint64(max(r.flow.unsettled.Load(), 0))
+	return uint64(max(r.inflight.unsettled.Load(), 0))
 }
 
 func (r *receiver) describe(ctx actor.Context) *protocol.Described {

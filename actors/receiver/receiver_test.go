@@ -96,7 +96,7 @@ func TestDrainReleasesWhatHandlersHold(t *testing.T) {
 		Base: context.Background()}
 	link := &fakeLink{msgs: make(chan *amqp.Message, 2), done: make(chan struct{})}
 	link.msgs <- amqp.NewMessage([]byte("held"))
-	spec := &protocol.Subscription{Address: address.Queue("q"), Credit: 8, Partitions: 1}
+	spec := &protocol.SubscriptionSpec{Address: address.Queue("q"), Credit: 8, Partitions: 1}
 
 	holding := make(chan struct{})
 	cancelled := make(chan struct{})

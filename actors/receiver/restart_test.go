@@ -122,7 +122,7 @@ func TestRestartMidStream(t *testing.T) {
 	for i := range n {
 		b.q <- amqp.NewMessage(fmt.Appendf(nil, "%d", i))
 	}
-	spec := &protocol.Subscription{Address: address.Queue("q"), Credit: 64, Partitions: 1}
+	spec := &protocol.SubscriptionSpec{Address: address.Queue("q"), Credit: 64, Partitions: 1}
 
 	// One worker settles, as a partition does.
 	work := make(chan *protocol.Delivery, n)

@@ -235,7 +235,7 @@ func TestSubscriptionReplacesAnEndedSessionWithoutLoss(t *testing.T) {
 	r := newRig(t, nil)
 	var mu sync.Mutex
 	seen := map[string]int{}
-	spec := &protocol.Subscription{Name: "s", Address: address.Queue("q"), Credit: 8, Partitions: 1,
+	spec := &protocol.SubscriptionSpec{Name: "s", Address: address.Queue("q"), Credit: 8, Partitions: 1,
 		Handler: func(_ context.Context, m *messages.Message) error {
 			mu.Lock()
 			seen[string(m.Body)]++
@@ -309,7 +309,7 @@ func TestSubscriptionEscalatesWhenNewSessionsEndToo(t *testing.T) {
 			s.End("amqp:internal-error", "ended at once")
 		}
 	}
-	spec := &protocol.Subscription{Name: "s", Address: address.Queue("q"), Credit: 8, Partitions: 1,
+	spec := &protocol.SubscriptionSpec{Name: "s", Address: address.Queue("q"), Credit: 8, Partitions: 1,
 		Handler: func(context.Context, *messages.Message) error { return nil },
 		Outcome: func(context.Context, error, *messages.Message) messages.Outcome {
 			return messages.Outcome{Kind: messages.Accepted}
@@ -398,7 +398,7 @@ func TestSubscriptionRestartReattachesAtOnce(t *testing.T) {
 	r := newRig(t, nil)
 	var mu sync.Mutex
 	seen := map[string]int{}
-	spec := &protocol.Subscription{Name: "s", Address: address.Queue("q"), Credit: 8, Partitions: 2,
+	spec := &protocol.SubscriptionSpec{Name: "s", Address: address.Queue("q"), Credit: 8, Partitions: 2,
 		Handler: func(_ context.Context, m *messages.Message) error {
 			mu.Lock()
 			seen[string(m.Body)]++

@@ -24,7 +24,7 @@ import (
 // had not settled, and its dispatcher); the next incarnation makes a new
 // Router and dispatcher and, when the connection is up, opens a session
 // and spawns a receiver at once rather than on the next ConnUp.
-func NewSubscription(env *actors.Env, spec *protocol.Subscription, started chan<- error) *actor.Props {
+func NewSubscription(env *actors.Env, spec *protocol.SubscriptionSpec, started chan<- error) *actor.Props {
 	k := &subKept{started: started, paused: spec.Paused}
 	return env.Props(func() actor.Actor {
 		return &subscription{env: env, spec: spec, started: k.started, kept: k}
@@ -43,7 +43,7 @@ type subKept struct {
 
 type subscription struct {
 	env        *actors.Env
-	spec       *protocol.Subscription
+	spec       *protocol.SubscriptionSpec
 	started    chan<- error
 	conn       transport.Conn
 	sess       transport.Session

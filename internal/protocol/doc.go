@@ -1,6 +1,6 @@
 // Package protocol is what the actors of an App exchange: the messages they
-// send one another (ConnUp, Publish, Delivery, Subscription, Drain, Describe,
-// ...), the tree's Node and its states, the conversion between a
+// send one another (ConnUp, Publish, Delivery, SubscriptionSpec, Drain,
+// Describe, ...), the tree's Node and its states, the conversion between a
 // messages.Message and the wire's amqp.Message (ToAMQP, FromAMQP, Outgoing),
 // the correlation key of request/reply and the partition a handler's context
 // carries. It is internal so that none of it is a promise to users: the

@@ -95,9 +95,9 @@ type (
 	Outcomer func(ctx context.Context, err error, m *messages.Message) messages.Outcome
 )
 
-// Subscription describes one subscription: enough for its session actor to
-// attach, re-attach and dispatch.
-type Subscription struct {
+// SubscriptionSpec describes one subscription (what an amqpactor.Subscription
+// runs): enough for its session actor to attach, re-attach and dispatch.
+type SubscriptionSpec struct {
 	Name       string
 	Address    address.Address
 	Credit     uint32
@@ -179,7 +179,7 @@ func (r *Retry) Delay(n int) time.Duration {
 // Subscribe asks the connection to run a subscription; Done receives the
 // result of its first attach.
 type Subscribe struct {
-	Spec *Subscription
+	Spec *SubscriptionSpec
 	Done chan<- error
 }
 

@@ -32,6 +32,7 @@ import (
 	"github.com/amqpactor/amqpactor"
 	"github.com/amqpactor/amqpactor/debug"
 	"github.com/amqpactor/amqpactor/inproc"
+	"github.com/amqpactor/amqpactor/inproc/inproctest"
 	"github.com/amqpactor/amqpactor/internal/livetest"
 )
 
@@ -192,7 +193,7 @@ func TestDebugPageInChromium(t *testing.T) {
 			amqpactor.WithSubscriptionName(s.name), amqpactor.WithPartitions(4))
 		require.NoError(t, err)
 	}
-	broker := inproc.Start(t, app)
+	broker := inproctest.Start(t, app)
 
 	mux := http.NewServeMux()
 	mux.Handle("/debug/amqpactor/", http.StripPrefix("/debug/amqpactor", debug.Handler(app, debug.WithControl())))
@@ -330,7 +331,7 @@ func TestDebugPageWith500Nodes(t *testing.T) {
 			amqpactor.WithPartitions(8))
 		require.NoError(t, err)
 	}
-	inproc.Start(t, app)
+	inproctest.Start(t, app)
 	srv := httptest.NewServer(debug.Handler(app, debug.WithControl()))
 	defer srv.Close()
 	defer closeBrowser()

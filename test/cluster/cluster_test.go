@@ -20,6 +20,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/amqpactor/amqpactor"
+	"github.com/amqpactor/amqpactor/internal/brokeradmin"
 	"github.com/amqpactor/amqpactor/internal/livetest"
 	"github.com/amqpactor/amqpactor/transport/amqpwire"
 )
@@ -195,7 +196,7 @@ func management(t *testing.T, urls []string, f func(ctx context.Context, m *amqp
 func clusterQueue(t *testing.T, urls []string, prefix string) amqpactor.Address {
 	name := unique(prefix)
 	t.Cleanup(func() {
-		management(t, urls, func(ctx context.Context, m *amqpwire.Management) { _, _ = m.DeleteQueue(ctx, name) })
+		management(t, urls, func(ctx context.Context, m *amqpwire.Management) { _ = brokeradmin.DeleteQueue(ctx, m, name) })
 	})
 	return amqpactor.Queue(name)
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/amqpactor/amqpactor"
 	"github.com/amqpactor/amqpactor/address"
+	"github.com/amqpactor/amqpactor/internal/brokeradmin"
 	"github.com/amqpactor/amqpactor/test/conformance"
 	"github.com/amqpactor/amqpactor/transport/amqpwire"
 
@@ -36,7 +37,7 @@ func TestRabbitMQ4(t *testing.T) {
 				return err
 			}
 			defer func() { _ = c.Close(ctx) }()
-			_, err = c.(*amqpwire.Conn).Management().DeleteQueue(ctx, node.Queue)
+			err = brokeradmin.DeleteQueue(ctx, c.(*amqpwire.Conn).Management(), node.Queue)
 			return err
 		},
 		Features: conformance.Features{

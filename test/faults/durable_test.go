@@ -11,6 +11,7 @@ import (
 	"github.com/amqpactor/amqpactor"
 	"github.com/amqpactor/amqpactor/address"
 	"github.com/amqpactor/amqpactor/inproc"
+	"github.com/amqpactor/amqpactor/internal/brokeradmin"
 	"github.com/amqpactor/amqpactor/transport/amqpwire"
 )
 
@@ -59,11 +60,11 @@ func liveTopic(t *testing.T, u, prefix string, subs *[]string) amqpactor.Address
 				t.Logf("cleanup: %v", err)
 				continue
 			}
-			if _, err := m.DeleteQueue(ctx, node.Queue); err != nil {
+			if err := brokeradmin.DeleteQueue(ctx, m, node.Queue); err != nil {
 				t.Logf("cleanup: deleting %s: %v", node.Queue, err)
 			}
 		}
-		_ = m.DeleteExchange(ctx, tp.Name())
+		_ = brokeradmin.DeleteExchange(ctx, m, tp.Name())
 	})
 	return tp
 }

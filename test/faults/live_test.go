@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/amqpactor/amqpactor"
+	"github.com/amqpactor/amqpactor/internal/brokeradmin"
 	"github.com/amqpactor/amqpactor/transport/amqpwire"
 
 	"github.com/amqpactor/amqpactor/internal/livetest"
@@ -61,7 +62,7 @@ func liveQueue(t *testing.T, u, prefix string) amqpactor.Address {
 			return
 		}
 		defer func() { _ = c.Close(ctx) }()
-		_, _ = c.(*amqpwire.Conn).Management().DeleteQueue(ctx, name)
+		_ = brokeradmin.DeleteQueue(ctx, c.(*amqpwire.Conn).Management(), name)
 	})
 	return amqpactor.Queue(name)
 }
@@ -146,7 +147,7 @@ func TestLiveQueueDeleted(t *testing.T) {
 	require.Eventually(t, func() bool { return got.distinct() == 100 }, 20*time.Second, 5*time.Millisecond)
 
 	mgmt(t, u, func(ctx context.Context, m *amqpwire.Management) {
-		_, err := m.DeleteQueue(ctx, q.Name())
+		err := brokeradmin.DeleteQueue(ctx, m, q.Name())
 		require.NoError(t, err)
 	})
 	t0 := time.Now()

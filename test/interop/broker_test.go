@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/amqpactor/amqpactor"
+	"github.com/amqpactor/amqpactor/internal/brokeradmin"
 	"github.com/amqpactor/amqpactor/transport/amqpwire"
 
 	"github.com/amqpactor/amqpactor/internal/livetest"
@@ -86,7 +87,7 @@ func (e *env) queue(what string) string {
 	e.t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if _, err := e.mgmt.DeleteQueue(ctx, name); err != nil {
+		if err := brokeradmin.DeleteQueue(ctx, e.mgmt, name); err != nil {
 			e.t.Errorf("delete queue %s: %v", name, err)
 		}
 	})

@@ -24,6 +24,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/amqpactor/amqpactor"
+	"github.com/amqpactor/amqpactor/internal/brokeradmin"
 	"github.com/amqpactor/amqpactor/transport"
 	"github.com/amqpactor/amqpactor/transport/amqpwire"
 
@@ -128,7 +129,7 @@ func TestPublishRejectedOutcome(t *testing.T) {
 		require.NoError(t, err)
 	})
 	t.Cleanup(func() {
-		mgmt(t, u, func(ctx context.Context, m *amqpwire.Management) { _, _ = m.DeleteQueue(ctx, name) })
+		mgmt(t, u, func(ctx context.Context, m *amqpwire.Management) { _ = brokeradmin.DeleteQueue(ctx, m, name) })
 	})
 	app := newApp(t, u, nil)
 	start(t, app)

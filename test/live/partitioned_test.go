@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/amqpactor/amqpactor"
+	"github.com/amqpactor/amqpactor/internal/brokeradmin"
 	"github.com/amqpactor/amqpactor/internal/fleettest"
 	"github.com/amqpactor/amqpactor/transport/amqpwire"
 )
@@ -22,7 +23,7 @@ func TestPartitionedFleet(t *testing.T) {
 	t.Cleanup(func() {
 		mgmt(t, u, func(ctx context.Context, m *amqpwire.Management) {
 			for i := range addr.Partitions() {
-				_, err := m.DeleteQueue(ctx, addr.Partition(i).Name())
+				err := brokeradmin.DeleteQueue(ctx, m, addr.Partition(i).Name())
 				require.NoError(t, err)
 			}
 		})

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/amqpactor/amqpactor"
+	"github.com/amqpactor/amqpactor/internal/brokeradmin"
 	"github.com/amqpactor/amqpactor/transport/amqpwire"
 )
 
@@ -33,7 +34,7 @@ func TestLiveRequestResponderFailureIsRemoteError(t *testing.T) {
 	}))
 	require.NoError(t, err)
 	start(t, app)
-	t.Cleanup(func() { _, _ = admin(t, u).DeleteQueue(context.Background(), q.Name()) })
+	t.Cleanup(func() { _ = brokeradmin.DeleteQueue(context.Background(), admin(t, u), q.Name()) })
 
 	const n = 50
 	took := make([]time.Duration, 0, n)
@@ -80,7 +81,7 @@ func TestLiveRequestExpiresInTheQueue(t *testing.T) {
 			ctx := bound(t)
 			_, err := m.DeclareQueue(ctx, amqpwire.QueueSpec{Name: name, Type: tc.kind})
 			require.NoError(t, err)
-			t.Cleanup(func() { _, _ = m.DeleteQueue(context.Background(), name) })
+			t.Cleanup(func() { _ = brokeradmin.DeleteQueue(context.Background(), m, name) })
 			q := amqpactor.Raw(amqpwire.QueuePath(name))
 
 			caller := newApp(t, u, nil)
@@ -138,13 +139,13 @@ func TestLiveResponderSkipsAnExpiredRequest(t *testing.T) {
 	}))
 	require.NoError(t, err)
 	start(t, app)
-	t.Cleanup(func() { _, _ = admin(t, u).DeleteQueue(context.Background(), q.Name()) })
+	t.Cleanup(func() { _ = brokeradmin.DeleteQueue(context.Background(), admin(t, u), q.Name()) })
 	ctx := bound(t)
 	reply := unique("live.rpcskip.reply")
 	m := admin(t, u)
 	_, err = m.DeclareQueue(ctx, amqpwire.QueueSpec{Name: reply, Type: amqpwire.Classic})
 	require.NoError(t, err)
-	t.Cleanup(func() { _, _ = m.DeleteQueue(context.Background(), reply) })
+	t.Cleanup(func() { _ = brokeradmin.DeleteQueue(context.Background(), m, reply) })
 
 	require.NoError(t, app.Publish(ctx, q, &amqpactor.Message{Body: []byte("stale"), ReplyTo: amqpwire.QueuePath(reply),
 		AbsoluteExpiryTime: time.Now().Add(-time.Second)}))

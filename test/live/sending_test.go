@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/amqpactor/amqpactor"
+	"github.com/amqpactor/amqpactor/internal/brokeradmin"
 	"github.com/amqpactor/amqpactor/transport"
 	"github.com/amqpactor/amqpactor/transport/amqpwire"
 )
@@ -167,9 +168,9 @@ func TestLiveRepliesNeverShareFateWithOwnPublishes(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		for _, q := range declared {
-			_, _ = m.DeleteQueue(ctx, q)
+			_ = brokeradmin.DeleteQueue(ctx, m, q)
 		}
-		_ = m.DeleteExchange(ctx, x)
+		_ = brokeradmin.DeleteExchange(ctx, m, x)
 	})
 	declare := func(q string) {
 		declared = append(declared, q)
@@ -323,7 +324,7 @@ func TestLivePublishToManyQueuesInTurn(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		for i := range n {
-			_, _ = m.DeleteQueue(ctx, name(i))
+			_ = brokeradmin.DeleteQueue(ctx, m, name(i))
 		}
 	})
 	// Quorum queues: their messages go to the broker's shared log, where a

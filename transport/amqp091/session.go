@@ -151,7 +151,7 @@ func (s *Session) NewSender(ctx context.Context, o transport.SenderOptions) (tra
 	if err != nil {
 		return nil, linkError(ctx, o.Address.String(), "attach", err)
 	}
-	return &Sender{s: s, p: p, route: r, addr: o.Address.String(), mode: o.SettleMode}, nil
+	return &Sender{s: s, p: p, route: r, addr: o.Address.String()}, nil
 }
 
 // Sender publishes to one address. It implements transport.Sender.
@@ -160,7 +160,6 @@ type Sender struct {
 	p     *publisher
 	route route
 	addr  string
-	mode  transport.SettleMode
 
 	mu     sync.Mutex
 	closed bool
@@ -176,13 +175,6 @@ func (s *Sender) Address() string { return s.addr }
 // reply code on a basic.return (no queue took it). A settled send
 // returns no Receipt; the confirm is then ignored.
 func (s *Sender) Send(ctx context.Context, m *amqp.Message, settled bool) (transport.Receipt, error) {
-	if s.mode == transport.Settled {
-		settled = true
-	}
-	if settled && s.mode == transport.Unsettled {
-		return nil, &transport.LinkError{Address: s.addr, Op: "send",
-			Err: errors.New("a settled transfer on a link attached with the unsettled sender settle mode")}
-	}
 	s.mu.Lock()
 	closed := s.closed
 	s.mu.Unlock()

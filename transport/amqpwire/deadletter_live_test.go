@@ -27,7 +27,7 @@ func TestLiveDeadLetterDeclared(t *testing.T) {
 	} {
 		expect(t, info.Arguments[k] == want, "%s = %#v, want %#v (all: %v)", k, info.Arguments[k], want, info.Arguments)
 	}
-	snd := newSender(t, s, address.Queue(name), transport.Unsettled)
+	snd := newSender(t, s, address.Queue(name))
 	_, err = snd.Send(ctx, text("doomed"), false)
 	must(t, err, "send")
 	must(t, rcv.IssueCredit(10), "credit")

@@ -18,7 +18,7 @@ import (
 // fill sends n messages "0".."n-1" to q and waits for every outcome.
 func fill(t *testing.T, s transport.Session, q address.Address, n int) {
 	t.Helper()
-	snd := newSender(t, s, q, transport.Unsettled)
+	snd := newSender(t, s, q)
 	ctx := testContext(t)
 	var receipts []transport.Receipt
 	for i := range n {

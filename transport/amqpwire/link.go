@@ -67,17 +67,10 @@ func linkError(ctx context.Context, addr, op string, err error) error {
 // A zero o.Address attaches to the anonymous terminus instead (the peer
 // must offer ANONYMOUS-RELAY, see Features): the Sender is a *Relay.
 func (s *Session) NewSender(ctx context.Context, o transport.SenderOptions) (transport.Sender, error) {
-	var mode amqp.SenderSettleMode
-	switch o.SettleMode {
-	case transport.Unsettled:
-		mode = amqp.SenderSettleModeUnsettled
-	case transport.Settled:
-		mode = amqp.SenderSettleModeSettled
-	default:
-		mode = amqp.SenderSettleModeMixed
-	}
+	// Mixed: each transfer says whether it is settled.
+	mode := amqp.SenderSettleModeMixed
 	if o.Address.IsZero() {
-		return s.newRelay(ctx, mode, o)
+		return s.newRelay(ctx, mode)
 	}
 	node, err := address.Render(s.conn.dialect, o.Address, address.Send, "")
 	if err != nil {
@@ -95,14 +88,13 @@ func (s *Session) NewSender(ctx context.Context, o transport.SenderOptions) (tra
 	if err != nil {
 		return nil, s.conn.linkError(ctx, node.Address, "attach", err)
 	}
-	return &Sender{s: snd, addr: node.Address, mode: o.SettleMode, conn: s.conn}, nil
+	return &Sender{s: snd, addr: node.Address, conn: s.conn}, nil
 }
 
 // Sender is a sender link. It implements transport.Sender.
 type Sender struct {
 	s    *amqp.Sender
 	addr string
-	mode transport.SettleMode
 	conn *Conn
 }
 
@@ -111,19 +103,11 @@ var _ transport.Sender = (*Sender)(nil)
 // Address is the target as attached.
 func (s *Sender) Address() string { return s.addr }
 
-// Send writes m. A settled transfer (settled true, or any transfer on a
-// Settled link) returns a nil Receipt once written; it is an error on an
-// Unsettled link. Otherwise the Receipt yields the broker's outcome; Send does
+// Send writes m. A settled transfer returns a nil Receipt once written.
+// Otherwise the Receipt yields the broker's outcome; Send does
 // not wait for it.
 func (s *Sender) Send(ctx context.Context, m *amqp.Message, settled bool) (transport.Receipt, error) {
-	if s.mode == transport.Settled {
-		settled = true
-	}
 	if settled {
-		if s.mode == transport.Unsettled {
-			return nil, &transport.LinkError{Address: s.addr, Op: "send",
-				Err: errors.New("a settled transfer on a link attached with the unsettled sender settle mode")}
-		}
 		if err := s.s.Send(ctx, m, &amqp.SendOptions{Settled: true}); err != nil {
 			return nil, s.conn.linkError(ctx, s.addr, "send", err)
 		}

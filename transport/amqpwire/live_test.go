@@ -14,6 +14,7 @@ import (
 	"github.com/Azure/go-amqp"
 
 	"github.com/amqpactor/amqpactor/address"
+	"github.com/amqpactor/amqpactor/internal/brokeradmin"
 	"github.com/amqpactor/amqpactor/transport"
 	"github.com/amqpactor/amqpactor/transport/amqpwire"
 
@@ -68,16 +69,16 @@ func queueName(t *testing.T, conn *amqpwire.Conn) string {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if _, err := conn.Management().DeleteQueue(ctx, name); err != nil {
+		if err := brokeradmin.DeleteQueue(ctx, conn.Management(), name); err != nil {
 			t.Errorf("delete queue %s: %v", name, err)
 		}
 	})
 	return name
 }
 
-func newSender(t *testing.T, s transport.Session, a address.Address, mode transport.SettleMode) transport.Sender {
+func newSender(t *testing.T, s transport.Session, a address.Address) transport.Sender {
 	t.Helper()
-	snd, err := s.NewSender(testContext(t), transport.SenderOptions{Address: a, SettleMode: mode})
+	snd, err := s.NewSender(testContext(t), transport.SenderOptions{Address: a})
 	must(t, err, "attach sender to "+a.String())
 	t.Cleanup(func() { _ = snd.Close(context.Background()) })
 	return snd
@@ -107,45 +108,35 @@ func receive(t *testing.T, r transport.Receiver, within time.Duration) *amqp.Mes
 func TestLiveSendReceiveSettleModes(t *testing.T) {
 	conn := connect(t)
 	s := session(t, conn)
-	for _, mode := range []transport.SettleMode{transport.Unsettled, transport.Mixed, transport.Settled} {
-		for _, preSettled := range []bool{false, true} {
-			name := mode.String() + "-sender/"
-			if preSettled {
-				name += "settled-receiver"
-			} else {
-				name += "unsettled-receiver"
-			}
-			t.Run(name, func(t *testing.T) {
-				q := address.Queue(queueName(t, conn))
-				snd := newSender(t, s, q, mode)
-				expect(t, snd.Address() == "/queues/"+url.PathEscape(q.Name()), "sender address %q", snd.Address())
-				rcv := newReceiver(t, s, transport.ReceiverOptions{Address: q, Credit: 10, Settled: preSettled})
-				must(t, rcv.IssueCredit(10), "issue credit")
-
-				ctx := testContext(t)
-				for i, settled := range []bool{false, true} {
-					if mode == transport.Unsettled && settled {
-						_, err := snd.Send(ctx, text("x"), true)
-						var le *transport.LinkError
-						expect(t, errors.As(err, &le) && le.Op == "send", "settled send on an unsettled link: %v", err)
-						continue
-					}
-					body := []string{"first", "second"}[i]
-					rc, err := snd.Send(ctx, text(body), settled)
-					must(t, err, "send")
-					if settled || mode == transport.Settled {
-						expect(t, rc == nil, "a settled send returned a receipt")
-					} else {
-						o, err := rc.Wait(ctx)
-						must(t, err, "wait for the outcome")
-						expect(t, o.Kind == transport.Accepted, "outcome %v, want accepted", o)
-					}
-					m := receive(t, rcv, 10*time.Second)
-					expect(t, bodyOf(m) == body, "received %q, want %q", bodyOf(m), body)
-					must(t, rcv.Settle(ctx, m, transport.Outcome{Kind: transport.Accepted}), "settle")
-				}
-			})
+	for _, preSettled := range []bool{false, true} {
+		name := "unsettled-receiver"
+		if preSettled {
+			name = "settled-receiver"
 		}
+		t.Run(name, func(t *testing.T) {
+			q := address.Queue(queueName(t, conn))
+			snd := newSender(t, s, q)
+			expect(t, snd.Address() == "/queues/"+url.PathEscape(q.Name()), "sender address %q", snd.Address())
+			rcv := newReceiver(t, s, transport.ReceiverOptions{Address: q, Credit: 10, Settled: preSettled})
+			must(t, rcv.IssueCredit(10), "issue credit")
+
+			ctx := testContext(t)
+			for i, settled := range []bool{false, true} {
+				body := []string{"first", "second"}[i]
+				rc, err := snd.Send(ctx, text(body), settled)
+				must(t, err, "send")
+				if settled {
+					expect(t, rc == nil, "a settled send returned a receipt")
+				} else {
+					o, err := rc.Wait(ctx)
+					must(t, err, "wait for the outcome")
+					expect(t, o.Kind == transport.Accepted, "outcome %v, want accepted", o)
+				}
+				m := receive(t, rcv, 10*time.Second)
+				expect(t, bodyOf(m) == body, "received %q, want %q", bodyOf(m), body)
+				must(t, rcv.Settle(ctx, m, transport.Outcome{Kind: transport.Accepted}), "settle")
+			}
+		})
 	}
 }
 
@@ -163,7 +154,7 @@ func TestLiveRejectedPublishOutcome(t *testing.T) {
 	s := session(t, conn)
 	// The sender's own declaration (a plain quorum queue) conflicts with the
 	// queue's arguments: the queue is used as it is.
-	snd := newSender(t, s, address.Queue(name), transport.Unsettled)
+	snd := newSender(t, s, address.Queue(name))
 	rc, err := snd.Send(ctx, text("fits"), false)
 	must(t, err, "send 1")
 	o, err := rc.Wait(ctx)
@@ -195,7 +186,7 @@ func TestLiveCreditBound(t *testing.T) {
 	conn := connect(t)
 	s := session(t, conn)
 	q := address.Queue(queueName(t, conn))
-	snd := newSender(t, s, q, transport.Unsettled)
+	snd := newSender(t, s, q)
 	rcv := newReceiver(t, s, transport.ReceiverOptions{Address: q, Credit: n})
 	ctx := testContext(t)
 
@@ -305,7 +296,7 @@ func TestLiveDynamicReplyQueue(t *testing.T) {
 	expect(t, strings.HasPrefix(addr, "/queues/"+amqpwire.ReplyQueuePrefix), "reply address %q", addr)
 	must(t, rcv.IssueCredit(1), "issue credit")
 
-	snd := newSender(t, s, address.Raw(addr), transport.Unsettled)
+	snd := newSender(t, s, address.Raw(addr))
 	rc, err := snd.Send(ctx, text("reply"), false)
 	must(t, err, "send to the reply queue")
 	o, err := rc.Wait(ctx)
@@ -334,7 +325,7 @@ func TestLiveModifiedRaisesDeliveryCount(t *testing.T) {
 	conn := connect(t)
 	s := session(t, conn)
 	q := address.Queue(queueName(t, conn))
-	snd := newSender(t, s, q, transport.Unsettled)
+	snd := newSender(t, s, q)
 	rcv := newReceiver(t, s, transport.ReceiverOptions{Address: q, Credit: 1})
 	ctx := testContext(t)
 
@@ -389,7 +380,7 @@ func TestLiveTopicSubscriptions(t *testing.T) {
 	t.Cleanup(func() {
 		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_ = conn.Management().DeleteExchange(c, topic.Name())
+		_ = brokeradmin.DeleteExchange(c, conn.Management(), topic.Name())
 	})
 
 	var rcvs []transport.Receiver
@@ -399,7 +390,7 @@ func TestLiveTopicSubscriptions(t *testing.T) {
 		must(t, r.IssueCredit(2), "issue credit")
 		rcvs = append(rcvs, r)
 	}
-	snd := newSender(t, s, topic, transport.Unsettled)
+	snd := newSender(t, s, topic)
 	expect(t, snd.Address() == "/exchanges/"+url.PathEscape(topic.Name()), "topic sender address %q", snd.Address())
 	rc, err := snd.Send(ctx, text("event"), false)
 	must(t, err, "publish")
@@ -428,10 +419,10 @@ func TestLiveDurableSubscription(t *testing.T) {
 			t.Cleanup(func() {
 				c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer cancel()
-				if _, err := c1.Management().DeleteQueue(c, queue); err != nil {
+				if err := brokeradmin.DeleteQueue(c, c1.Management(), queue); err != nil {
 					t.Errorf("delete queue %s: %v", queue, err)
 				}
-				_ = c1.Management().DeleteExchange(c, topic.Name())
+				_ = brokeradmin.DeleteExchange(c, c1.Management(), topic.Name())
 			})
 			o := transport.ReceiverOptions{Address: topic, Subscription: "shared", Credit: 1, ClassicQueue: classic}
 			r1, r2 := newReceiver(t, session(t, c1), o), newReceiver(t, session(t, c2), o)
@@ -448,7 +439,7 @@ func TestLiveDurableSubscription(t *testing.T) {
 			must(t, r1.Close(ctx), "close")
 			must(t, r2.Close(ctx), "close")
 
-			snd := newSender(t, session(t, c1), topic, transport.Unsettled)
+			snd := newSender(t, session(t, c1), topic)
 			rc, err := snd.Send(ctx, text("kept"), false)
 			must(t, err, "publish")
 			oc, err := rc.Wait(ctx)
@@ -487,9 +478,7 @@ func TestLiveManagementDeclare(t *testing.T) {
 	_, err = m.QueueInfo(ctx, name+".absent")
 	expect(t, amqpwire.IsStatus(err, 404), "info on a missing queue: %v", err)
 
-	n, err := m.PurgeQueue(ctx, name)
-	must(t, err, "purge")
-	expect(t, n == 0, "purged %d", n)
+	must(t, brokeradmin.PurgeQueue(ctx, m, name), "purge")
 
 	x := name + ".x"
 	must(t, m.DeclareExchange(ctx, amqpwire.ExchangeSpec{Name: x, Type: "fanout"}), "declare exchange")
@@ -498,8 +487,8 @@ func TestLiveManagementDeclare(t *testing.T) {
 	expect(t, amqpwire.IsStatus(err, 409), "redeclaring a fanout exchange as topic: %v", err)
 	b := amqpwire.Binding{Source: x, Queue: name, Key: "k"}
 	must(t, m.Bind(ctx, b), "bind")
-	must(t, m.Unbind(ctx, b), "unbind")
-	must(t, m.DeleteExchange(ctx, x), "delete exchange")
+	must(t, brokeradmin.Unbind(ctx, m, b), "unbind")
+	must(t, brokeradmin.DeleteExchange(ctx, m, x), "delete exchange")
 }
 
 func TestLiveConnCloseEndsDone(t *testing.T) {
@@ -553,19 +542,19 @@ func TestLiveExistingExchanges(t *testing.T) {
 	t.Cleanup(func() {
 		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_ = conn.Management().DeleteExchange(c, name)
+		_ = brokeradmin.DeleteExchange(c, conn.Management(), name)
 	})
 	topic := address.Topic(name)
 	r := newReceiver(t, s, transport.ReceiverOptions{Address: topic, Subscription: "sub", Ephemeral: true, Credit: 1})
 	must(t, r.IssueCredit(1), "issue credit")
-	snd := newSender(t, s, topic, transport.Settled)
+	snd := newSender(t, s, topic)
 	_, err := snd.Send(ctx, text("to the fanout"), true)
 	must(t, err, "publish")
 	m := receive(t, r, 10*time.Second)
 	expect(t, bodyOf(m) == "to the fanout", "received %q", bodyOf(m))
 
 	// amq.topic is the broker's own: declaring it would be refused (403).
-	snd = newSender(t, s, address.Topic("amq.topic"), transport.Unsettled)
+	snd = newSender(t, s, address.Topic("amq.topic"))
 	rc, err := snd.Send(ctx, text("unroutable"), false)
 	must(t, err, "publish to amq.topic")
 	o, err := rc.Wait(ctx)

@@ -27,10 +27,9 @@ const managementNode = "/management"
 // the context has no deadline). When the links fail they are reopened by the
 // next request.
 //
-// It supports what the runtime and its tests need: declare, inspect, purge
-// and delete queues; declare and delete exchanges; bind a queue or exchange
-// to an exchange and unbind it; and Request for anything else the node
-// understands.
+// It supports what the runtime needs: declare and inspect queues, declare
+// exchanges, bind a queue or exchange to an exchange; and Request for
+// anything else the node understands.
 type Management struct {
 	conn *Conn
 
@@ -211,26 +210,6 @@ func (m *Management) QueueInfo(ctx context.Context, name string) (QueueInfo, err
 	return queueInfo(resp.Body), nil
 }
 
-// DeleteQueue deletes the queue name and reports how many messages it held.
-// Deleting a missing queue succeeds.
-func (m *Management) DeleteQueue(ctx context.Context, name string) (uint64, error) {
-	resp, err := m.Request(ctx, "DELETE", QueuePath(name), nil)
-	if err != nil {
-		return 0, err
-	}
-	return countOf(resp.Body), nil
-}
-
-// PurgeQueue removes every ready message of the queue name and reports how
-// many there were.
-func (m *Management) PurgeQueue(ctx context.Context, name string) (uint64, error) {
-	resp, err := m.Request(ctx, "DELETE", QueuePath(name)+"/messages", nil)
-	if err != nil {
-		return 0, err
-	}
-	return countOf(resp.Body), nil
-}
-
 // DeclareExchange declares x. Declaring one that exists with the same
 // properties succeeds; with different ones it fails with status 409.
 func (m *Management) DeclareExchange(ctx context.Context, x ExchangeSpec) error {
@@ -255,13 +234,6 @@ func (m *Management) DeclareExchange(ctx context.Context, x ExchangeSpec) error 
 	return err
 }
 
-// DeleteExchange deletes the exchange name. Deleting a missing exchange
-// succeeds.
-func (m *Management) DeleteExchange(ctx context.Context, name string) error {
-	_, err := m.Request(ctx, "DELETE", ExchangePath(name), nil)
-	return err
-}
-
 // Bind adds b. Adding a binding that exists succeeds.
 func (m *Management) Bind(ctx context.Context, b Binding) error {
 	body, err := bindingBody(b)
@@ -269,24 +241,6 @@ func (m *Management) Bind(ctx context.Context, b Binding) error {
 		return err
 	}
 	_, err = m.Request(ctx, "POST", "/bindings", body)
-	return err
-}
-
-// Unbind removes b (only bindings without arguments can be named this way).
-// Removing a missing binding succeeds.
-func (m *Management) Unbind(ctx context.Context, b Binding) error {
-	if _, err := bindingBody(b); err != nil {
-		return err
-	}
-	if len(b.Arguments) > 0 {
-		return errors.New("amqpactor: unbind: bindings with arguments are not supported")
-	}
-	dst := "dstq=" + quote(b.Queue)
-	if b.Exchange != "" {
-		dst = "dste=" + quote(b.Exchange)
-	}
-	path := "/bindings/src=" + quote(b.Source) + ";" + dst + ";key=" + quote(b.Key) + ";args="
-	_, err := m.Request(ctx, "DELETE", path, nil)
 	return err
 }
 

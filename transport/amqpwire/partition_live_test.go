@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/amqpactor/amqpactor/address"
+	"github.com/amqpactor/amqpactor/internal/brokeradmin"
 	"github.com/amqpactor/amqpactor/transport"
 	"github.com/amqpactor/amqpactor/transport/amqpwire"
 )
@@ -25,7 +26,7 @@ func TestLivePartitionQueueSingleActiveConsumer(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		for i := range 2 {
-			if _, err := conn.Management().DeleteQueue(ctx, pa.Partition(i).Name()); err != nil {
+			if err := brokeradmin.DeleteQueue(ctx, conn.Management(), pa.Partition(i).Name()); err != nil {
 				t.Errorf("delete queue: %v", err)
 			}
 		}
@@ -39,7 +40,7 @@ func TestLivePartitionQueueSingleActiveConsumer(t *testing.T) {
 	must(t, first.IssueCredit(10), "credit")
 	must(t, second.IssueCredit(10), "credit")
 
-	snd := newSender(t, s, p0, transport.Unsettled)
+	snd := newSender(t, s, p0)
 	ctx := testContext(t)
 	for _, b := range []string{"m0", "m1", "m2"} {
 		rc, err := snd.Send(ctx, text(b), false)

@@ -43,13 +43,13 @@ var _ transport.Relay = (*Relay)(nil)
 // anonymousLabel names the anonymous terminus in errors.
 const anonymousLabel = "(anonymous)"
 
-func (s *Session) newRelay(ctx context.Context, mode amqp.SenderSettleMode, o transport.SenderOptions) (transport.Sender, error) {
+func (s *Session) newRelay(ctx context.Context, mode amqp.SenderSettleMode) (transport.Sender, error) {
 	// An empty target address is sent as null: the anonymous terminus.
 	snd, err := s.s.NewSender(ctx, "", &amqp.SenderOptions{SettlementMode: &mode})
 	if err != nil {
 		return nil, s.conn.linkError(ctx, anonymousLabel, "attach", err)
 	}
-	return &Relay{Sender{s: snd, addr: "", mode: o.SettleMode, conn: s.conn}}, nil
+	return &Relay{Sender{s: snd, addr: "", conn: s.conn}}, nil
 }
 
 // Address is empty: the terminus has none.
@@ -115,14 +115,7 @@ func addressed(d address.Dialect, a address.Address, m *amqp.Message) (*amqp.Mes
 // send is Sender.Send with errors and receipts naming to.
 func (r *Relay) send(ctx context.Context, to string, m *amqp.Message, settled bool) (transport.Receipt, error) {
 	s := &r.Sender
-	if s.mode == transport.Settled {
-		settled = true
-	}
 	if settled {
-		if s.mode == transport.Unsettled {
-			return nil, &transport.LinkError{Address: anonymousLabel, Op: "send",
-				Err: errors.New("a settled transfer on a link attached with the unsettled sender settle mode")}
-		}
 		if err := s.s.Send(ctx, m, &amqp.SendOptions{Settled: true}); err != nil {
 			return nil, s.conn.linkError(ctx, to, "send", err)
 		}

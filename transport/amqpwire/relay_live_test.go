@@ -87,7 +87,7 @@ func TestLiveNamedSenderToMissingQueue(t *testing.T) {
 	must(t, err, "begin")
 	t.Cleanup(func() { _ = s.Close(context.Background()) })
 	good := queueName(t, conn)
-	bystander := newSender(t, s, address.Queue(good), transport.Mixed)
+	bystander := newSender(t, s, address.Queue(good))
 	missing := queueName(t, conn)
 	_, err = s.NewSender(ctx, transport.SenderOptions{Address: address.Raw("/queues/" + missing)})
 	var ae *amqp.Error

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/amqpactor/amqpactor/address"
+	"github.com/amqpactor/amqpactor/internal/brokeradmin"
 	"github.com/amqpactor/amqpactor/transport/amqpwire"
 )
 
@@ -271,7 +272,7 @@ func queueName(cl *cleanups, m *amqpwire.Management, prefix string) string {
 	cl.add(func() error {
 		ctx, cancel := bounded()
 		defer cancel()
-		if _, err := m.DeleteQueue(ctx, name); err != nil {
+		if err := brokeradmin.DeleteQueue(ctx, m, name); err != nil {
 			return fmt.Errorf("delete queue %s: %w", name, err)
 		}
 		return nil

@@ -1,4 +1,4 @@
-package inproc_test
+package inproctest_test
 
 import (
 	"context"
@@ -9,10 +9,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/amqpactor/amqpactor"
-	"github.com/amqpactor/amqpactor/inproc"
+	"github.com/amqpactor/amqpactor/inproc/inproctest"
 )
 
-// exampleTB stands in for the *testing.T that a test passes to inproc.Start:
+// exampleTB stands in for the *testing.T that a test passes to inproctest.Start:
 // an Example function has none. It runs the cleanups Start registers when
 // the example calls finish, and reports failures on stdout, where the
 // example's Output check catches them. In a test, pass the test's t.
@@ -43,7 +43,7 @@ func (tb *exampleTB) finish() {
 //
 //	func TestOrders(t *testing.T) {
 //		app := orders.NewApp(amqpactor.Dial(url))
-//		broker := inproc.Start(t, app)
+//		broker := inproctest.Start(t, app)
 //		...
 //	}
 func ExampleStart() {
@@ -63,7 +63,7 @@ func ExampleStart() {
 		return
 	}
 
-	broker := inproc.Start(t, app)
+	broker := inproctest.Start(t, app)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -87,7 +87,7 @@ func TestStartRunsAnAppBuiltForALiveBroker(t *testing.T) {
 		return nil
 	})
 	require.NoError(t, err)
-	broker := inproc.Start(t, app)
+	broker := inproctest.Start(t, app)
 	require.Same(t, broker, app.Connector())
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
