@@ -297,7 +297,9 @@ func (c *Conn) guardFailure() *GuardError {
 }
 
 // Management returns the client of the broker's AMQP management node on this
-// connection (RabbitMQ 4). Its links are opened on first use.
+// connection (RabbitMQ 4). Its links are opened on first use. Beyond the
+// declarations the runtime makes through it, it is for operators' reads: a
+// queue's depth and consumers (QueueInfo), or any other request (Request).
 func (c *Conn) Management() *Management { return c.mgmt }
 
 // String names the endpoint (without credentials).
