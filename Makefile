@@ -25,7 +25,7 @@ test: check
 	fi; \
 	bash test/asyncapi/setup.sh; \
 	bash examples/run-all.sh; \
-	if [ "$$(id -u)" = 0 ]; then bash test/interop/setup.sh; else echo "make test: not root, so the interop peers (Qpid Proton, rhea) are not installed: where they are missing the interop tests will SKIP" >&2; fi; \
+	if [ "$$(id -u)" = 0 ]; then bash test/interop/setup.sh; else echo "make test: not root, so the interop peers (Qpid Proton, rhea, pika) are not installed: where they are missing the interop tests will SKIP" >&2; fi; \
 	bash test/browser/setup.sh; \
 	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v -E '/test/(faults|cluster)$$'); \
 	$(GO) test -run '^$$' -timeout 5m -fuzz '^FuzzCheck$$' -fuzztime 1000000x ./internal/amqpscan; \

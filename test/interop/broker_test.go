@@ -23,7 +23,7 @@ import (
 
 func liveURL(t *testing.T) string {
 	t.Helper()
-	return livetest.URL(t, "the interop tests against RabbitMQ 4 (Qpid Proton and rhea)")
+	return livetest.URL(t, "the interop tests against RabbitMQ 4 (Qpid Proton, rhea and pika)")
 }
 
 // urlUser is the user name in the URL: RabbitMQ refuses a message whose

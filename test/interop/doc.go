@@ -2,7 +2,10 @@
 // that we did not write, through a live RabbitMQ 4 broker: Qpid Proton for
 // Python (proton_peer.py, Debian's python3-qpid-proton run with
 // /usr/bin/python3) and rhea for Node.js (rhea_peer.js, installed by npm ci
-// from package-lock.json).
+// from package-lock.json). Dial091 is checked the same way against an AMQP
+// 0-9-1 client we did not write, pika (pika_peer.py, Debian's python3-pika
+// run with /usr/bin/python3): every basic property and header the 0-9-1
+// mapping carries, both ways (pika_test.go).
 //
 // For each peer the tests check both directions (every properties field,
 // application-properties of every AMQP primitive type, the header, message

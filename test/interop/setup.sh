@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Installs the independent AMQP 1.0 peers of the interop tests when they are
-# missing: Qpid Proton for Python (Debian's python3-qpid-proton, run with
-# /usr/bin/python3) and rhea for Node.js (npm ci from package-lock.json into
-# test/interop/node_modules). Meant for root on Debian 12 (make test runs it
+# Installs the independent peers of the interop tests when they are missing:
+# for AMQP 1.0, Qpid Proton for Python (Debian's python3-qpid-proton, run
+# with /usr/bin/python3) and rhea for Node.js (npm ci from package-lock.json
+# into test/interop/node_modules); for AMQP 0-9-1, pika (Debian's
+# python3-pika, run with /usr/bin/python3). Meant for root on Debian 12 (make test runs it
 # as root); it does nothing for what is already there.
 #
 # When a peer cannot be installed it says so loudly and exits 0, so that the
@@ -16,6 +17,7 @@ export DEBIAN_FRONTEND=noninteractive
 say() { echo "interop setup: $*" >&2; }
 
 proton_ok() { /usr/bin/python3 -c 'import proton, proton.utils' >/dev/null 2>&1; }
+pika_ok() { /usr/bin/python3 -c 'import pika' >/dev/null 2>&1; }
 rhea_ok() { (cd "$dir" && node -e "require('rhea')") >/dev/null 2>&1; }
 
 # apt_install installs Debian packages, refreshing the package lists only
@@ -40,6 +42,14 @@ else
 	proton_ok || failed+=("Qpid Proton (python3-qpid-proton; check: /usr/bin/python3 -c 'import proton')")
 fi
 
+if pika_ok; then
+	say "pika: present"
+else
+	say "pika: installing python3-pika"
+	apt_install python3-pika
+	pika_ok || failed+=("pika (python3-pika; check: /usr/bin/python3 -c 'import pika')")
+fi
+
 if rhea_ok; then
 	say "rhea: present"
 else
@@ -61,4 +71,4 @@ if [ ${#failed[@]} -gt 0 ]; then
 	[ "${REQUIRE_LIVE:-}" = 1 ] && exit 1
 	exit 0
 fi
-say "both peers ready"
+say "all peers ready (Qpid Proton, pika, rhea)"
