@@ -16,7 +16,8 @@ type proxy struct {
 	ln     net.Listener
 	target string
 
-	blackhole atomic.Bool // read and drop, close nothing: a broker gone silent
+	blackhole atomic.Bool  // read and drop, close nothing: a broker gone silent
+	latency   atomic.Int64 // nanoseconds added before each forwarded chunk
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -86,6 +87,9 @@ func (p *proxy) pipe(from, to net.Conn) {
 	for {
 		n, err := from.Read(buf)
 		if n > 0 && !p.blackhole.Load() {
+			if d := time.Duration(p.latency.Load()); d > 0 {
+				time.Sleep(d) // the added latency itself, not synchronisation
+			}
 			if _, werr := to.Write(buf[:n]); werr != nil {
 				return
 			}
