@@ -49,6 +49,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/amqpactor/amqpactor"
@@ -114,7 +115,16 @@ func Handler(app *amqpactor.App, opts ...Option) http.Handler {
 	mux.HandleFunc("GET /tree.txt", func(w http.ResponseWriter, r *http.Request) {
 		serveTree(w, r, app, true)
 	})
+	var streams atomic.Int32
 	mux.HandleFunc("GET /events", func(w http.ResponseWriter, r *http.Request) {
+		// Each stream holds a watcher and, with ?tree, asks every actor
+		// for its node each second: their number is bounded.
+		if streams.Add(1) > MaxEventStreams {
+			streams.Add(-1)
+			http.Error(w, "amqpactor debug: too many /events streams open", http.StatusServiceUnavailable)
+			return
+		}
+		defer streams.Add(-1)
 		serveEvents(w, r, app, r.URL.Query().Get("tree") != "", cfg.control, errs)
 	})
 	mux.HandleFunc("GET /asyncapi.json", func(w http.ResponseWriter, r *http.Request) {
@@ -128,6 +138,10 @@ func Handler(app *amqpactor.App, opts ...Option) http.Handler {
 	})
 	return mux
 }
+
+// MaxEventStreams is how many /events streams one Handler serves at once;
+// past it a request is answered 503.
+const MaxEventStreams = 16
 
 // EventBuffer is how many state changes may wait to be written to one
 // /events client before it is dropped.

@@ -209,3 +209,39 @@ func TestEventsDropsASlowClient(t *testing.T) {
 	defer w.mu.Unlock()
 	require.Contains(t, w.buf.String(), "event: dropped")
 }
+
+// /events serves at most MaxEventStreams streams at once: the next is
+// answered 503, and a stream that ends frees its place.
+func TestEventsStreamsAreBounded(t *testing.T) {
+	app := amqpactor.New(inproc.New(), amqpactor.WithName("bounded-streams"))
+	inproctest.Start(t, app)
+	srv := httptest.NewServer(debug.Handler(app))
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	open := func() *http.Response {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/events", nil)
+		require.NoError(t, err)
+		res, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		return res
+	}
+	var held []*http.Response
+	for range debug.MaxEventStreams {
+		res := open()
+		require.Equal(t, http.StatusOK, res.StatusCode)
+		held = append(held, res)
+	}
+	res := open()
+	require.Equal(t, http.StatusServiceUnavailable, res.StatusCode)
+	res.Body.Close()
+	held[0].Body.Close()
+	require.Eventually(t, func() bool {
+		res := open()
+		defer res.Body.Close()
+		return res.StatusCode == http.StatusOK
+	}, 5*time.Second, 10*time.Millisecond, "a closed stream frees its place")
+	for _, r := range held[1:] {
+		r.Body.Close()
+	}
+}
