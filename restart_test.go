@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -245,15 +246,17 @@ func TestRequestsRestartMidStream(t *testing.T) {
 	require.NoError(t, app.Stop(ctx))
 }
 
-// While 10,000 messages are published and 2,000 requests answered on the
-// in-process broker, the publisher panics twice and the replies publisher
-// once: no publish fails or is lost (the senders protoactor stops hand
-// their waiting publishes back to the next incarnation), duplicates are
-// counted, the tree shows the restarts, and Stop leaves no goroutine.
-func TestPublisherRestartMidStream(t *testing.T) {
-	defer goleak.VerifyNone(t, ignoreThrottle)
-	sys := sharedSystem(t)
-	app := amqpactor.New(inproc.New(), amqpactor.WithActorSystem(sys), amqpactor.WithName("publisher-restarts"))
+// midStream is the scenario the publisher and connection restart tests
+// share: an App on broker, its subscription on "orders" counting what it
+// handles and a Responder on "rpc"; 4 goroutines publish 10,000 ids and 2
+// make 2,000 round trips while crash is called len(plan) times, each once a
+// further part of the ids is handled. It checks that no publish or request
+// failed, every id was handled and every request answered, and returns the
+// App, started (the caller stops it), with its context and tally.
+func midStream(t *testing.T, broker *inproc.Broker, sys *actor.ActorSystem, name string, plan []string,
+	crash func(ctx context.Context, app *amqpactor.App, which string)) (*amqpactor.App, context.Context, *tally) {
+	t.Helper()
+	app := amqpactor.New(broker, amqpactor.WithActorSystem(sys), amqpactor.WithName(name))
 	const n, nreq = 10000, 2000
 	seen := newTally(n)
 	_, err := app.Subscribe(amqpactor.Queue("orders"), seen.handle, amqpactor.WithPartitions(2))
@@ -263,14 +266,10 @@ func TestPublisherRestartMidStream(t *testing.T) {
 	}))
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
+	t.Cleanup(cancel)
 	require.NoError(t, app.Start(ctx))
-	stopped := false
-	defer func() {
-		if !stopped {
-			_ = app.Stop(ctx)
-		}
-	}()
+	// A failed check leaves the App running: stop it anyway.
+	t.Cleanup(func() { _ = app.Stop(context.Background()) })
 
 	const publishers = 4
 	var wg sync.WaitGroup
@@ -304,18 +303,9 @@ func TestPublisherRestartMidStream(t *testing.T) {
 		})
 	}
 	progress := seen.distinct
-	plan := []string{"publisher", "replies", "publisher"}
 	for i, which := range plan {
 		require.Eventually(t, func() bool { return progress() >= (i+1)*n/(len(plan)+2) }, 60*time.Second, time.Millisecond)
-		tree, err := app.Tree(ctx)
-		require.NoError(t, err)
-		node := find(tree, "publisher", "")
-		require.NotNil(t, node, "no publisher node")
-		if which == "replies" {
-			node = node.Children[len(node.Children)-1]
-			require.Equal(t, "replies", node.Name)
-		}
-		sys.Root.Send(node.ActorPID(), &actors.Crash{Reason: "test"})
+		crash(ctx, app, which)
 	}
 	wg.Wait()
 	close(errs)
@@ -324,15 +314,36 @@ func TestPublisherRestartMidStream(t *testing.T) {
 	}
 	require.Eventually(t, func() bool { return progress() == n }, 30*time.Second, time.Millisecond, "every published message handled")
 	require.EqualValues(t, nreq, answered.Load())
-	dups := seen.duplicates()
+	t.Logf("published %d, lost %d, duplicates %d, requests answered %d", n, n-progress(), seen.duplicates(), answered.Load())
+	return app, ctx, seen
+}
+
+// While 10,000 messages are published and 2,000 requests answered on the
+// in-process broker, the publisher panics twice and the replies publisher
+// once: no publish fails or is lost (the senders protoactor stops hand
+// their waiting publishes back to the next incarnation), duplicates are
+// counted, the tree shows the restarts, and Stop leaves no goroutine.
+func TestPublisherRestartMidStream(t *testing.T) {
+	defer goleak.VerifyNone(t, ignoreThrottle)
+	sys := sharedSystem(t)
+	app, ctx, _ := midStream(t, inproc.New(), sys, "publisher-restarts", []string{"publisher", "replies", "publisher"},
+		func(ctx context.Context, app *amqpactor.App, which string) {
+			tree, err := app.Tree(ctx)
+			require.NoError(t, err)
+			node := find(tree, "publisher", "")
+			require.NotNil(t, node, "no publisher node")
+			if which == "replies" {
+				node = node.Children[len(node.Children)-1]
+				require.Equal(t, "replies", node.Name)
+			}
+			sys.Root.Send(node.ActorPID(), &actors.Crash{Reason: "test"})
+		})
 	tree, err := app.Tree(ctx)
 	require.NoError(t, err)
 	node := find(tree, "publisher", "")
 	require.NotNil(t, node)
 	require.EqualValues(t, 2, node.Counters["panics"], "the publisher node shows its restarts")
 	require.Equal(t, 2, node.Restarts)
-	t.Logf("published %d, lost %d, duplicates %d, requests answered %d", n, n-progress(), dups, answered.Load())
-	stopped = true
 	require.NoError(t, app.Stop(ctx))
 }
 
@@ -412,91 +423,30 @@ func TestTxnRestartMidStream(t *testing.T) {
 	require.NoError(t, app.Stop(ctx))
 }
 
-// While 10,000 messages are published to a subscription of the same App,
-// 2,000 requests answered and transactions committed on the in-process
-// broker, the connection actor panics three times: its siblings (the
-// publisher, requests, txn and the subscriptions) are not its children, so
-// they go on; the next incarnation keeps the connection and the
-// subscriptions. No publish fails, nothing is lost, the tree shows the
-// restarts, and Stop leaves no goroutine.
+// While 10,000 messages are published to a subscription of the same App
+// and 2,000 requests answered on the in-process broker, the connection
+// actor panics three times: its siblings (the publisher, requests, txn and
+// the subscriptions) are not its children, so they go on; the next
+// incarnation keeps the connection and the subscriptions. No publish
+// fails, nothing is lost, the tree shows the restarts, and Stop leaves no
+// goroutine.
 func TestConnectionRestartMidStream(t *testing.T) {
 	defer goleak.VerifyNone(t, ignoreThrottle)
 	sys := sharedSystem(t)
 	broker := inproc.New()
-	app := amqpactor.New(broker, amqpactor.WithActorSystem(sys), amqpactor.WithName("connection-restarts"))
-	const n, nreq = 10000, 2000
-	seen := newTally(n)
-	_, err := app.Subscribe(amqpactor.Queue("orders"), seen.handle, amqpactor.WithPartitions(2))
-	require.NoError(t, err)
-	_, err = app.Subscribe(amqpactor.Queue("rpc"), amqpactor.Responder(func(_ context.Context, m *amqpactor.Message) (*amqpactor.Message, error) {
-		return &amqpactor.Message{Body: m.Body}, nil
-	}))
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	require.NoError(t, app.Start(ctx))
-	stopped := false
-	defer func() {
-		if !stopped {
-			_ = app.Stop(ctx)
-		}
-	}()
-
-	const publishers = 4
-	var wg sync.WaitGroup
-	errs := make(chan error, publishers+2)
-	for p := range publishers {
-		wg.Go(func() {
-			for i := p; i < n; i += publishers {
-				if err := app.Publish(ctx, amqpactor.Queue("orders"), &amqpactor.Message{Body: []byte(strconv.Itoa(i))}); err != nil {
-					errs <- fmt.Errorf("publish %d: %w", i, err)
-					return
-				}
-			}
-		})
-	}
-	var answered atomic.Int64
-	for c := range 2 {
-		wg.Go(func() {
-			for i := c; i < nreq; i += 2 {
-				body := strconv.Itoa(i)
-				rep, err := app.Request(ctx, amqpactor.Queue("rpc"), &amqpactor.Message{Body: []byte(body)})
-				if err != nil {
-					errs <- fmt.Errorf("request %d: %w", i, err)
-					return
-				}
-				if string(rep.Body) != body {
-					errs <- fmt.Errorf("request %d got reply %q", i, rep.Body)
-					return
-				}
-				answered.Add(1)
-			}
-		})
-	}
-	progress := seen.distinct
 	const panics = 3
-	for i := range panics {
-		require.Eventually(t, func() bool { return progress() >= (i+1)*n/(panics+2) }, 60*time.Second, time.Millisecond)
-		tree, err := app.Tree(ctx)
-		require.NoError(t, err)
-		require.Equal(t, "connection", tree.Kind)
-		sys.Root.Send(tree.ActorPID(), &actors.Crash{Reason: "test"})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		require.NoError(t, err)
-	}
-	require.Eventually(t, func() bool { return progress() == n }, 30*time.Second, time.Millisecond, "every published message handled")
-	require.EqualValues(t, nreq, answered.Load())
-	dups := seen.duplicates()
+	app, ctx, _ := midStream(t, broker, sys, "connection-restarts", make([]string, panics),
+		func(ctx context.Context, app *amqpactor.App, _ string) {
+			tree, err := app.Tree(ctx)
+			require.NoError(t, err)
+			require.Equal(t, "connection", tree.Kind)
+			sys.Root.Send(tree.ActorPID(), &actors.Crash{Reason: "test"})
+		})
 	tree, err := app.Tree(ctx)
 	require.NoError(t, err)
 	require.EqualValues(t, panics, tree.Counters["panics"], "the connection node shows its restarts")
 	require.Equal(t, "attached", tree.State)
 	require.Equal(t, 1, broker.Conns(), "the restarts kept the one connection")
-	t.Logf("published %d, lost %d, duplicates %d, requests answered %d", n, n-progress(), dups, answered.Load())
-	stopped = true
 	require.NoError(t, app.Stop(ctx))
 }
 
