@@ -14,26 +14,8 @@ import (
 
 // ThroughputActor091 is ThroughputActor on Dial091: the same App, handler
 // and publishers, over AMQP 0-9-1 (prefetch = credit, publisher confirms).
-func ThroughputActor091(ctx context.Context, p Params, m *amqpwire.Management) (res Result, err error) {
-	if p, err = p.normalize(); err != nil {
-		return Result{}, err
-	}
-	var cl cleanups
-	defer func() { err = errors.Join(err, cl.run()) }()
-	name := queueName(&cl, m, "bench.tput.amqp091")
-	opts := []amqpactor.SubscribeOption{amqpactor.WithCredit(uint32(p.Credit))}
-	if p.Queue == Classic {
-		opts = append(opts, amqpactor.WithClassicQueue())
-	}
-	app := amqpactor.New(amqpactor.Dial091(p.URL))
-	res, stop, err := appThroughput(ctx, &cl, app, name, opts, p.Window, p.Body, p.N, p.OnStart, p.OnStop, false)
-	if err != nil {
-		return Result{}, err
-	}
-	if err := stop(); err != nil {
-		return Result{}, err
-	}
-	return res, checkQueue(m, name, p.Queue, 0)
+func ThroughputActor091(ctx context.Context, p Params, m *amqpwire.Management) (Result, error) {
+	return actorRun(ctx, p, m, "bench.tput.amqp091", amqpactor.Dial091(p.URL), false)
 }
 
 // ThroughputRaw091 is ThroughputActor091 with amqp091-go alone, on one

@@ -22,15 +22,21 @@ import (
 // (accept). Publisher session and subscription session share the App's one
 // connection. One op is one message received and accepted; the clock stops
 // when all N have been handled and all N publishes have their outcome.
-func ThroughputActor(ctx context.Context, p Params, m *amqpwire.Management) (res Result, err error) {
+func ThroughputActor(ctx context.Context, p Params, m *amqpwire.Management) (Result, error) {
+	return actorRun(ctx, p, m, "bench.tput.amqpactor", amqpactor.Dial(p.URL, amqpactor.WithDialect(amqpactor.RabbitMQ4)), false)
+}
+
+// actorRun is one throughput run of an App on connector c: its queue named
+// from prefix, appThroughput (async: one goroutine with PublishAsync), the
+// App stopped, the queue found empty.
+func actorRun(ctx context.Context, p Params, m *amqpwire.Management, prefix string, c amqpactor.Connector, async bool) (res Result, err error) {
 	if p, err = p.normalize(); err != nil {
 		return Result{}, err
 	}
 	var cl cleanups
 	defer func() { err = errors.Join(err, cl.run()) }()
-	name := queueName(&cl, m, "bench.tput.amqpactor")
-	app, opts := liveApp(p)
-	res, stop, err := appThroughput(ctx, &cl, app, name, opts, p.Window, p.Body, p.N, p.OnStart, p.OnStop, false)
+	name := queueName(&cl, m, prefix)
+	res, stop, err := appThroughput(ctx, &cl, amqpactor.New(c), name, subscribeOptions(p), p.Window, p.Body, p.N, p.OnStart, p.OnStop, async)
 	if err != nil {
 		return Result{}, err
 	}
@@ -44,33 +50,24 @@ func ThroughputActor(ctx context.Context, p Params, m *amqpwire.Management) (res
 // it calls app.PublishAsync and keeps Window receipts outstanding, waiting
 // for the oldest before the next publish, the way a service publishing
 // from one loop would use it.
-func ThroughputActorAsync(ctx context.Context, p Params, m *amqpwire.Management) (res Result, err error) {
-	if p, err = p.normalize(); err != nil {
-		return Result{}, err
-	}
-	var cl cleanups
-	defer func() { err = errors.Join(err, cl.run()) }()
-	name := queueName(&cl, m, "bench.tput.async")
-	app, opts := liveApp(p)
-	res, stop, err := appThroughput(ctx, &cl, app, name, opts, p.Window, p.Body, p.N, p.OnStart, p.OnStop, true)
-	if err != nil {
-		return Result{}, err
-	}
-	if err := stop(); err != nil {
-		return Result{}, err
-	}
-	return res, checkQueue(m, name, p.Queue, 0)
+func ThroughputActorAsync(ctx context.Context, p Params, m *amqpwire.Management) (Result, error) {
+	return actorRun(ctx, p, m, "bench.tput.async", amqpactor.Dial(p.URL, amqpactor.WithDialect(amqpactor.RabbitMQ4)), true)
 }
 
 // liveApp is the App of a live run, on p's broker with the RabbitMQ4
-// dialect, and the options of its subscription: p's credit, and a classic
-// queue when p asks for one.
+// dialect, and the options of its subscription (subscribeOptions).
 func liveApp(p Params) (*amqpactor.App, []amqpactor.SubscribeOption) {
+	return amqpactor.New(amqpactor.Dial(p.URL, amqpactor.WithDialect(amqpactor.RabbitMQ4))), subscribeOptions(p)
+}
+
+// subscribeOptions are the options of a live run's subscription: p's
+// credit, and a classic queue when p asks for one.
+func subscribeOptions(p Params) []amqpactor.SubscribeOption {
 	opts := []amqpactor.SubscribeOption{amqpactor.WithCredit(uint32(p.Credit))}
 	if p.Queue == Classic {
 		opts = append(opts, amqpactor.WithClassicQueue())
 	}
-	return amqpactor.New(amqpactor.Dial(p.URL, amqpactor.WithDialect(amqpactor.RabbitMQ4))), opts
+	return opts
 }
 
 // appThroughput is the App side of a throughput run, live or in-process: a
