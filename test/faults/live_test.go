@@ -16,6 +16,7 @@ import (
 	"github.com/amqpactor/amqpactor/transport/amqpwire"
 
 	"github.com/amqpactor/amqpactor/internal/livetest"
+	"github.com/amqpactor/amqpactor/internal/testproxy"
 )
 
 func brokerURL(t *testing.T) string {
@@ -25,10 +26,10 @@ func brokerURL(t *testing.T) string {
 
 // viaProxy returns a proxy in front of the broker of u and the URL that
 // dials it (same credentials and vhost).
-func viaProxy(t *testing.T, u string) (*proxy, string) {
+func viaProxy(t *testing.T, u string) (*testproxy.Proxy, string) {
 	pu, err := url.Parse(u)
 	require.NoError(t, err)
-	p := newProxy(t, pu.Host)
+	p := testproxy.New(t, pu.Host)
 	pu.Host = p.Addr()
 	return p, pu.String()
 }

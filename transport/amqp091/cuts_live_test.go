@@ -14,6 +14,7 @@ import (
 
 	"github.com/amqpactor/amqpactor"
 	"github.com/amqpactor/amqpactor/internal/livetest"
+	"github.com/amqpactor/amqpactor/internal/testproxy"
 )
 
 // TestLiveCuts is test/faults' TestLiveCuts on Dial091: 10,000 uniquely
@@ -28,8 +29,8 @@ func TestLiveCuts(t *testing.T) {
 	raw := livetest.URL(t, "the AMQP 0-9-1 cuts test")
 	u, err := url.Parse(raw)
 	require.NoError(t, err)
-	px := newProxy(t, u.Host)
-	px.latency.Store(int64(2 * time.Millisecond))
+	px := testproxy.New(t, u.Host)
+	px.Latency(2 * time.Millisecond)
 	u.Host = px.Addr()
 
 	q := amqpactor.Queue(unique("amqp091-cuts"))

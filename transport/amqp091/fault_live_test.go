@@ -15,6 +15,7 @@ import (
 
 	"github.com/amqpactor/amqpactor"
 	"github.com/amqpactor/amqpactor/internal/livetest"
+	"github.com/amqpactor/amqpactor/internal/testproxy"
 )
 
 // TestLiveCutRedeliversAndResends: the network under both Apps is cut
@@ -27,7 +28,7 @@ func TestLiveCutRedeliversAndResends(t *testing.T) {
 	raw := livetest.URL(t, "the AMQP 0-9-1 network cut test")
 	u, err := url.Parse(raw)
 	require.NoError(t, err)
-	px := newProxy(t, u.Host)
+	px := testproxy.New(t, u.Host)
 	u.Host = px.Addr()
 	via := u.String()
 
@@ -121,7 +122,7 @@ func TestLiveSilentBroker(t *testing.T) {
 	raw := livetest.URL(t, "the AMQP 0-9-1 silent broker test")
 	u, err := url.Parse(raw)
 	require.NoError(t, err)
-	px := newProxy(t, u.Host)
+	px := testproxy.New(t, u.Host)
 	u.Host = px.Addr()
 	q := amqpactor.Queue(unique("amqp091-silent"))
 	newSide(t, raw).deleteQueue(q.Name())
@@ -136,7 +137,7 @@ func TestLiveSilentBroker(t *testing.T) {
 	require.NoError(t, app.Publish(ctx, q, &amqpactor.Message{Body: []byte("before")}))
 	require.Eventually(t, func() bool { return seen("before") }, waitFor, 5*time.Millisecond)
 
-	px.blackhole.Store(true)
+	px.BlackHole(true)
 	begin := time.Now()
 	var why string
 	require.Eventually(t, func() bool {
@@ -148,7 +149,7 @@ func TestLiveSilentBroker(t *testing.T) {
 		return false
 	}, waitFor, 20*time.Millisecond, "the silent connection given up on")
 	gaveUp := time.Since(begin)
-	px.blackhole.Store(false)
+	px.BlackHole(false)
 	px.Cut() // what the silent connections left behind
 	require.NoError(t, app.Publish(ctx, q, &amqpactor.Message{Body: []byte("after")}))
 	if !assert.Eventually(t, func() bool { return seen("after") }, waitFor, 5*time.Millisecond, "a message after the reconnect") {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/amqpactor/amqpactor"
 	"github.com/amqpactor/amqpactor/internal/livetest"
+	"github.com/amqpactor/amqpactor/internal/testproxy"
 )
 
 // TestLiveBatchCappedByPrefetch: a batch handler never gets more than its
@@ -60,7 +61,7 @@ func TestLiveCutBeforeCommitPublishesNothing(t *testing.T) {
 	raw := livetest.URL(t, "the AMQP 0-9-1 cut-before-commit test")
 	pu, err := url.Parse(raw)
 	require.NoError(t, err)
-	px := newProxy(t, pu.Host)
+	px := testproxy.New(t, pu.Host)
 	pu.Host = px.Addr()
 	q := amqpactor.Queue(unique("amqp091-txcut"))
 	s := newSide(t, raw)

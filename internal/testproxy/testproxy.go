@@ -1,8 +1,9 @@
-package faults
+// Package testproxy is the loopback TCP proxy the fault tests put in front
+// of a broker: it can cut every connection through it, black-hole traffic
+// without closing anything, and add latency.
+package testproxy
 
 import (
-	"errors"
-	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -12,9 +13,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// proxy is a loopback TCP proxy in front of the broker that can cut every
-// connection, black-hole traffic without closing anything, and add latency.
-type proxy struct {
+// Proxy forwards to one target; New starts it and the test's cleanup stops
+// it.
+type Proxy struct {
 	ln     net.Listener
 	target string
 
@@ -25,13 +26,13 @@ type proxy struct {
 	conns  map[net.Conn]struct{}
 	closed bool
 	wg     sync.WaitGroup
-	cuts   atomic.Int64
 }
 
-func newProxy(t *testing.T, target string) *proxy {
+// New listens on a loopback port and forwards every connection to target.
+func New(t testing.TB, target string) *Proxy {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	p := &proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
 	p.wg.Add(1)
 	go p.accept()
 	t.Cleanup(p.close)
@@ -39,9 +40,9 @@ func newProxy(t *testing.T, target string) *proxy {
 }
 
 // Addr is host:port of the proxy.
-func (p *proxy) Addr() string { return p.ln.Addr().String() }
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
-func (p *proxy) track(c net.Conn) bool {
+func (p *Proxy) track(c net.Conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
@@ -51,14 +52,14 @@ func (p *proxy) track(c net.Conn) bool {
 	return true
 }
 
-func (p *proxy) untrack(c net.Conn) {
+func (p *Proxy) untrack(c net.Conn) {
 	p.mu.Lock()
 	delete(p.conns, c)
 	p.mu.Unlock()
 	_ = c.Close()
 }
 
-func (p *proxy) accept() {
+func (p *Proxy) accept() {
 	defer p.wg.Done()
 	for {
 		client, err := p.ln.Accept()
@@ -83,7 +84,7 @@ func (p *proxy) accept() {
 
 // pipe forwards from → to. While black-holed it reads and drops, as a
 // network that loses every packet would: nothing is closed, nothing arrives.
-func (p *proxy) pipe(from, to net.Conn) {
+func (p *Proxy) pipe(from, to net.Conn) {
 	defer p.wg.Done()
 	defer p.untrack(to)
 	defer p.untrack(from)
@@ -99,33 +100,29 @@ func (p *proxy) pipe(from, to net.Conn) {
 			}
 		}
 		if err != nil {
-			if !errors.Is(err, io.EOF) {
-				return
-			}
 			return
 		}
 	}
 }
 
 // Cut closes every proxied connection at once (both sides).
-func (p *proxy) Cut() int {
+func (p *Proxy) Cut() int {
 	p.mu.Lock()
 	n := len(p.conns) / 2
 	for c := range p.conns {
 		_ = c.Close()
 	}
 	p.mu.Unlock()
-	p.cuts.Add(1)
 	return n
 }
 
 // BlackHole stops (on) or resumes (off) forwarding without closing.
-func (p *proxy) BlackHole(on bool) { p.blackhole.Store(on) }
+func (p *Proxy) BlackHole(on bool) { p.blackhole.Store(on) }
 
 // Latency delays every forwarded chunk by d.
-func (p *proxy) Latency(d time.Duration) { p.latency.Store(int64(d)) }
+func (p *Proxy) Latency(d time.Duration) { p.latency.Store(int64(d)) }
 
-func (p *proxy) close() {
+func (p *Proxy) close() {
 	p.mu.Lock()
 	p.closed = true
 	p.mu.Unlock()
