@@ -8,6 +8,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 
+	"github.com/amqpactor/amqpactor/actors/receiver"
 	"github.com/amqpactor/amqpactor/address"
 	"github.com/amqpactor/amqpactor/internal/protocol"
 	"github.com/amqpactor/amqpactor/transport"
@@ -59,7 +60,24 @@ func (a *App) Transaction(ctx context.Context, fn func(tx *Tx) error) (err error
 		}
 		return ferr
 	}
+	// The accepted deliveries become the transaction's before it commits,
+	// so that their handlers' own settles stay off the wire.
+	for i, h := range tx.accepted {
+		if cerr := h.Claim(); cerr != nil {
+			for _, c := range tx.accepted[:i] {
+				c.Unclaim()
+			}
+			cerr = fmt.Errorf("amqpactor: commit: a message the transaction accepts was settled or its link ended: %w", cerr)
+			if rerr := res.Txn.Rollback(context.WithoutCancel(ctx)); rerr != nil {
+				return errors.Join(cerr, fmt.Errorf("amqpactor: rollback: %w", rerr))
+			}
+			return cerr
+		}
+	}
 	if err := res.Txn.Commit(ctx); err != nil {
+		for _, h := range tx.accepted {
+			h.Unclaim()
+		}
 		return fmt.Errorf("amqpactor: commit: %w", err)
 	}
 	committed = true
@@ -68,9 +86,44 @@ func (a *App) Transaction(ctx context.Context, fn func(tx *Tx) error) (err error
 
 // Tx is one transaction; see App.Transaction.
 type Tx struct {
-	app  *App
-	txn  transport.Txn
-	done bool
+	app      *App
+	txn      transport.Txn
+	done     bool
+	accepted []receiver.Held
+}
+
+// Accept makes the acceptance of m, a message a subscription's handler is
+// handling, part of the transaction: the commit settles it as accepted
+// together with what the transaction published, so a handler can consume
+// and produce atomically; after a rollback m is still its handler's to
+// settle. Once the commit has accepted m, what its handler returns no
+// longer settles it. Accept sends nothing itself.
+//
+// m must be an unsettled delivery of a subscription of the App that runs
+// the transaction (not pre-settled, not settled yet, its link alive), else
+// Accept fails; and the commit fails, settling nothing, if m was settled
+// or its link ended meanwhile. On AMQP 0-9-1 a transaction can accept the
+// deliveries of one subscription link (one partition) only, since only
+// the channel a message came on can acknowledge it.
+func (tx *Tx) Accept(m *Message) error {
+	if tx == nil {
+		return errNil("Tx.Accept", "transaction")
+	}
+	if m == nil {
+		return errNil("Tx.Accept", "message")
+	}
+	if tx.done {
+		return errors.New("amqpactor: transaction already discharged")
+	}
+	h, err := receiver.Find(m)
+	if err != nil {
+		return fmt.Errorf("amqpactor: transactional accept: %w", err)
+	}
+	if err := tx.txn.Accept(context.Background(), h.Link(), h.Raw); err != nil {
+		return fmt.Errorf("amqpactor: transactional accept: %w", err)
+	}
+	tx.accepted = append(tx.accepted, h)
+	return nil
 }
 
 // Publish sends m to addr inside the transaction: nothing is visible before

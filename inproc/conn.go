@@ -194,10 +194,17 @@ type pending struct {
 }
 
 type txn struct {
-	c    *conn
-	mu   sync.Mutex
-	done bool
-	msgs []pending
+	c       *conn
+	mu      sync.Mutex
+	done    bool
+	msgs    []pending
+	accepts []txAccept
+}
+
+// txAccept is a delivery a transaction accepts at its commit.
+type txAccept struct {
+	r *receiverLink
+	m *amqp.Message
 }
 
 // Begin declares a transaction. Nothing published in it is visible before
@@ -235,6 +242,25 @@ func (t *txn) Publish(ctx context.Context, a address.Address, m *amqp.Message) e
 	return nil
 }
 
+// Accept makes the acceptance of m, which r holds unsettled, part of the
+// transaction.
+func (t *txn) Accept(ctx context.Context, r transport.Receiver, m *amqp.Message) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	rl, ok := r.(*receiverLink)
+	if !ok || rl.b != t.c.b || m == nil {
+		return fmt.Errorf("inproc: transactional accept: %w", ErrUnknownDelivery)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.done {
+		return ErrTxnDone
+	}
+	t.accepts = append(t.accepts, txAccept{r: rl, m: m})
+	return nil
+}
+
 // Commit makes every message published in the transaction visible at once:
 // no receiver sees one of them before all of them are on their queues. When
 // the connection has ended the transaction is rolled back and Commit fails.
@@ -248,12 +274,57 @@ func (t *txn) Commit(ctx context.Context) error {
 		return ErrTxnDone
 	}
 	t.done = true
-	msgs := t.msgs
-	t.msgs = nil
+	msgs, accepts := t.msgs, t.accepts
+	t.msgs, t.accepts = nil, nil
 	if err := t.c.alive(); err != nil {
 		return fmt.Errorf("inproc: commit: transaction rolled back: %w", err)
 	}
+	if err := settleAll(accepts); err != nil {
+		return fmt.Errorf("inproc: commit: transaction rolled back: %w", err)
+	}
 	t.c.b.commit(msgs)
+	return nil
+}
+
+// settleAll accepts every delivery of a committing transaction, or none:
+// one that is settled already or whose link has ended fails the commit.
+func settleAll(as []txAccept) error {
+	taken := make([]*entry, 0, len(as))
+	for i, a := range as {
+		a.r.mu.Lock()
+		e, ok := a.r.unsettled[a.m]
+		cause := a.r.cause
+		if ok && cause == nil {
+			delete(a.r.unsettled, a.m)
+		}
+		a.r.mu.Unlock()
+		if !ok || cause != nil {
+			// Give back what was taken: the transaction settles nothing.
+			for j, e := range taken {
+				b := as[j]
+				b.r.mu.Lock()
+				if b.r.cause == nil {
+					b.r.unsettled[b.m] = e
+				} else {
+					// Ended meanwhile: back to its queue, as its end would.
+					b.r.mu.Unlock()
+					b.r.q.mu.Lock()
+					b.r.q.requeueLocked([]*entry{e})
+					b.r.q.mu.Unlock()
+					continue
+				}
+				b.r.mu.Unlock()
+			}
+			if cause != nil {
+				return fmt.Errorf("%w: %w", ErrLinkEnded, cause)
+			}
+			return fmt.Errorf("delivery %d of the transaction: %w", i, ErrUnknownDelivery)
+		}
+		taken = append(taken, e)
+	}
+	for _, a := range as {
+		a.r.q.out.Add(-1)
+	}
 	return nil
 }
 

@@ -176,6 +176,13 @@ type Transactional interface {
 type Txn interface {
 	// Publish sends m to a inside the transaction.
 	Publish(ctx context.Context, a address.Address, m *amqp.Message) error
+	// Accept makes the acceptance of m, a delivery r holds unsettled, part
+	// of the transaction: Commit settles it together with what was
+	// published, and after a Rollback it is still r's to settle. A Txn
+	// that cannot settle r's deliveries returns an error wrapping
+	// ErrNotSupported. Commit fails, settling nothing, when m was settled
+	// or r ended meanwhile.
+	Accept(ctx context.Context, r Receiver, m *amqp.Message) error
 	Commit(ctx context.Context) error
 	Rollback(ctx context.Context) error
 }

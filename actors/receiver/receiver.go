@@ -103,6 +103,9 @@ type (
 		outcome messages.Outcome
 		// resume grants the credit held back while paused.
 		resume bool
+		// txn: a transaction has settled the delivery already (Claim); the
+		// settler only counts its credit.
+		txn bool
 		// close ends the link after every earlier settle and reports to done;
 		// release lists deliveries to settle released first.
 		close   bool
@@ -299,9 +302,10 @@ func (r *receiver) onAttach(ctx actor.Context, m *attachResult) {
 	r.settleQ = workq.New[settleItem]()
 	self := ctx.Self()
 	link, gen, pumpCtx, q := r.link, r.gen, r.pumpCtx, r.settleQ
-	in := &inflight{r: r, self: self, gen: gen, ctx: r.linkCtx, q: q}
+	in := &inflight{r: r, self: self, gen: gen, ctx: r.linkCtx, q: q, link: link}
 	if !r.spec.Settled {
-		in.held = make(map[uint64]*amqp.Message, min(r.spec.Credit, 1024))
+		in.held = make(map[*messages.Message]heldDelivery, min(r.spec.Credit, 1024))
+		register(in)
 	}
 	in.open.Store(1) // the pump's
 	r.inflight = in
@@ -312,7 +316,7 @@ func (r *receiver) onAttach(ctx actor.Context, m *attachResult) {
 	if r.paused.Load() {
 		owed = r.spec.Credit
 	}
-	r.env.Go(func() { r.settler(self, link, gen, q, owed) })
+	r.env.Go(func() { r.settler(self, in, link, gen, q, owed) })
 	if owed == 0 {
 		if err := link.IssueCredit(r.spec.Credit); err != nil {
 			r.env.Root.Send(self, &linkEnded{link: gen, err: err})
@@ -341,49 +345,71 @@ type inflight struct {
 	// the pump, for Describe.
 	open, unsettled atomic.Int64
 
+	// link is what the deliveries came on, for a transaction that settles
+	// one of them (Find).
+	link transport.Receiver
+
 	// held is every delivery not settled yet (nil for a link that receives
-	// settled deliveries), for a drain whose graceful part runs out to send
-	// back as released: a handler may never return. Once cut, settles are
-	// refused, so a delivery is either settled by its handler or released.
+	// settled deliveries), by the message its handler has: for a drain
+	// whose graceful part runs out to send back as released (a handler may
+	// never return), and for a transaction to find and claim. Once cut,
+	// settles are refused, so a delivery is either settled by its handler
+	// or released.
 	mu   sync.Mutex
-	held map[uint64]*amqp.Message
+	held map[*messages.Message]heldDelivery
 	cut  bool
 }
 
+// heldDelivery is one delivery not settled yet; txn: a transaction has
+// claimed it (Claim), so its handler's settle sends nothing.
+type heldDelivery struct {
+	raw *amqp.Message
+	txn bool
+}
+
 // hold notes a delivery handed to the handlers.
-func (in *inflight) hold(id uint64, raw *amqp.Message) {
+func (in *inflight) hold(m *messages.Message, raw *amqp.Message) {
 	if in.held == nil {
 		return
 	}
 	in.mu.Lock()
 	if !in.cut {
-		in.held[id] = raw
+		in.held[m] = heldDelivery{raw: raw}
 	}
 	in.mu.Unlock()
 }
 
 // push queues a settle for the settler, unless the inflight was cut (or its
-// link ended).
-func (in *inflight) push(id uint64, it settleItem) bool {
+// link ended). A delivery a transaction claimed goes to the settler only
+// for its credit.
+func (in *inflight) push(m *messages.Message, it settleItem) bool {
 	if in.held == nil {
 		return in.q.Push(it)
 	}
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	if in.cut || !in.q.Push(it) {
+	if in.cut {
 		return false
 	}
-	delete(in.held, id)
+	h, ok := in.held[m]
+	it.txn = ok && h.txn
+	if !in.q.Push(it) {
+		return false
+	}
+	delete(in.held, m)
 	return true
 }
 
 // cutAndClose refuses further settles and queues, last, the release of
-// every delivery still held and the link's close.
+// every delivery still held and the link's close. A delivery a
+// transaction claimed is the transaction's to settle.
 func (in *inflight) cutAndClose(it settleItem) {
 	in.mu.Lock()
 	in.cut = true
-	for _, raw := range in.held {
-		it.release = append(it.release, raw)
+	for _, h := range in.held {
+		if !h.txn {
+			it.release = append(it.release, h.raw)
+		}
 	}
 	in.held = nil
 	in.q.PushClose(it)
@@ -392,10 +418,10 @@ func (in *inflight) cutAndClose(it settleItem) {
 
 // Settle queues d's outcome for the settler; see protocol.Settler.
 func (in *inflight) Settle(d *protocol.Delivery, o messages.Outcome) {
-	raw, id := d.Raw, d.ID
+	raw, m := d.Raw, d.Message
 	d.Release()
 	in.unsettled.Add(-1)
-	if in.push(id, settleItem{raw: raw, outcome: o}) {
+	if in.push(m, settleItem{raw: raw, outcome: o}) {
 		if int(o.Kind) < len(in.r.byOutcome) {
 			in.r.byOutcome[o.Kind].Add(1)
 		}
@@ -441,7 +467,7 @@ func (r *receiver) pump(in *inflight, link transport.Receiver, ctx context.Conte
 		d.Draining = ctx.Done() // a worker waiting to retry stops at a drain
 		in.open.Add(1)
 		in.unsettled.Add(1)
-		in.hold(id, raw)
+		in.hold(d.Message, raw)
 		r.route(d)
 	}
 }
@@ -475,7 +501,8 @@ func (r *receiver) rejectPoison(in *inflight, raw *amqp.Message, reason string) 
 // window has been settled it grants that much again, so the broker is never
 // more than one window ahead and a held delivery keeps its credit. owed is
 // credit not granted yet (the link attached paused).
-func (r *receiver) settler(self *actor.PID, link transport.Receiver, gen uint64, q *workq.Q[settleItem], owed uint32) {
+func (r *receiver) settler(self *actor.PID, in *inflight, link transport.Receiver, gen uint64, q *workq.Q[settleItem], owed uint32) {
+	defer unregister(in)
 	window := r.spec.Credit
 	threshold := max(window/2, 1)
 	settled := owed
@@ -503,7 +530,7 @@ func (r *receiver) settler(self *actor.PID, link transport.Receiver, gen uint64,
 				return
 			case it.resume:
 			default:
-				if !r.spec.Settled {
+				if !r.spec.Settled && !it.txn {
 					if sctx == nil {
 						// One bound per batch, not per disposition: a
 						// context per message was a tenth of the CPU.

@@ -181,6 +181,7 @@ var cases = []struct {
 	{"RequestReply", testRequestReply},
 	{"RequestNoReply", testRequestNoReply},
 	{"Transactions", testTransactions},
+	{"TransactionalAccept", testTransactionalAccept},
 	{"Typed", testTyped},
 	{"MessageRoundTrip", testMessageRoundTrip},
 

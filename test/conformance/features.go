@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -161,6 +162,121 @@ func testTransactions(e *env) {
 	if b, ok := e.hooks(); ok {
 		require.Zero(e, b.QueueDepth(q.Name()), "a rolled back message is waiting on the queue")
 	}
+}
+
+// testTransactionalAccept: a handler consumes and produces atomically. Its
+// first attempt at each message publishes and accepts inside a transaction
+// that it rolls back: nothing is published and the message comes back. The
+// second commits: the publish is visible and the message accepted, even
+// though the handler then returns an error. Nothing of the input is left,
+// which a second App proves after the first stopped.
+func testTransactionalAccept(e *env) {
+	in, out := e.queue("txaccept-in"), e.queue("txaccept-out")
+	const n = 20
+	rec, outs := &recorder{}, &recorder{}
+	plan := errors.New("roll back")
+	afterCommit := errors.New("failed after the commit")
+	var mu sync.Mutex
+	tried := map[string]bool{}
+	var misuse []error
+	app := e.startedApp()
+	e.subscribe(app, out, func(ctx context.Context, m *amqpactor.Message) error { outs.add("out", m); return nil })
+	e.subscribe(app, in, func(ctx context.Context, m *amqpactor.Message) error {
+		rec.add("h", m)
+		id := m.MessageID.(string)
+		if strings.HasPrefix(id, "plain") {
+			// Acknowledged as usual, on a link whose earlier deliveries
+			// were settled by transactions.
+			return nil
+		}
+		mu.Lock()
+		first := !tried[id]
+		tried[id] = true
+		mu.Unlock()
+		if !e.f.Features.Transactions {
+			ran := false
+			err := app.Transaction(ctx, func(tx *amqpactor.Tx) error { ran = true; return tx.Accept(m) })
+			if !errors.Is(err, amqpactor.ErrNotSupported) || ran {
+				mu.Lock()
+				misuse = append(misuse, fmt.Errorf("without transactions: err %v, ran %v", err, ran))
+				mu.Unlock()
+			}
+			return nil
+		}
+		var kept *amqpactor.Tx
+		err := app.Transaction(ctx, func(tx *amqpactor.Tx) error {
+			kept = tx
+			prefix := "c-"
+			if first {
+				prefix = "r-"
+			}
+			if err := tx.Publish(ctx, out, msg(prefix+id)); err != nil {
+				return err
+			}
+			if err := tx.Accept(m); err != nil {
+				return err
+			}
+			if tx.Accept(nil) == nil || tx.Accept(msg("not-a-delivery")) == nil {
+				mu.Lock()
+				misuse = append(misuse, errors.New("Accept of nil or of a message no subscription holds succeeded"))
+				mu.Unlock()
+			}
+			if first {
+				return plan
+			}
+			return nil
+		})
+		if kept != nil && kept.Accept(m) == nil {
+			mu.Lock()
+			misuse = append(misuse, errors.New("Accept on a discharged transaction succeeded"))
+			mu.Unlock()
+		}
+		switch {
+		case first && errors.Is(err, plan):
+			return err // back to the queue
+		case !first && err == nil:
+			return afterCommit // the commit accepted it: this changes nothing
+		}
+		mu.Lock()
+		misuse = append(misuse, fmt.Errorf("%s (first %v): %w", id, first, err))
+		mu.Unlock()
+		return err
+	}, amqpactor.WithPartitions(1))
+	want := ids("txa", n)
+	for _, id := range want {
+		e.publish(app, in, msg(id))
+	}
+	if !e.f.Features.Transactions {
+		e.eventually(func() bool { return rec.n() == n }, "every message handled")
+		e.stop(app)
+		require.Empty(e, misuse)
+		return
+	}
+	e.eventually(func() bool { return outs.n() >= n }, "the committed publishes")
+	e.publish(app, in, msg("marker"))
+	e.eventually(func() bool { return outs.count("c-marker") == 1 }, "the marker, rolled back once and committed")
+	e.publish(app, in, msg("plain-1"))
+	e.eventually(func() bool { return rec.count("plain-1") == 1 }, "a plain delivery after the transactions")
+	e.stop(app)
+	mu.Lock()
+	require.Empty(e, misuse, "unexpected transaction results")
+	mu.Unlock()
+	for _, id := range append(want, "marker") {
+		require.Equal(e, 2, rec.count(id), "handler calls for %s: a rollback, then a commit", id)
+		require.Equal(e, 1, outs.count("c-"+id), "committed publishes for %s", id)
+		require.Zero(e, outs.count("r-"+id), "rolled back publishes for %s", id)
+	}
+	if b, ok := e.hooks(); ok {
+		require.Zero(e, b.QueueDepth(in.Name()), "input left on the queue")
+	}
+	// Anything the commits did not settle would be the queue's again now.
+	again := &recorder{}
+	app2 := e.startedApp()
+	e.subscribe(app2, in, func(ctx context.Context, m *amqpactor.Message) error { again.add("again", m); return nil })
+	e.publish(app2, in, msg("marker-2"))
+	e.eventually(func() bool { return again.count("marker-2") == 1 }, "the second App's marker")
+	e.stop(app2)
+	require.Equal(e, 1, again.n(), "deliveries the commits accepted came back: %d", again.n()-1)
 }
 
 type order struct {

@@ -1,6 +1,9 @@
 package amqp091
 
-import "sync"
+import (
+	"context"
+	"sync"
+)
 
 // maxDoneGap bounds how many settled delivery tags the acker remembers past
 // one that is still unsettled; beyond it it stops coalescing and sends
@@ -21,20 +24,60 @@ const maxDoneGap = 1 << 16
 // being handled, or held back for the channel's close, stops the run.
 type acker struct {
 	send func(tag uint64, multiple bool) error
+	ch   *chanAcks
 
 	mu      sync.Mutex
 	pending []uint64 // acknowledged by the runtime, not sent yet
 	wake    chan struct{}
 	done    chan struct{} // closed by stop
 
-	sendMu  sync.Mutex // orders every frame acker sends; guards what follows
-	next    uint64     // the lowest tag not known settled (tags start at 1)
+	// Guarded by ch's lock, which orders every frame sent about the
+	// channel's deliveries:
+	next    uint64 // the lowest tag not known settled (tags start at 1)
 	settled map[uint64]bool
 	single  bool // too many settled past a gap: no more coalescing
 }
 
-func newAcker(send func(tag uint64, multiple bool) error) *acker {
-	return &acker{send: send, next: 1, settled: map[uint64]bool{}, wake: make(chan struct{}, 1), done: make(chan struct{})}
+// chanAcks orders what is sent about one channel's deliveries: its
+// consumers' acknowledgements and a transaction that settles some of them
+// (Receiver.commitTx). Once a transaction has run on the channel it is in
+// tx.select mode for good, where an acknowledgement only takes effect at
+// tx.commit, so every later batch of them is committed too.
+type chanAcks struct {
+	sync.Mutex
+	tx     bool         // the channel is in tx.select mode
+	commit func() error // tx.commit, bounded
+}
+
+// do runs f, which sends acknowledgements, in order with the others, and
+// commits them when the channel is transactional.
+func (c *chanAcks) do(f func() error) error {
+	c.Lock()
+	defer c.Unlock()
+	return c.doLocked(f)
+}
+
+func (c *chanAcks) doLocked(f func() error) error {
+	err := f()
+	if c.tx {
+		if cerr := c.commit(); err == nil {
+			err = cerr
+		}
+	}
+	return err
+}
+
+// newChanAcks orders the acknowledgements sent on s's channel.
+func newChanAcks(s *Session) *chanAcks {
+	return &chanAcks{commit: func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), DefaultDialTimeout)
+		defer cancel()
+		return s.call(ctx, s.ch.TxCommit)
+	}}
+}
+
+func newAcker(ch *chanAcks, send func(tag uint64, multiple bool) error) *acker {
+	return &acker{send: send, ch: ch, next: 1, settled: map[uint64]bool{}, wake: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
 // ack queues the acknowledgement of tag.
@@ -51,14 +94,23 @@ func (a *acker) ack(tag uint64) {
 // nack sends a negative acknowledgement of tag now (through f), in order
 // with the acknowledgements sent before it, and counts tag as settled.
 func (a *acker) nack(tag uint64, f func() error) error {
-	a.sendMu.Lock()
-	defer a.sendMu.Unlock()
-	if err := f(); err != nil {
+	a.ch.Lock()
+	defer a.ch.Unlock()
+	if err := a.ch.doLocked(f); err != nil {
 		return err
 	}
 	a.markLocked(tag)
 	a.advanceLocked()
 	return nil
+}
+
+// settledLocked counts tags as settled by something else (a transaction),
+// so that no multiple acknowledgement covers them again. a.ch is locked.
+func (a *acker) settledLocked(tags []uint64) {
+	for _, t := range tags {
+		a.markLocked(t)
+	}
+	a.advanceLocked()
 }
 
 // run sends what is queued until stop, or until gone is closed (the
@@ -91,8 +143,12 @@ func (a *acker) stop() {
 // for those that extend the run of settled tags from next, one each for
 // the others. The first error is returned (the channel has ended).
 func (a *acker) flush() error {
-	a.sendMu.Lock()
-	defer a.sendMu.Unlock()
+	a.ch.Lock()
+	defer a.ch.Unlock()
+	return a.flushLocked()
+}
+
+func (a *acker) flushLocked() error {
 	a.mu.Lock()
 	tags := a.pending
 	a.pending = nil
@@ -100,6 +156,11 @@ func (a *acker) flush() error {
 	if len(tags) == 0 {
 		return nil
 	}
+	return a.ch.doLocked(func() error { return a.sendLocked(tags) })
+}
+
+// sendLocked sends the acknowledgements of tags; see flush.
+func (a *acker) sendLocked(tags []uint64) error {
 	var first error
 	sendOne := func(tag uint64, multiple bool) {
 		if err := a.send(tag, multiple); err != nil && first == nil {

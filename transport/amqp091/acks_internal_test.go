@@ -47,7 +47,7 @@ func TestAckerNeverAcksWhatIsNotSettled(t *testing.T) {
 			for tag := uint64(1); tag <= n; tag++ {
 				b.outstanding[tag] = true
 			}
-			a := newAcker(b.ack)
+			a := newAcker(&chanAcks{}, b.ack)
 			order := rng.Perm(int(n))
 			unsettled := map[uint64]bool{}
 			for i, p := range order {
@@ -55,6 +55,14 @@ func TestAckerNeverAcksWhatIsNotSettled(t *testing.T) {
 				switch r := rng.IntN(10); {
 				case r == 0:
 					unsettled[tag] = true // never settled
+				case r == 2:
+					// Settled by a transaction: its own basic.ack, and
+					// then the acker must not take it again.
+					b.settledByUs[tag] = true
+					require.NoError(t, b.ack(tag, false))
+					a.ch.Lock()
+					a.settledLocked([]uint64{tag})
+					a.ch.Unlock()
 				case r == 1:
 					b.settledByUs[tag] = true
 					require.NoError(t, a.nack(tag, func() error { b.frames++; delete(b.outstanding, tag); return nil }))
@@ -77,7 +85,7 @@ func TestAckerCoalesces(t *testing.T) {
 	for tag := uint64(1); tag <= 100; tag++ {
 		b.outstanding[tag], b.settledByUs[tag] = true, true
 	}
-	a := newAcker(b.ack)
+	a := newAcker(&chanAcks{}, b.ack)
 	for tag := uint64(1); tag <= 50; tag++ {
 		a.ack(tag)
 	}

@@ -111,9 +111,20 @@
 // replies from either protocol.
 //
 // Conn implements transport.Transactional: Begin opens a channel in
-// tx.select mode; its publishes are enqueued by tx.commit all together or
-// by tx.rollback not at all, and the channel is closed with either. They
-// are not mandatory: a return in a transaction would have nobody to go to.
+// tx.select mode. A Txn keeps its publishes (at most 65,536 and 64 MiB of
+// bodies) until Commit, which sends them and tx.commit together; Rollback
+// sends nothing. They are not mandatory: a return in a transaction would
+// have nobody to go to. Txn.Accept (amqpactor's Tx.Accept) binds the
+// transaction to the channel of the delivery it accepts, since in 0-9-1 a
+// transaction is a channel's and only the channel a message came on can
+// acknowledge it: Commit then sends the publishes, a basic.ack per
+// accepted delivery and tx.commit on that channel, with nothing else sent
+// in between, so a transaction accepts the deliveries of one subscription
+// link only. The first such commit puts the subscription's channel in
+// tx.select mode for good, and from then on its acknowledgements are
+// committed after each batch (one tx.commit round trip per batch). A
+// commit that fails closes the channel: the broker rolls the transaction
+// back and gives every delivery back, redelivered.
 //
 // # Message mapping
 //

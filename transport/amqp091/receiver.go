@@ -53,7 +53,7 @@ func (s *Session) NewReceiver(ctx context.Context, o transport.ReceiverOptions) 
 	r.queue, r.addr, r.sac = q, o.Address.String(), o.Address.SingleActiveConsumer()
 	if !o.Settled {
 		ch := s.ch
-		r.acks = newAcker(func(tag uint64, multiple bool) error { return ch.Ack(tag, multiple) })
+		r.acks = newAcker(s.acks, func(tag uint64, multiple bool) error { return ch.Ack(tag, multiple) })
 		go r.acks.run(s.done)
 	}
 	// Per consumer: the window of this receiver only. A pre-settled
@@ -257,7 +257,7 @@ func (r *Receiver) take(d *rmq.Delivery) *amqp.Message {
 	r.mu.Unlock()
 	if closing && !r.settled {
 		// Taken as the receiver closes: nobody will settle it.
-		_ = r.s.ch.Nack(d.DeliveryTag, false, true)
+		_ = r.s.acks.do(func() error { return r.s.ch.Nack(d.DeliveryTag, false, true) })
 	}
 	if r.settled && !r.autoAck {
 		// Settled on arrival, as a pre-settled AMQP 1.0 transfer is: a
@@ -414,9 +414,12 @@ func (r *Receiver) giveBack(ctx context.Context) {
 	r.held, r.deferred = map[*amqp.Message]uint64{}, nil
 	r.mu.Unlock()
 	slices.Sort(tags)
-	for _, tag := range tags {
-		if err := r.s.ch.Nack(tag, false, true); err != nil {
-			return // the channel has ended, which gives them back
+	_ = r.s.acks.do(func() error {
+		for _, tag := range tags {
+			if err := r.s.ch.Nack(tag, false, true); err != nil {
+				return err // the channel has ended, which gives them back
+			}
 		}
-	}
+		return nil
+	})
 }

@@ -23,6 +23,8 @@ type Session struct {
 	mu  sync.Mutex
 	pub *publisher // the channel in confirm mode, once a sender needs it
 
+	acks *chanAcks // orders the acknowledgements of the channel's deliveries
+
 	endMu  sync.Mutex
 	endErr error
 
@@ -47,6 +49,7 @@ var _ transport.Session = (*Session)(nil)
 
 func newSession(c *Conn, ch *rmq.Channel) *Session {
 	s := &Session{conn: c, ch: ch, closes: ch.NotifyClose(make(chan *rmq.Error, 1)), done: make(chan struct{})}
+	s.acks = newChanAcks(s)
 	go s.watch()
 	return s
 }

@@ -31,18 +31,39 @@ func (c *Conn) Begin(ctx context.Context) (transport.Txn, error) {
 	return &Txn{conn: c, ch: ch}, nil
 }
 
-// Txn is one transaction on its own channel. It implements transport.Txn.
+// Bounds on what a transaction buffers until its commit.
+const (
+	maxTxnPublishes = 1 << 16
+	maxTxnBytes     = 64 << 20
+)
+
+// Txn is one transaction. It implements transport.Txn. Publishes wait in
+// the Txn until Commit, which sends them on the transaction's own channel,
+// or, once Accept has bound the transaction to a subscription's channel,
+// on that channel together with the acknowledgements: in AMQP 0-9-1 a
+// transaction is a channel's, and only the channel a message was delivered
+// on can acknowledge it.
 type Txn struct {
 	conn *Conn
 	ch   *rmq.Channel
 
-	mu   sync.Mutex
-	done bool
+	mu      sync.Mutex
+	done    bool
+	pubs    []txPublish
+	bytes   int
+	recv    *Receiver // the channel Accept bound the transaction to
+	accepts []*amqp.Message
+}
+
+// txPublish is one publish waiting for its transaction's commit.
+type txPublish struct {
+	exchange, key string
+	pub           rmq.Publishing
 }
 
 var _ transport.Txn = (*Txn)(nil)
 
-// Publish sends m to a inside the transaction. It is not mandatory: a
+// Publish queues m for a, to be sent at Commit. It is not mandatory: a
 // basic.return inside a transaction would come before the commit with
 // nobody to tell, so a publish nothing routes is dropped at commit, as
 // RabbitMQ does for any unroutable publish without mandatory.
@@ -63,32 +84,165 @@ func (t *Txn) Publish(ctx context.Context, a address.Address, m *amqp.Message) e
 	if err != nil {
 		return &transport.LinkError{Address: a.String(), Op: "send", Err: err}
 	}
-	if err := t.ch.PublishWithContext(ctx, r.exchange, r.key, false, false, pub); err != nil {
-		return linkError(ctx, a.String(), "send", t.conn.gone(err))
+	if len(t.pubs) >= maxTxnPublishes || t.bytes+len(pub.Body) > maxTxnBytes {
+		return &transport.LinkError{Address: a.String(), Op: "send", Err: fmt.Errorf(
+			"a transaction holds at most %d publishes and %d bytes of bodies until its commit", maxTxnPublishes, maxTxnBytes)}
+	}
+	t.pubs = append(t.pubs, txPublish{exchange: r.exchange, key: r.key, pub: pub})
+	t.bytes += len(pub.Body)
+	return nil
+}
+
+// Accept binds the transaction to the channel m was delivered on (the
+// first Accept does; m must come from the same subscription link as every
+// other message the transaction accepts) and acknowledges m at Commit.
+func (t *Txn) Accept(ctx context.Context, r transport.Receiver, m *amqp.Message) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	rr, ok := r.(*Receiver)
+	if !ok || rr.s.conn != t.conn || m == nil {
+		return fmt.Errorf("amqpactor: transactional accept: %w: the delivery did not come on this transaction's connection", transport.ErrNotSupported)
+	}
+	if rr.acks == nil {
+		return fmt.Errorf("amqpactor: transactional accept on %s: %w: the receiver takes its deliveries pre-settled", rr.addr, transport.ErrNotSupported)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.done {
+		return fmt.Errorf("amqpactor: transactional accept: %w", errDischarged)
+	}
+	if t.recv != nil && t.recv != rr {
+		return fmt.Errorf("amqpactor: transactional accept on %s: %w: an AMQP 0-9-1 transaction can acknowledge the deliveries of one subscription link only (it already acknowledges one of %s)",
+			rr.addr, transport.ErrNotSupported, t.recv.addr)
+	}
+	rr.mu.Lock()
+	_, held := rr.held[m]
+	rr.mu.Unlock()
+	if !held {
+		return &transport.LinkError{Address: rr.addr, Op: "receive", Err: errors.New("accept a message that this receiver does not hold")}
+	}
+	t.recv = rr
+	t.accepts = append(t.accepts, m)
+	return nil
+}
+
+// Commit sends and commits what the transaction published, and the
+// acknowledgements it accepted, all together; then it closes its channel.
+func (t *Txn) Commit(ctx context.Context) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.done {
+		return fmt.Errorf("amqpactor: commit: %w", errDischarged)
+	}
+	t.done = true
+	defer func() { _ = t.ch.Close() }()
+	pubs, recv, accepts := t.pubs, t.recv, t.accepts
+	t.pubs, t.accepts = nil, nil
+	var err error
+	if recv != nil {
+		err = recv.commitTx(ctx, pubs, accepts)
+	} else {
+		err = t.conn.call(ctx, t.ch, func() error {
+			if err := publishAll(ctx, t.ch, pubs); err != nil {
+				return err
+			}
+			return t.ch.TxCommit()
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("amqpactor: transaction commit on %s: %w", t.conn.c.redacted, err)
 	}
 	return nil
 }
 
-// Commit enqueues everything published in the transaction, and closes
-// its channel.
-func (t *Txn) Commit(ctx context.Context) error { return t.discharge(ctx, "commit", t.ch.TxCommit) }
-
-// Rollback drops everything published in the transaction, and closes its
-// channel.
+// Rollback drops everything the transaction published and accepted (none
+// of it was sent), and closes its channel.
 func (t *Txn) Rollback(ctx context.Context) error {
-	return t.discharge(ctx, "rollback", t.ch.TxRollback)
-}
-
-func (t *Txn) discharge(ctx context.Context, op string, f func() error) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.done {
-		return fmt.Errorf("amqpactor: %s: %w", op, errDischarged)
+		return fmt.Errorf("amqpactor: rollback: %w", errDischarged)
 	}
 	t.done = true
-	defer func() { _ = t.ch.Close() }()
-	if err := t.conn.call(ctx, t.ch, f); err != nil {
-		return fmt.Errorf("amqpactor: transaction %s on %s: %w", op, t.conn.c.redacted, err)
+	t.pubs, t.accepts = nil, nil
+	if err := t.conn.call(ctx, t.ch, t.ch.Close); err != nil && !errors.Is(err, rmq.ErrClosed) {
+		return fmt.Errorf("amqpactor: transaction rollback on %s: %w", t.conn.c.redacted, err)
 	}
+	return nil
+}
+
+func publishAll(ctx context.Context, ch *rmq.Channel, pubs []txPublish) error {
+	for i := range pubs {
+		p := &pubs[i]
+		if err := ch.PublishWithContext(ctx, p.exchange, p.key, false, false, p.pub); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// commitTx publishes pubs and acknowledges ms on the receiver's channel in
+// one transaction. The first one puts the channel in tx.select mode, after
+// the acknowledgements already queued, which are not the transaction's;
+// from then on the acker commits its own as well (chanAcks). Nothing else
+// is sent on the channel between the first publish and tx.commit, so the
+// transaction holds exactly its own publishes and acknowledgements. A
+// failed commit closes the channel (amqp091-go does on a channel error,
+// Conn.call on a deadline), which rolls the transaction back and gives
+// every delivery back, redelivered.
+func (r *Receiver) commitTx(ctx context.Context, pubs []txPublish, ms []*amqp.Message) error {
+	s := r.s
+	s.acks.Lock()
+	defer s.acks.Unlock()
+	r.mu.Lock()
+	tags := make([]uint64, 0, len(ms))
+	for _, m := range ms {
+		tag, ok := r.held[m]
+		if !ok || r.closing {
+			r.mu.Unlock()
+			return &transport.LinkError{Address: r.addr, Op: "receive",
+				Err: errors.New("a message the transaction accepts was settled, or its consumer closed, before the commit")}
+		}
+		tags = append(tags, tag)
+	}
+	r.mu.Unlock()
+	s.mu.Lock()
+	confirming := s.pub != nil
+	s.mu.Unlock()
+	if confirming {
+		return fmt.Errorf("%w: the channel of %s is in confirm mode", transport.ErrNotSupported, r.addr)
+	}
+	if !s.acks.tx {
+		if err := r.acks.flushLocked(); err != nil {
+			return err
+		}
+		if err := s.call(ctx, s.ch.Tx); err != nil {
+			return err
+		}
+		s.acks.tx = true
+	}
+	err := s.call(ctx, func() error {
+		if err := publishAll(ctx, s.ch, pubs); err != nil {
+			return err
+		}
+		for _, tag := range tags {
+			if err := s.ch.Ack(tag, false); err != nil {
+				return err
+			}
+		}
+		return s.ch.TxCommit()
+	})
+	if err != nil {
+		// Whatever was sent must not ride on a later commit.
+		_ = s.ch.Close()
+		return err
+	}
+	r.mu.Lock()
+	for _, m := range ms {
+		delete(r.held, m)
+	}
+	r.mu.Unlock()
+	r.acks.settledLocked(tags)
 	return nil
 }

@@ -1,0 +1,98 @@
+package receiver
+
+import (
+	"errors"
+	"sync"
+
+	"github.com/Azure/go-amqp"
+
+	"github.com/amqpactor/amqpactor/messages"
+	"github.com/amqpactor/amqpactor/transport"
+)
+
+// ErrNotHeld is wrapped by Find and Claim when no link holds the message
+// unsettled: it was not received by a subscription, it was received
+// pre-settled, it is settled already, or its link has ended (the broker
+// has it back).
+var ErrNotHeld = errors.New("the message is not an unsettled delivery of a subscription")
+
+// live is every inflight that holds deliveries, for a transaction to find
+// the link of the message it accepts. A handler's message is the key, so
+// the lookup walks the links; there are few, and only Tx.Accept looks.
+var live struct {
+	sync.Mutex
+	set map[*inflight]struct{}
+}
+
+func register(in *inflight) {
+	live.Lock()
+	if live.set == nil {
+		live.set = map[*inflight]struct{}{}
+	}
+	live.set[in] = struct{}{}
+	live.Unlock()
+}
+
+func unregister(in *inflight) {
+	live.Lock()
+	delete(live.set, in)
+	live.Unlock()
+}
+
+// Held is one delivery a transaction settles: the link it came on and the
+// transfer, for the transport's Txn.Accept, and the claim that keeps its
+// handler's own settle from reaching the wire.
+type Held struct {
+	in  *inflight
+	m   *messages.Message
+	Raw *amqp.Message
+}
+
+// Link is the receiver link the delivery came on.
+func (h Held) Link() transport.Receiver { return h.in.link }
+
+// Find returns the delivery m is the message of, while its link holds it
+// unsettled; otherwise an error wrapping ErrNotHeld.
+func Find(m *messages.Message) (Held, error) {
+	live.Lock()
+	defer live.Unlock()
+	for in := range live.set {
+		in.mu.Lock()
+		d, ok := in.held[m]
+		cut := in.cut
+		in.mu.Unlock()
+		if ok && !cut {
+			return Held{in: in, m: m, Raw: d.raw}, nil
+		}
+	}
+	return Held{}, ErrNotHeld
+}
+
+// Claim marks the delivery as the transaction's, just before it commits:
+// its handler's settle then only returns its credit, and a drain does not
+// release it. It fails, wrapping ErrNotHeld, when the delivery was settled
+// or its link ended since Find.
+func (h Held) Claim() error {
+	in := h.in
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	d, ok := in.held[h.m]
+	if !ok || in.cut || d.txn {
+		return ErrNotHeld
+	}
+	d.txn = true
+	in.held[h.m] = d
+	return nil
+}
+
+// Unclaim gives the delivery back to its handler after a commit that
+// failed: the transaction settled nothing.
+func (h Held) Unclaim() {
+	in := h.in
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if d, ok := in.held[h.m]; ok {
+		d.txn = false
+		in.held[h.m] = d
+	}
+}
