@@ -25,9 +25,10 @@ func TestMain(m *testing.M) {
 
 type fakeTxn struct{}
 
-func (fakeTxn) Publish(context.Context, address.Address, *amqp.Message) error { return nil }
-func (fakeTxn) Commit(context.Context) error                                  { return nil }
-func (fakeTxn) Rollback(context.Context) error                                { return nil }
+func (fakeTxn) Publish(context.Context, address.Address, *amqp.Message) error   { return nil }
+func (fakeTxn) Commit(context.Context) error                                    { return nil }
+func (fakeTxn) Rollback(context.Context) error                                  { return nil }
+func (fakeTxn) Accept(context.Context, transport.Receiver, *amqp.Message) error { return nil }
 
 func begin(t *testing.T, send func(any)) protocol.BeginResult {
 	t.Helper()
