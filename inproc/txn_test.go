@@ -81,3 +81,41 @@ func TestTransactionPublishOfUnencodableMessageFails(t *testing.T) {
 	require.Error(t, tx.Publish(context.Background(), address.Queue(""), amqp.NewMessage(nil)))
 	require.NoError(t, tx.Rollback(context.Background()))
 }
+
+// A transaction that accepts deliveries settles them at its commit, with
+// its publishes; one whose delivery was settled meanwhile, or whose link
+// ended, commits nothing and settles nothing.
+func TestTransactionAccept(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	in, out := address.Queue("txa-in"), address.Queue("txa-out")
+	r := e.sub(in, 10)
+	ro := e.sub(out, 10)
+	s := e.sender(in)
+	e.sendN(s, "m", 3)
+	m0, m1, m2 := recv(t, r), recv(t, r), recv(t, r)
+
+	tx := begin(t, e)
+	require.NoError(t, tx.Publish(ctx, out, amqp.NewMessage([]byte("r0"))))
+	require.NoError(t, tx.Accept(ctx, r, m0))
+	require.Equal(t, 3, e.b.Unsettled("txa-in"))
+	require.NoError(t, tx.Commit(ctx))
+	require.Equal(t, "r0", recvBody(t, ro))
+	require.Equal(t, 2, e.b.Unsettled("txa-in"), "the commit accepted m0")
+	require.ErrorIs(t, r.Settle(ctx, m0, transport.Outcome{Kind: transport.Accepted}), ErrUnknownDelivery)
+
+	tx = begin(t, e)
+	require.NoError(t, tx.Publish(ctx, out, amqp.NewMessage([]byte("r1"))))
+	require.NoError(t, tx.Accept(ctx, r, m1))
+	require.NoError(t, tx.Accept(ctx, r, m2))
+	settle(t, r, m2, transport.Outcome{Kind: transport.Released})
+	require.ErrorIs(t, tx.Commit(ctx), ErrUnknownDelivery)
+	nothing(t, ro)
+	again := recv(t, r)
+	require.Equal(t, string(m2.GetData()), string(again.GetData()), "m2 back from the queue, released")
+	require.Equal(t, 2, e.b.Unsettled("txa-in"), "m1 is still its receiver's, and m2 again")
+	settle(t, r, m1, transport.Outcome{Kind: transport.Accepted})
+	settle(t, r, again, transport.Outcome{Kind: transport.Accepted})
+
+	require.Error(t, begin(t, e).Accept(ctx, nil, m1), "a receiver of no broker")
+}
