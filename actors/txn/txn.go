@@ -92,7 +92,7 @@ func (c *controller) begin(m *protocol.Begin) {
 	tc, ok := c.conn.(transport.Transactional)
 	if !ok || !c.conn.Features().Transactions {
 		m.Reply <- protocol.BeginResult{Err: fmt.Errorf(
-			"amqpactor: transaction on %s: go-amqp has no transaction coordinator link yet, so live transactions are %w (the in-process broker has them)",
+			"amqpactor: transaction on %s: go-amqp has no transaction coordinator link yet, so live transactions are %w over AMQP 1.0 (the in-process broker has them, and so has RabbitMQ over AMQP 0-9-1: Dial091)",
 			c.where, transport.ErrNotSupported)}
 		return
 	}

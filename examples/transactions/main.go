@@ -1,7 +1,10 @@
 // Transactions: publishes inside App.Transaction become visible together
 // when the function returns nil, and not at all when it returns an error.
 // A transfer between two ledgers is published as a debit and a credit in
-// one transaction; a second transfer fails half-way and is rolled back.
+// one transaction; a second transfer fails half-way and is rolled back. A
+// third arrives as a request on a queue: its handler publishes the two
+// entries and accepts the request in one transaction (Tx.Accept), so the
+// request is consumed if and only if its entries are published.
 //
 // The in-process broker has transactions, and so has RabbitMQ over AMQP
 // 0-9-1 (-amqp091: Dial091, tx.select). Over AMQP 1.0 on a live broker
@@ -45,6 +48,7 @@ func run(broker *cli.Broker) error {
 	}
 	app := amqpactor.New(c, amqpactor.WithLogger(cli.Logger()), amqpactor.WithName("transactions-example"))
 	ledger := amqpactor.Queue("examples.ledger")
+	transfers := amqpactor.Queue("examples.transfers")
 
 	entries := make(chan Entry, 16)
 	_, err = app.Subscribe(ledger, amqpactor.Typed(func(ctx context.Context, e Entry, m *amqpactor.Message) error {
@@ -59,6 +63,30 @@ func run(broker *cli.Broker) error {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
+	publish := func(tx *amqpactor.Tx, e Entry) error {
+		e.Run = cli.RunID()
+		body, _ := json.Marshal(e)
+		return tx.Publish(ctx, ledger, &amqpactor.Message{Body: body, ContentType: "application/json"})
+	}
+	// A transfer request becomes its two entries, and is accepted, in one
+	// transaction: both or neither.
+	_, err = app.Subscribe(transfers, amqpactor.Typed(func(hctx context.Context, t Entry, m *amqpactor.Message) error {
+		if t.Run != cli.RunID() {
+			return nil // an earlier run's
+		}
+		return app.Transaction(hctx, func(tx *amqpactor.Tx) error {
+			if err := publish(tx, Entry{Transfer: t.Transfer, Account: "bob", Amount: -t.Amount}); err != nil {
+				return err
+			}
+			if err := publish(tx, Entry{Transfer: t.Transfer, Account: t.Account, Amount: +t.Amount}); err != nil {
+				return err
+			}
+			return tx.Accept(m)
+		})
+	}), amqpactor.WithPartitions(1))
+	if err != nil {
+		return err
+	}
 	if err := app.Start(ctx); err != nil {
 		return err
 	}
@@ -67,12 +95,6 @@ func run(broker *cli.Broker) error {
 		defer scancel()
 		_ = app.Stop(sctx)
 	}()
-
-	publish := func(tx *amqpactor.Tx, e Entry) error {
-		e.Run = cli.RunID()
-		body, _ := json.Marshal(e)
-		return tx.Publish(ctx, ledger, &amqpactor.Message{Body: body, ContentType: "application/json"})
-	}
 
 	// T1 commits: both entries arrive.
 	err = app.Transaction(ctx, func(tx *amqpactor.Tx) error {
@@ -98,14 +120,10 @@ func run(broker *cli.Broker) error {
 	})
 	fmt.Printf("transactions: T2 rolled back: %v\n", err)
 
-	// T3 commits, so that once it is here, T2 would have been too.
-	err = app.Transaction(ctx, func(tx *amqpactor.Tx) error {
-		if err := publish(tx, Entry{Transfer: "T3", Account: "bob", Amount: -5}); err != nil {
-			return err
-		}
-		return publish(tx, Entry{Transfer: "T3", Account: "carol", Amount: +5})
-	})
-	if err != nil {
+	// T3 is a request, handled in a transaction that consumes it and
+	// publishes its entries; once they are here, T2's would have been too.
+	body, _ := json.Marshal(Entry{Run: cli.RunID(), Transfer: "T3", Account: "carol", Amount: 5})
+	if err := app.Publish(ctx, transfers, &amqpactor.Message{Body: body, ContentType: "application/json"}); err != nil {
 		return err
 	}
 
@@ -123,7 +141,7 @@ func run(broker *cli.Broker) error {
 	if seen["T2"] != 0 || seen["T1"] != 2 || seen["T3"] != 2 {
 		return fmt.Errorf("entries seen per transfer: %v", seen)
 	}
-	fmt.Printf("transactions: T1 and T3 committed, 4 entries; balances alice=%d bob=%d carol=%d\n",
+	fmt.Printf("transactions: T1 and T3 (a request consumed in its transaction) committed, 4 entries; balances alice=%d bob=%d carol=%d\n",
 		balance["alice"], balance["bob"], balance["carol"])
 	return nil
 }
