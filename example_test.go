@@ -246,6 +246,47 @@ func ExampleApp_Transaction() {
 	// credit 30
 }
 
+// A handler consumes and produces atomically: the order is accepted by the
+// same commit that publishes its invoice, or neither happens.
+func ExampleTx_Accept() {
+	app := amqpactor.New(inproc.New())
+	orders, invoices := amqpactor.Queue("orders"), amqpactor.Queue("invoices")
+	got := make(chan string, 1)
+	_, err := app.Subscribe(orders, func(ctx context.Context, m *amqpactor.Message) error {
+		return app.Transaction(ctx, func(tx *amqpactor.Tx) error {
+			invoice := &amqpactor.Message{Body: append([]byte("invoice for "), m.Body...)}
+			if err := tx.Publish(ctx, invoices, invoice); err != nil {
+				return err
+			}
+			return tx.Accept(m)
+		})
+	})
+	if err == nil {
+		_, err = app.Subscribe(invoices, func(ctx context.Context, m *amqpactor.Message) error {
+			got <- string(m.Body)
+			return nil
+		})
+	}
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := app.Start(ctx); err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer stop(app)
+	if err := app.Publish(ctx, orders, &amqpactor.Message{Body: []byte("order 7")}); err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(<-got)
+	// Output:
+	// invoice for order 7
+}
+
 type Order struct {
 	ID       int    `json:"id"`
 	Customer string `json:"customer"`
