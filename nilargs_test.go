@@ -86,7 +86,13 @@ func TestNilArguments(t *testing.T) {
 			return inner
 		},
 		"(*Tx)(nil).Publish": func() error { return nilTx.Publish(ctx, q, m) },
-		"Tree(nil ctx)":      func() error { _, err := app.Tree(nilCtx); return err },
+		"Tx.Accept(nil message)": func() error {
+			var inner error
+			_ = app.Transaction(ctx, func(tx *amqpactor.Tx) error { inner = tx.Accept(nil); return nil })
+			return inner
+		},
+		"(*Tx)(nil).Accept": func() error { return nilTx.Accept(m) },
+		"Tree(nil ctx)":     func() error { _, err := app.Tree(nilCtx); return err },
 
 		"Subscription.Close(nil ctx)":    func() error { return sub.Close(nilCtx) },
 		"(*Subscription)(nil).Close":     func() error { return nilSub.Close(ctx) },
