@@ -111,6 +111,13 @@ type Resolved interface {
 	Resolved() (Outcome, bool)
 }
 
+// Recycler is implemented by a Receipt the transport reuses: its one
+// holder calls Recycle once it is done with it (after Wait, or instead of
+// it), and never touches it again.
+type Recycler interface {
+	Recycle()
+}
+
 // ReceiverOptions configures a receiver link.
 type ReceiverOptions struct {
 	// Address is the source; zero when Dynamic.

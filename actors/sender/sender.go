@@ -836,6 +836,9 @@ func (s *sender) confirmer(to *reports, gen uint64, cq *workq.Q[job]) {
 				continue
 			}
 			outcome, err := j.receipt.Wait(j.p.Ctx)
+			if rc, ok := j.receipt.(transport.Recycler); ok {
+				rc.Recycle()
+			}
 			switch {
 			case err != nil && j.p.Ctx.Err() == nil && actors.LinkGone(err):
 				again = append(again, j.p)

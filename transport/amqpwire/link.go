@@ -117,7 +117,7 @@ func (s *Sender) Send(ctx context.Context, m *amqp.Message, settled bool) (trans
 	if err != nil {
 		return nil, s.conn.linkError(ctx, s.addr, "send", err)
 	}
-	return &receipt{r: r, addr: s.addr}, nil
+	return newReceipt(r, s.addr), nil
 }
 
 // Close detaches the link, bounded by ctx (DefaultCloseTimeout when it has no
@@ -128,11 +128,30 @@ func (s *Sender) Close(ctx context.Context) error {
 	return linkError(ctx, s.addr, "detach", nodeGone(s.s.Close(ctx)))
 }
 
-// receipt is the transport.Receipt of one unsettled transfer.
+// receipt is the transport.Receipt of one unsettled transfer. It is a
+// transport.Recycler: one receipt per publish was an allocation raw
+// go-amqp does not make.
 type receipt struct {
 	mu   sync.Mutex
 	r    amqp.SendReceipt
 	addr string
+}
+
+var receipts = sync.Pool{New: func() any { return new(receipt) }}
+
+func newReceipt(r amqp.SendReceipt, addr string) *receipt {
+	rc := receipts.Get().(*receipt)
+	rc.r, rc.addr = r, addr
+	return rc
+}
+
+// Recycle puts r back for another transfer. go-amqp keeps no reference to
+// it, so even a receipt whose outcome never came may be reused.
+func (r *receipt) Recycle() {
+	r.mu.Lock()
+	r.r, r.addr = amqp.SendReceipt{}, ""
+	r.mu.Unlock()
+	receipts.Put(r)
 }
 
 // Wait blocks for the broker's outcome.

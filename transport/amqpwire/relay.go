@@ -125,7 +125,7 @@ func (r *Relay) send(ctx context.Context, to string, m *amqp.Message, settled bo
 	if err != nil {
 		return nil, s.conn.linkError(ctx, to, "send", err)
 	}
-	return &receipt{r: rc, addr: to}, nil
+	return newReceipt(rc, to), nil
 }
 
 // declared remembers the nodes declared for the anonymous terminus.
