@@ -103,8 +103,9 @@ type Tx struct {
 // the transaction (not pre-settled, not settled yet, its link alive), else
 // Accept fails; and the commit fails, settling nothing, if m was settled
 // or its link ended meanwhile. On AMQP 0-9-1 a transaction can accept the
-// deliveries of one subscription link (one partition) only, since only
-// the channel a message came on can acknowledge it.
+// deliveries of one subscription link only (one queue of a Partitioned
+// address; WithPartitions workers share their link), since only the
+// channel a message came on can acknowledge it.
 func (tx *Tx) Accept(m *Message) error {
 	if tx == nil {
 		return errNil("Tx.Accept", "transaction")
