@@ -19,7 +19,9 @@ import (
 // (the dispositions of a batch of deliveries, the transfers released by a
 // batch of confirms) share a write.
 //
-// Ordering is that of the Write calls. At-least-once does not depend on a
+// Ordering is that of the Write calls, except that the writer folds a
+// session's dispositions into ranges and holds back one that may still
+// grow for at most holdFor (dispmerge.go). At-least-once does not depend on a
 // write having reached the socket: a frame counts once the peer's
 // disposition says so, whichever way it was written.
 type coalescingConn struct {
@@ -39,6 +41,12 @@ type coalescingConn struct {
 	closing  bool
 	deadline time.Time // the write deadline the user set, for a Write that must wait
 	closed   sync.Once
+
+	// holdFor bounds how long a disposition that may still grow is held
+	// back (dispmerge.go); 0 holds nothing. holdSince is when the
+	// dispositions held now began to be held, zero when none is.
+	holdFor   time.Duration
+	holdSince time.Time
 }
 
 const (
@@ -51,6 +59,12 @@ const (
 	flushTimeout = 30 * time.Second
 )
 
+// dispositionHold is how long the writer of a go-amqp connection holds back
+// a disposition that may still grow (holdFor). A millisecond is tens of
+// deliveries under load and nothing a person or a timeout notices; the
+// settlement of a delivery is not awaited by anyone once written.
+var dispositionHold = time.Millisecond
+
 // closeFlushTimeout bounds how long Close waits for pending bytes (the close
 // performative among them) to reach the socket. A variable for the tests.
 var closeFlushTimeout = 2 * time.Second
@@ -62,6 +76,9 @@ func coalesce(c net.Conn, fold bool) *coalescingConn {
 		wake:  make(chan struct{}, 1),
 		space: make(chan struct{}, 1),
 		done:  make(chan struct{}),
+	}
+	if fold {
+		cc.holdFor = dispositionHold
 	}
 	go cc.flush()
 	return cc
@@ -132,30 +149,52 @@ func (c *coalescingConn) waitSpace(deadline time.Time) bool {
 	}
 }
 
-// flush runs until Close or the first write error.
+// flush runs until Close or the first write error. Its timer ends the
+// holding of dispositions (dispmerge.go) holdFor after it began.
 func (c *coalescingConn) flush() {
 	defer close(c.done)
-	for range c.wake {
-		// Let the goroutines that produce frames run once more before the
-		// system call, so that a burst already under way joins this write.
-		runtime.Gosched()
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	armed := false
+	for {
+		select {
+		case <-c.wake:
+			// Let the goroutines that produce frames run once more before
+			// the system call, so that a burst already under way joins
+			// this write.
+			runtime.Gosched()
+		case <-timer.C:
+			armed = false
+		}
 		for {
 			c.mu.Lock()
-			if c.err != nil || len(c.buf) == 0 {
-				stop := c.err != nil || c.closing
-				if c.err == nil && c.closing {
-					c.err = net.ErrClosed
-				}
+			if c.err != nil {
 				c.mu.Unlock()
+				return
+			}
+			out, holding := c.take(c.releaseHeld())
+			if !holding {
+				c.holdSince = time.Time{}
+			} else if c.holdSince.IsZero() {
+				c.holdSince = time.Now()
+			}
+			until := c.holdSince.Add(c.holdFor)
+			if len(out) == 0 && c.closing {
+				c.err = net.ErrClosed
+			}
+			stop := c.err != nil
+			c.mu.Unlock()
+			if holding && !armed {
+				timer.Reset(time.Until(until))
+				armed = true
+			}
+			if len(out) == 0 {
 				if stop {
 					return
 				}
 				break
 			}
-			out := c.buf
-			c.buf, c.spare = c.spare[:0], out
-			c.folds.n = 0
-			c.mu.Unlock()
 			c.signalSpace()
 
 			_ = c.Conn.SetWriteDeadline(time.Now().Add(flushTimeout))
@@ -170,6 +209,13 @@ func (c *coalescingConn) flush() {
 			}
 		}
 	}
+}
+
+// releaseHeld reports, under c.mu, whether this flush writes the held
+// dispositions too: on Close, and once holdFor has passed.
+func (c *coalescingConn) releaseHeld() bool {
+	return c.closing || c.holdFor <= 0 ||
+		(!c.holdSince.IsZero() && time.Since(c.holdSince) >= c.holdFor)
 }
 
 func (c *coalescingConn) signalSpace() {
