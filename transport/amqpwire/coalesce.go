@@ -47,6 +47,7 @@ type coalescingConn struct {
 	// dispositions held now began to be held, zero when none is.
 	holdFor   time.Duration
 	holdSince time.Time
+	expired   uint64 // holds ended because holdFor had passed, for the tests
 }
 
 const (
@@ -173,7 +174,11 @@ func (c *coalescingConn) flush() {
 				c.mu.Unlock()
 				return
 			}
-			out, holding := c.take(c.releaseHeld())
+			release := c.releaseHeld()
+			if release && !c.closing && !c.holdSince.IsZero() {
+				c.expired++
+			}
+			out, holding := c.take(release)
 			if !holding {
 				c.holdSince = time.Time{}
 			} else if c.holdSince.IsZero() {
