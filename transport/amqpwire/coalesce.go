@@ -102,28 +102,30 @@ func (c *coalescingConn) Write(p []byte) (int, error) {
 		c.mu.Unlock()
 		return 0, err
 	}
-	c.appendFrame(p)
+	added := c.appendFrame(p)
 	c.mu.Unlock()
-	select {
-	case c.wake <- struct{}{}:
-	default:
+	if added {
+		select {
+		case c.wake <- struct{}{}:
+		default:
+		}
 	}
 	return len(p), nil
 }
 
 // appendFrame queues p, folding a disposition into an earlier one of its
-// session where that means the same (dispmerge.go). go-amqp writes one
-// frame per Write, so p is a whole frame or something that is not folded.
-func (c *coalescingConn) appendFrame(p []byte) {
-	if !c.fold {
-		c.buf = append(c.buf, p...)
-		return
-	}
-	if c.foldInto(p) {
+// session where that means the same (dispmerge.go), and reports whether it
+// added a frame. go-amqp writes one frame per Write, so p is a whole frame
+// or something that is not folded. A folded p needs no wake-up: the frame
+// it joined is still pending, so a wake-up for it is pending too, or it is
+// held and the flusher's timer writes it.
+func (c *coalescingConn) appendFrame(p []byte) bool {
+	if c.fold && c.foldInto(p) {
 		c.folded++
-		return
+		return false
 	}
 	c.buf = append(c.buf, p...)
+	return true
 }
 
 func (c *coalescingConn) waitSpace(deadline time.Time) bool {
