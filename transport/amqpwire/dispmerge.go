@@ -354,17 +354,23 @@ func (k *foldAt) growable() bool {
 // Unless release is set, the dispositions that may still grow stay behind
 // as the start of the next pending bytes, still places to fold into, and
 // holding says so; out is empty when they are all that is pending.
+//
+// A disposition of one delivery is not held: nothing shows that more will
+// follow (a request answered, a message now and then), and holding it would
+// cost the flusher a second wake-up, by its timer, for the same one write.
+// Under load a flush finds several deliveries of a session settled.
 func (c *coalescingConn) take(release bool) (out []byte, holding bool) {
 	fs := &c.folds
 	var keep [maxFoldSessions]int // the held entries of fs.at, by position
 	n := 0
 	if !release {
 		for i := range fs.n {
-			if !fs.at[i].growable() {
+			k := &fs.at[i]
+			if !k.growable() || k.f.first == k.f.last {
 				continue
 			}
 			j := n
-			for ; j > 0 && fs.at[keep[j-1]].at > fs.at[i].at; j-- {
+			for ; j > 0 && fs.at[keep[j-1]].at > k.at; j-- {
 				keep[j] = keep[j-1]
 			}
 			keep[j] = i

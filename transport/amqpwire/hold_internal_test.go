@@ -46,14 +46,19 @@ func wideAccept(ch uint16, first, last uint32) []byte {
 // its session takes it out, before that frame.
 func TestHoldGrowsAcrossFlushes(t *testing.T) {
 	h := newHolder()
-	for id := range uint32(10) {
-		h.write(goDisp(1, true, id, nil, true, accepted))
+	h.write(goDisp(1, true, 0, nil, true, accepted))
+	out, holding := h.flush(false)
+	require.Equal(t, goDisp(1, true, 0, nil, true, accepted), out, "one delivery alone is not held")
+	require.False(t, holding)
+	h.write(goDisp(1, true, 1, nil, true, accepted), goDisp(1, true, 2, nil, true, accepted))
+	for id := uint32(3); id < 10; id++ {
 		out, holding := h.flush(false)
 		require.Empty(t, out, "id %d: nothing but a range that may grow", id)
 		require.True(t, holding)
+		h.write(goDisp(1, true, id, nil, true, accepted))
 	}
 	h.write(transfer2)
-	out, holding := h.flush(false)
+	out, holding = h.flush(false)
 	require.Equal(t, transfer2, out, "another session's frame goes out; the range stays behind")
 	require.True(t, holding)
 	h.write(goDisp(1, true, 10, nil, true, accepted))
@@ -61,7 +66,7 @@ func TestHoldGrowsAcrossFlushes(t *testing.T) {
 	require.Empty(t, out)
 	h.write(flow1)
 	out, holding = h.flush(false)
-	require.Equal(t, concat(wideAccept(1, 0, 10), flow1), out, "one range of 11, before its session's flow")
+	require.Equal(t, concat(wideAccept(1, 1, 10), flow1), out, "one range of 10, before its session's flow")
 	require.False(t, holding)
 	out, _ = h.flush(false)
 	require.Empty(t, out)
@@ -69,7 +74,7 @@ func TestHoldGrowsAcrossFlushes(t *testing.T) {
 
 // TestHoldReleases: each thing that ends a held range writes it, in order.
 func TestHoldReleases(t *testing.T) {
-	d14, d27 := goDisp(1, true, 4, nil, true, accepted), goDisp(2, true, 7, nil, true, accepted)
+	d14, d27 := goDisp(1, true, 3, u32(4), true, accepted), goDisp(2, true, 6, u32(7), true, accepted)
 	cases := []struct {
 		name    string
 		write   []byte
@@ -79,11 +84,12 @@ func TestHoldReleases(t *testing.T) {
 		{"a transfer of its session", transfer1, concat(d14, transfer1), true},
 		{"a flow of its session", flow1, concat(d14, flow1), true},
 		{"an empty frame of its session", frame(0, 1, nil), concat(d14, frame(0, 1, nil)), true},
-		{"a gap", goDisp(1, true, 6, nil, true, accepted), d14, true},
-		{"another outcome", goDisp(1, true, 5, nil, true, released), d14, true},
-		{"another role", goDisp(1, false, 5, nil, true, accepted), d14, true},
-		{"an unsettled one, never held", goDisp(1, true, 5, nil, false, accepted), concat(d14, goDisp(1, true, 5, nil, false, accepted)), true},
-		{"a transactional one, never held", goDisp(1, true, 5, nil, true, txnState), concat(d14, goDisp(1, true, 5, nil, true, txnState)), true},
+		{"a gap", goDisp(1, true, 6, u32(7), true, accepted), d14, true},
+		{"a gap, and one delivery", goDisp(1, true, 6, nil, true, accepted), concat(d14, goDisp(1, true, 6, nil, true, accepted)), true},
+		{"another outcome", goDisp(1, true, 5, u32(6), true, released), d14, true},
+		{"another role", goDisp(1, false, 5, u32(6), true, accepted), d14, true},
+		{"an unsettled one, never held", goDisp(1, true, 5, u32(6), false, accepted), concat(d14, goDisp(1, true, 5, u32(6), false, accepted)), true},
+		{"a transactional one, never held", goDisp(1, true, 5, u32(6), true, txnState), concat(d14, goDisp(1, true, 5, u32(6), true, txnState)), true},
 		{"an attach of another session", frame(0, 3, performative(0x12, encStr("l"), encUint(0), encBool(true))),
 			concat(d14, d27, frame(0, 3, performative(0x12, encStr("l"), encUint(0), encBool(true)))), false},
 		{"a detach of its session", frame(0, 1, performative(0x16, encUint(0), encBool(true))),
@@ -138,12 +144,13 @@ func TestHoldReleases(t *testing.T) {
 // someone waits on, is written with the flush.
 func TestHoldOnlyWhatMayGrow(t *testing.T) {
 	for name, frames := range map[string][][]byte{
-		"unsettled":               {goDisp(1, true, 4, nil, false, accepted)},
-		"a transactional state":   {goDisp(1, true, 4, nil, true, txnState)},
+		"unsettled":               {goDisp(1, true, 4, u32(5), false, accepted)},
+		"one delivery":            {goDisp(1, true, 4, nil, true, accepted)},
+		"a transactional state":   {goDisp(1, true, 4, u32(5), true, txnState)},
 		"a full range":            {goDisp(1, true, 0, u32(maxFolded-1), true, accepted)},
 		"a range grown full":      {goDisp(1, true, 0, u32(maxFolded-2), true, accepted), goDisp(1, true, maxFolded-1, nil, true, accepted)},
-		"the top of the range":    {goDisp(1, true, ^uint32(0), nil, true, accepted)},
-		"settled as boolean 0x56": {frame(0, 1, performative(0x15, encBool(true), encUint(4), null, []byte{0x56, 0}, accepted))},
+		"the top of the range":    {goDisp(1, true, ^uint32(0)-1, u32(^uint32(0)), true, accepted)},
+		"settled as boolean 0x56": {frame(0, 1, performative(0x15, encBool(true), encUint(4), encUint(5), []byte{0x56, 0}, accepted))},
 	} {
 		t.Run(name, func(t *testing.T) {
 			h := newHolder()
@@ -154,12 +161,12 @@ func TestHoldOnlyWhatMayGrow(t *testing.T) {
 		})
 	}
 	for name, f := range map[string][]byte{
-		"no state":             goDisp(1, true, 4, nil, true, nil),
-		"a null state":         frame(0, 1, performative(0x15, encBool(true), encUint(4), null, encBool(true), null)),
-		"rejected":             goDisp(1, true, 4, nil, true, []byte{0x00, 0x53, 0x25, 0xc0, 0x01, 0x00}),
-		"modified":             goDisp(1, true, 4, nil, true, []byte{0x00, 0x53, 0x27, 0x45}),
-		"settled as 0x56 0x01": frame(0, 1, performative(0x15, encBool(true), encUint(4), null, []byte{0x56, 1}, accepted)),
-		"the sender's role":    goDisp(1, false, 4, nil, true, accepted),
+		"no state":             goDisp(1, true, 4, u32(5), true, nil),
+		"a null state":         frame(0, 1, performative(0x15, encBool(true), encUint(4), encUint(5), encBool(true), null)),
+		"rejected":             goDisp(1, true, 4, u32(5), true, []byte{0x00, 0x53, 0x25, 0xc0, 0x01, 0x00}),
+		"modified":             goDisp(1, true, 4, u32(5), true, []byte{0x00, 0x53, 0x27, 0x45}),
+		"settled as 0x56 0x01": frame(0, 1, performative(0x15, encBool(true), encUint(4), encUint(5), []byte{0x56, 1}, accepted)),
+		"the sender's role":    goDisp(1, false, 4, u32(5), true, accepted),
 	} {
 		t.Run("held: "+name, func(t *testing.T) {
 			h := newHolder()
@@ -265,11 +272,9 @@ func TestHoldInTheFlusher(t *testing.T) {
 	rc := newRecordingConn()
 	c := coalesce(rc, true)
 	setHold(c, time.Hour) // only what ends the range writes it
-	for id := range uint32(3) {
-		_, err := c.Write(goDisp(1, true, id, nil, true, accepted))
-		require.NoError(t, err)
-	}
-	_, err := c.Write(transfer2)
+	_, err := c.Write(goDisp(1, true, 0, u32(2), true, accepted))
+	require.NoError(t, err)
+	_, err = c.Write(transfer2)
 	require.NoError(t, err)
 	require.Eventually(t, written(rc, transfer2), 5*time.Second, time.Millisecond)
 	for id := uint32(3); id < 6; id++ {
@@ -280,11 +285,13 @@ func TestHoldInTheFlusher(t *testing.T) {
 	require.NoError(t, err)
 	require.Eventually(t, written(rc, concat(transfer2, wideAccept(1, 0, 5), flow1)), 5*time.Second, time.Millisecond)
 
-	_, err = c.Write(goDisp(1, true, 6, nil, true, accepted))
+	_, err = c.Write(goDisp(1, true, 6, u32(7), true, accepted))
 	require.NoError(t, err)
-	require.NoError(t, c.Close())
 	got, _ := rc.snapshot()
-	require.Equal(t, concat(transfer2, wideAccept(1, 0, 5), flow1, goDisp(1, true, 6, nil, true, accepted)), got,
+	require.Equal(t, concat(transfer2, wideAccept(1, 0, 5), flow1), got, "held")
+	require.NoError(t, c.Close())
+	got, _ = rc.snapshot()
+	require.Equal(t, concat(transfer2, wideAccept(1, 0, 5), flow1, goDisp(1, true, 6, u32(7), true, accepted)), got,
 		"Close writes the held range")
 }
 
@@ -295,41 +302,42 @@ func TestHoldIsBounded(t *testing.T) {
 	c := coalesce(rc, true)
 	defer c.Close()
 	setHold(c, 20*time.Millisecond)
-	d0 := goDisp(1, true, 0, nil, true, accepted)
-	_, err := c.Write(d0)
+	d01 := goDisp(1, true, 0, u32(1), true, accepted)
+	_, err := c.Write(d01)
 	require.NoError(t, err)
-	require.Eventually(t, written(rc, d0), 5*time.Second, time.Millisecond, "the timer writes it")
+	require.Eventually(t, written(rc, d01), 5*time.Second, time.Millisecond, "the timer writes it")
 
 	_, err = c.Write(transfer2)
 	require.NoError(t, err)
-	d1 := goDisp(1, true, 1, nil, true, accepted)
-	_, err = c.Write(d1)
+	d23 := goDisp(1, true, 2, u32(3), true, accepted)
+	_, err = c.Write(d23)
 	require.NoError(t, err)
-	require.Eventually(t, written(rc, concat(d0, transfer2, d1)), 5*time.Second, time.Millisecond)
+	require.Eventually(t, written(rc, concat(d01, transfer2, d23)), 5*time.Second, time.Millisecond)
 
 	// A range that grows without end is written all the same.
-	next := uint32(2)
+	_, err = c.Write(goDisp(1, true, 4, u32(5), true, accepted))
+	require.NoError(t, err)
+	next := uint32(6)
 	require.Eventually(t, func() bool {
 		if _, err := c.Write(goDisp(1, true, next, nil, true, accepted)); err != nil {
 			return false
 		}
 		next++
 		got, _ := rc.snapshot()
-		return len(got) > len(concat(d0, transfer2, d1))
+		return len(got) > len(concat(d01, transfer2, d23))
 	}, 5*time.Second, time.Millisecond)
 	require.NoError(t, c.Close())
 	got, _ := rc.snapshot()
 	as := meaning(t, got)
 	require.Len(t, as, int(next)+1)
 	for i, a := range as {
-		if i == 1 {
-			require.EqualValues(t, -1, a.id)
-			continue
-		}
 		want := int64(i)
-		if i > 1 {
+		switch {
+		case i == 2:
+			want = -1 // the transfer
+		case i > 2:
 			want--
 		}
-		require.Equal(t, want, a.id, "delivery %d", i)
+		require.Equal(t, want, a.id, "action %d", i)
 	}
 }
