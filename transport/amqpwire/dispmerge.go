@@ -34,7 +34,8 @@ import (
 // ends its fold (any frame of its session, a disposition that cannot join
 // it, anything that is not session-local), once it can no longer grow,
 // once holdFor has passed since it was first held, and on Close. Only a
-// settled disposition with no state or an outcome is held (holdableTail).
+// settled disposition with no state or an outcome (holdableTail) that
+// covers two deliveries or more is held (take).
 
 // maxFoldSessions bounds the sessions whose last disposition is kept as a
 // place to fold into: past it, a session's dispositions are written as
