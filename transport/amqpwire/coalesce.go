@@ -19,7 +19,9 @@ import (
 // (the dispositions of a batch of deliveries, the transfers released by a
 // batch of confirms) share a write.
 //
-// Ordering is that of the Write calls. At-least-once does not depend on a
+// Ordering is that of the Write calls, except that the writer folds a
+// session's dispositions into ranges and holds back one that may still
+// grow for at most holdFor (dispmerge.go). At-least-once does not depend on a
 // write having reached the socket: a frame counts once the peer's
 // disposition says so, whichever way it was written.
 type coalescingConn struct {
@@ -39,6 +41,13 @@ type coalescingConn struct {
 	closing  bool
 	deadline time.Time // the write deadline the user set, for a Write that must wait
 	closed   sync.Once
+
+	// holdFor bounds how long a disposition that may still grow is held
+	// back (dispmerge.go); 0 holds nothing. holdSince is when the
+	// dispositions held now began to be held, zero when none is.
+	holdFor   time.Duration
+	holdSince time.Time
+	expired   uint64 // holds ended because holdFor had passed, for the tests
 }
 
 const (
@@ -51,6 +60,12 @@ const (
 	flushTimeout = 30 * time.Second
 )
 
+// dispositionHold is how long the writer of a go-amqp connection holds back
+// a disposition that may still grow (holdFor). A millisecond is tens of
+// deliveries under load and nothing a person or a timeout notices; the
+// settlement of a delivery is not awaited by anyone once written.
+var dispositionHold = time.Millisecond
+
 // closeFlushTimeout bounds how long Close waits for pending bytes (the close
 // performative among them) to reach the socket. A variable for the tests.
 var closeFlushTimeout = 2 * time.Second
@@ -62,6 +77,9 @@ func coalesce(c net.Conn, fold bool) *coalescingConn {
 		wake:  make(chan struct{}, 1),
 		space: make(chan struct{}, 1),
 		done:  make(chan struct{}),
+	}
+	if fold {
+		cc.holdFor = dispositionHold
 	}
 	go cc.flush()
 	return cc
@@ -84,28 +102,30 @@ func (c *coalescingConn) Write(p []byte) (int, error) {
 		c.mu.Unlock()
 		return 0, err
 	}
-	c.appendFrame(p)
+	added := c.appendFrame(p)
 	c.mu.Unlock()
-	select {
-	case c.wake <- struct{}{}:
-	default:
+	if added {
+		select {
+		case c.wake <- struct{}{}:
+		default:
+		}
 	}
 	return len(p), nil
 }
 
 // appendFrame queues p, folding a disposition into an earlier one of its
-// session where that means the same (dispmerge.go). go-amqp writes one
-// frame per Write, so p is a whole frame or something that is not folded.
-func (c *coalescingConn) appendFrame(p []byte) {
-	if !c.fold {
-		c.buf = append(c.buf, p...)
-		return
-	}
-	if c.foldInto(p) {
+// session where that means the same (dispmerge.go), and reports whether it
+// added a frame. go-amqp writes one frame per Write, so p is a whole frame
+// or something that is not folded. A folded p needs no wake-up: the frame
+// it joined is still pending, so a wake-up for it is pending too, or it is
+// held and the flusher's timer writes it.
+func (c *coalescingConn) appendFrame(p []byte) bool {
+	if c.fold && c.foldInto(p) {
 		c.folded++
-		return
+		return false
 	}
 	c.buf = append(c.buf, p...)
+	return true
 }
 
 func (c *coalescingConn) waitSpace(deadline time.Time) bool {
@@ -132,30 +152,56 @@ func (c *coalescingConn) waitSpace(deadline time.Time) bool {
 	}
 }
 
-// flush runs until Close or the first write error.
+// flush runs until Close or the first write error. Its timer ends the
+// holding of dispositions (dispmerge.go) holdFor after it began.
 func (c *coalescingConn) flush() {
 	defer close(c.done)
-	for range c.wake {
-		// Let the goroutines that produce frames run once more before the
-		// system call, so that a burst already under way joins this write.
-		runtime.Gosched()
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	armed := false
+	for {
+		select {
+		case <-c.wake:
+			// Let the goroutines that produce frames run once more before
+			// the system call, so that a burst already under way joins
+			// this write.
+			runtime.Gosched()
+		case <-timer.C:
+			armed = false
+		}
 		for {
 			c.mu.Lock()
-			if c.err != nil || len(c.buf) == 0 {
-				stop := c.err != nil || c.closing
-				if c.err == nil && c.closing {
-					c.err = net.ErrClosed
-				}
+			if c.err != nil {
 				c.mu.Unlock()
+				return
+			}
+			release := c.releaseHeld()
+			if release && !c.closing && !c.holdSince.IsZero() {
+				c.expired++
+			}
+			out, holding := c.take(release)
+			if !holding {
+				c.holdSince = time.Time{}
+			} else if c.holdSince.IsZero() {
+				c.holdSince = time.Now()
+			}
+			until := c.holdSince.Add(c.holdFor)
+			if len(out) == 0 && c.closing {
+				c.err = net.ErrClosed
+			}
+			stop := c.err != nil
+			c.mu.Unlock()
+			if holding && !armed {
+				timer.Reset(time.Until(until))
+				armed = true
+			}
+			if len(out) == 0 {
 				if stop {
 					return
 				}
 				break
 			}
-			out := c.buf
-			c.buf, c.spare = c.spare[:0], out
-			c.folds.n = 0
-			c.mu.Unlock()
 			c.signalSpace()
 
 			_ = c.Conn.SetWriteDeadline(time.Now().Add(flushTimeout))
@@ -170,6 +216,13 @@ func (c *coalescingConn) flush() {
 			}
 		}
 	}
+}
+
+// releaseHeld reports, under c.mu, whether this flush writes the held
+// dispositions too: on Close, and once holdFor has passed.
+func (c *coalescingConn) releaseHeld() bool {
+	return c.closing || c.holdFor <= 0 ||
+		(!c.holdSince.IsZero() && time.Since(c.holdSince) >= c.holdFor)
 }
 
 func (c *coalescingConn) signalSpace() {

@@ -24,6 +24,18 @@ import (
 // begin, end, close, SASL, a protocol header, bytes not understood) ends
 // every fold. Only go-amqp's encoding of a disposition (and the one
 // written here) is folded; any other frame passes through as written.
+//
+// A flush would end every range, and the flusher writes as soon as it
+// wakes, so a session's last disposition that may still grow is held back
+// instead (take): it becomes the start of the next pending bytes, where
+// the next dispositions of its session fold into it. Held, it only moves
+// later past frames of other sessions, as a fold moves a disposition
+// earlier past them. It goes out with the first flush after a frame that
+// ends its fold (any frame of its session, a disposition that cannot join
+// it, anything that is not session-local), once it can no longer grow,
+// once holdFor has passed since it was first held, and on Close. Only a
+// settled disposition with no state or an outcome (holdableTail) that
+// covers two deliveries or more is held (take).
 
 // maxFoldSessions bounds the sessions whose last disposition is kept as a
 // place to fold into: past it, a session's dispositions are written as
@@ -147,8 +159,9 @@ type dispFrame struct {
 	channel     uint16
 	role        bool
 	first, last uint32
-	tail        int // where the fields after last start, in the frame
-	tailFields  int // how many fields follow last
+	tail        int  // where the fields after last start, in the frame
+	tailFields  int  // how many fields follow last
+	holdable    bool // settled, and its state is none or an outcome (holding, below)
 }
 
 // maxFolded bounds the range one disposition covers: a broker takes the
@@ -222,7 +235,33 @@ func parseDisposition(p []byte) (d dispFrame, ok bool) {
 		}
 		d.tailFields++
 	}
+	d.holdable = holdableTail(p[d.tail:end], d.tailFields)
 	return d, pos == end
+}
+
+// holdableTail reports whether a disposition whose fields after last are
+// tail (n of them) may be held back: it is settled, so nobody waits for the
+// peer's answer, and its state is none or an outcome (accepted, rejected,
+// released, modified). A transactional state is never held: its settlement
+// must reach the peer before the discharge the application writes next,
+// which may be on another session.
+func holdableTail(tail []byte, n int) bool {
+	if n < 1 || len(tail) == 0 {
+		return false
+	}
+	var pos int
+	switch {
+	case tail[0] == 0x41:
+		pos = 1
+	case tail[0] == 0x56 && len(tail) > 1 && tail[1] == 1:
+		pos = 2
+	default:
+		return false
+	}
+	if n < 2 || tail[pos] == 0x40 {
+		return true
+	}
+	return len(tail) >= pos+3 && tail[pos] == 0x00 && tail[pos+1] == 0x53 && tail[pos+2] >= 0x24 && tail[pos+2] <= 0x27
 }
 
 // dispUint reads a uint field (or null) at p[pos:end]; pos is -1 when the
@@ -304,4 +343,70 @@ func appendUint(b []byte, v uint32, wide bool) []byte {
 		return append(b, 0x52, byte(v))
 	}
 	return append(b, 0x70, byte(v>>24), byte(v>>16), byte(v>>8), byte(v))
+}
+
+// growable reports whether k may be held back for later dispositions of
+// its session to fold into.
+func (k *foldAt) growable() bool {
+	return k.f.holdable && k.f.last != ^uint32(0) && k.f.last-k.f.first+1 < maxFolded
+}
+
+// take hands the flusher what to write of the pending bytes, under c.mu.
+// Unless release is set, the dispositions that may still grow stay behind
+// as the start of the next pending bytes, still places to fold into, and
+// holding says so; out is empty when they are all that is pending.
+//
+// A disposition of one delivery is not held: nothing shows that more will
+// follow (a request answered, a message now and then), and holding it would
+// cost the flusher a second wake-up, by its timer, for the same one write.
+// Under load a flush finds several deliveries of a session settled.
+func (c *coalescingConn) take(release bool) (out []byte, holding bool) {
+	fs := &c.folds
+	var keep [maxFoldSessions]int // the held entries of fs.at, by position
+	n := 0
+	if !release {
+		for i := range fs.n {
+			k := &fs.at[i]
+			if !k.growable() || k.f.first == k.f.last {
+				continue
+			}
+			j := n
+			for ; j > 0 && fs.at[keep[j-1]].at > k.at; j-- {
+				keep[j] = keep[j-1]
+			}
+			keep[j] = i
+			n++
+		}
+	}
+	if n == 0 {
+		out = c.buf
+		c.buf, c.spare = c.spare[:0], out
+		fs.n = 0
+		return out, false
+	}
+	held := 0
+	for _, i := range keep[:n] {
+		held += fs.at[i].size
+	}
+	if held == len(c.buf) {
+		return nil, true // every entry is held: none is left to drop
+	}
+	// Cut the held frames out of the bytes to write, in place, and copy
+	// them, in order, to the start of the next pending bytes.
+	next := c.spare[:0]
+	var kept [maxFoldSessions]foldAt
+	w, r := 0, 0
+	for j, i := range keep[:n] {
+		k := fs.at[i]
+		w += copy(c.buf[w:], c.buf[r:k.at])
+		r = k.at + k.size
+		next = append(next, c.buf[k.at:r]...)
+		k.at = len(next) - k.size
+		kept[j] = k
+	}
+	w += copy(c.buf[w:], c.buf[r:])
+	out = c.buf[:w]
+	c.buf, c.spare = next, out
+	fs.n = copy(fs.at[:], kept[:n])
+	return out, true
 }

@@ -327,53 +327,8 @@ func TestFoldPassesThroughWhatItDoesNotKnow(t *testing.T) {
 // frames no fold crosses where they were.
 func TestFoldMeansTheSame(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	states := [][]byte{nil, accepted, released, {0x00, 0x53, 0x25, 0xc0, 0x01, 0x00}}
 	for round := range 300 {
-		var in [][]byte
-		next := [2]uint32{uint32(r.IntN(300)), ^uint32(0) - 40}
-		for range 1 + r.IntN(120) {
-			ch := uint16(r.IntN(2))
-			switch r.IntN(12) {
-			case 0:
-				in = append(in, transferFrame(ch, xfer{id: r.Uint32()}, message("m")))
-				continue
-			case 10:
-				in = append(in, frame(0, ch, performative(0x13, encUint(0), encUint(5000), encUint(1), encUint(5000))))
-				continue
-			case 11:
-				if r.IntN(3) == 0 { // a frame no fold crosses
-					in = append(in, frame(0, ch, performative(0x16, encUint(0), encBool(false))))
-					continue
-				}
-			case 1:
-				next[ch] += 1 + uint32(r.IntN(2)) // a gap
-			case 2:
-				next[ch]-- // the last id again
-			}
-			first := next[ch]
-			var last *uint32
-			if r.IntN(4) == 0 {
-				l := first + uint32(r.IntN(5))
-				if l < first {
-					l = first
-				}
-				last = u32(l)
-				next[ch] = l + 1
-			} else {
-				next[ch] = first + 1
-			}
-			role, settled, state := true, true, states[1]
-			if r.IntN(8) == 0 {
-				role = false
-			}
-			if r.IntN(8) == 0 {
-				settled = false
-			}
-			if r.IntN(6) == 0 {
-				state = states[r.IntN(len(states))]
-			}
-			in = append(in, goDisp(ch, role, first, last, settled, state))
-		}
+		in := randomStream(r)
 		out := fold(in...)
 		inSegs, inCuts := segments(t, bytes.Join(in, nil))
 		outSegs, outCuts := segments(t, out)
@@ -384,6 +339,63 @@ func TestFoldMeansTheSame(t *testing.T) {
 		againSegs, _ := segments(t, fold(wireFrames(t, out)...))
 		require.Equal(t, outSegs, againSegs)
 	}
+}
+
+// txnState is a transactional-state, which is folded but never held.
+var txnState = []byte{0x00, 0x53, 0x34, 0xc0, 0x07, 0x01, 0xa0, 0x04, 't', 'x', 'n', '1'}
+
+// randomStream is up to 120 frames: dispositions of two sessions (both
+// roles, settled or not, five states, single ids and ranges, gaps, repeated
+// ids, ids at the top of the serial range) mixed with transfers, flows and
+// detaches.
+func randomStream(r *rand.Rand) [][]byte {
+	states := [][]byte{nil, accepted, released, {0x00, 0x53, 0x25, 0xc0, 0x01, 0x00}, txnState}
+	var in [][]byte
+	next := [2]uint32{uint32(r.IntN(300)), ^uint32(0) - 40}
+	for range 1 + r.IntN(120) {
+		ch := uint16(r.IntN(2))
+		switch r.IntN(12) {
+		case 0:
+			in = append(in, transferFrame(ch, xfer{id: r.Uint32()}, message("m")))
+			continue
+		case 10:
+			in = append(in, frame(0, ch, performative(0x13, encUint(0), encUint(5000), encUint(1), encUint(5000))))
+			continue
+		case 11:
+			if r.IntN(3) == 0 { // a frame no fold crosses
+				in = append(in, frame(0, ch, performative(0x16, encUint(0), encBool(false))))
+				continue
+			}
+		case 1:
+			next[ch] += 1 + uint32(r.IntN(2)) // a gap
+		case 2:
+			next[ch]-- // the last id again
+		}
+		first := next[ch]
+		var last *uint32
+		if r.IntN(4) == 0 {
+			l := first + uint32(r.IntN(5))
+			if l < first {
+				l = first
+			}
+			last = u32(l)
+			next[ch] = l + 1
+		} else {
+			next[ch] = first + 1
+		}
+		role, settled, state := true, true, states[1]
+		if r.IntN(8) == 0 {
+			role = false
+		}
+		if r.IntN(8) == 0 {
+			settled = false
+		}
+		if r.IntN(6) == 0 {
+			state = states[r.IntN(len(states))]
+		}
+		in = append(in, goDisp(ch, role, first, last, settled, state))
+	}
+	return in
 }
 
 func TestFoldAllocatesNothing(t *testing.T) {

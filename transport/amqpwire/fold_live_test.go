@@ -4,13 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os/exec"
+	"path/filepath"
+	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/Azure/go-amqp"
 
 	"github.com/amqpactor/amqpactor/address"
+	"github.com/amqpactor/amqpactor/internal/livetest"
 	"github.com/amqpactor/amqpactor/transport"
 	"github.com/amqpactor/amqpactor/transport/amqpwire"
 )
@@ -122,4 +128,75 @@ func TestLiveFoldedRedelivery(t *testing.T) {
 	expect(t, slices.Equal(back, kept), "redelivered %v, want %v", back, kept)
 	must(t, again.Close(ctx), "detach")
 	nothingMore(t, s, q)
+}
+
+// TestLiveHeldSettlementReachesTheBroker: a connection that only consumes
+// and settles, with all its credit issued up front, writes no frame of its
+// session after its last dispositions, so the writer holds the tail of the
+// range back (dispmerge.go); it still reaches the broker within the hold's
+// bound: the deliveries the broker counts unacknowledged go from n to 0
+// while the link stays attached.
+func TestLiveHeldSettlementReachesTheBroker(t *testing.T) {
+	const n = 200
+	conn := connect(t)
+	s := session(t, conn)
+	q := address.Queue(queueName(t, conn))
+	fill(t, s, q, n)
+	consumer := connect(t)
+	cs := session(t, consumer)
+	rcv := newReceiver(t, cs, transport.ReceiverOptions{Address: q, Credit: n})
+	ctx := testContext(t)
+	got := takeAll(t, rcv, n)
+	// The broker's counts lag (a quorum queue publishes them on its tick):
+	// first see it count the deliveries, then see it count none.
+	untilUnacked(t, q.Name(), n, "before settling them")
+	expired := amqpwire.ExpiredHolds(consumer)
+	for _, m := range got {
+		must(t, rcv.Settle(ctx, m, transport.Outcome{Kind: transport.Accepted}), "settle")
+	}
+	folded := amqpwire.FoldedDispositions(consumer)
+	t.Logf("%d of %d dispositions folded into the one before", folded, n)
+	expect(t, folded > 0, "no disposition was folded")
+	untilUnacked(t, q.Name(), 0, "after settling them, the link attached")
+	expect(t, amqpwire.ExpiredHolds(consumer) > expired, "no hold ran out: something else wrote the held range")
+	info, err := conn.Management().QueueInfo(ctx, q.Name())
+	must(t, err, "queue info")
+	expect(t, info.Messages == 0, "%d messages on the queue, want 0", info.Messages)
+}
+
+// untilUnacked waits, for at most 30 s, until the broker counts want
+// deliveries of queue name unacknowledged.
+func untilUnacked(t *testing.T, name string, want int, when string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for got := unacked(t, name); got != want; got = unacked(t, name) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %d deliveries unacknowledged after 30 s, want %d", when, got, want)
+		}
+	}
+}
+
+// unacked is how many deliveries of queue name the broker counts
+// unacknowledged (rabbitmqctl, through the test broker's script); the test
+// is Missing it where the script cannot run.
+func unacked(t *testing.T, name string) int {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	script := filepath.Join(filepath.Dir(file), "..", "..", "test", "broker", "rabbitmq4.sh")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "bash", script, "ctl", "list_queues", "name", "messages_unacknowledged",
+		"--quiet", "--no-table-headers").Output()
+	if err != nil {
+		livetest.Missing(t, "rabbitmqctl through test/broker/rabbitmq4.sh ctl: "+err.Error())
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == name {
+			v, err := strconv.Atoi(f[1])
+			must(t, err, "messages_unacknowledged of "+name)
+			return v
+		}
+	}
+	t.Fatalf("rabbitmqctl does not list queue %s", name)
+	return 0
 }
