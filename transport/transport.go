@@ -111,10 +111,10 @@ type Resolved interface {
 	Resolved() (Outcome, bool)
 }
 
-// Recycler is implemented by a Receipt the transport reuses: its one
+// ReusableReceipt is implemented by a Receipt the transport reuses: its one
 // holder calls Recycle once it is done with it (after Wait, or instead of
 // it), and never touches it again.
-type Recycler interface {
+type ReusableReceipt interface {
 	Recycle()
 }
 

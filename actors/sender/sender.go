@@ -836,7 +836,7 @@ func (s *sender) confirmer(to *reports, gen uint64, cq *workq.Q[job]) {
 				continue
 			}
 			outcome, err := j.receipt.Wait(j.p.Ctx)
-			if rc, ok := j.receipt.(transport.Recycler); ok {
+			if rc, ok := j.receipt.(transport.ReusableReceipt); ok {
 				rc.Recycle()
 			}
 			switch {

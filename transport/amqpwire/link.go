@@ -129,7 +129,7 @@ func (s *Sender) Close(ctx context.Context) error {
 }
 
 // receipt is the transport.Receipt of one unsettled transfer. It is a
-// transport.Recycler: one receipt per publish was an allocation raw
+// transport.ReusableReceipt: one receipt per publish was an allocation raw
 // go-amqp does not make.
 type receipt struct {
 	mu   sync.Mutex
