@@ -83,6 +83,7 @@ func (l *senderLink) Send(ctx context.Context, m *amqp.Message, settled bool) (t
 		return nil, err
 	}
 	if rej := l.b.rejection(l.addr); rej != nil {
+		st.release()
 		if settled {
 			return nil, nil
 		}
@@ -93,6 +94,7 @@ func (l *senderLink) Send(ctx context.Context, m *amqp.Message, settled bool) (t
 	} else {
 		l.b.route(l.addr, st, &l.q)
 	}
+	st.release()
 	if settled {
 		return nil, nil
 	}
@@ -253,6 +255,9 @@ func (r *receiverLink) Receive(ctx context.Context) (*amqp.Message, error) {
 			}
 			// s is immutable: the copy needs no lock.
 			s.deliverInto(d, pb, first, count)
+			if r.settled {
+				s.release() // e, too, may be s's own: not read from here on
+			}
 			return &d.msg, nil
 		}
 		cause := r.cause
@@ -297,6 +302,7 @@ func (r *receiverLink) Settle(ctx context.Context, m *amqp.Message, o transport.
 	switch o.Kind {
 	case transport.Accepted:
 		q.out.Add(-1)
+		e.msg.release()
 	case transport.Rejected:
 		q.out.Add(-1)
 		q.mu.Lock()

@@ -1,0 +1,90 @@
+package inproc
+
+import (
+	"context"
+	"strconv"
+	"testing"
+
+	"github.com/Azure/go-amqp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/amqpactor/amqpactor/address"
+	"github.com/amqpactor/amqpactor/transport"
+)
+
+// churn sends, receives and accepts n messages of the same shape as the
+// others on a queue of its own, so that whatever the broker recycles is
+// reused.
+func (e *env) churn(n int) {
+	e.t.Helper()
+	a := address.Queue("churn")
+	r := e.sub(a, uint32(n))
+	s := e.sender(a)
+	for i := range n {
+		e.send(s, "churn-"+strconv.Itoa(i))
+		settle(e.t, r, recv(e.t, r), accept)
+	}
+	require.NoError(e.t, r.Close(context.Background()))
+}
+
+// TestRecycledCopyStaysWhileAnyEntryReadsIt: the broker's copy of a message
+// goes back to its pool only once every queue it was routed to is done with
+// it, so a fan-out whose other subscription accepted, a redelivery and a
+// dead letter still read the message as published.
+func TestRecycledCopyStaysWhileAnyEntryReadsIt(t *testing.T) {
+	e := newEnv(t)
+	top := address.Topic("recycle")
+	ra := e.sub(top, 1)
+	rb := e.receiver(transport.ReceiverOptions{Address: top, Subscription: "keep", Credit: 1}, 1)
+	pub := e.sender(top)
+	e.send(pub, "first")
+
+	ma := recv(t, ra)
+	settle(t, ra, ma, accept)
+	e.churn(64)
+	// A transport user may still read a delivery it settled.
+	require.Equal(t, "first", string(ma.GetData()))
+
+	mb := recv(t, rb)
+	require.Equal(t, "first", string(mb.GetData()))
+	settle(t, rb, mb, release)
+	e.churn(64)
+	require.NoError(t, rb.IssueCredit(1))
+	mb = recv(t, rb)
+	require.Equal(t, "first", string(mb.GetData()))
+	require.False(t, mb.Header.FirstAcquirer)
+	settle(t, rb, mb, rejected)
+	e.churn(64)
+	dead := e.b.DeadLetters("recycle::keep")
+	require.Len(t, dead, 1)
+	require.Equal(t, "first", string(dead[0].GetData()))
+}
+
+// TestPresettledDeliveryRecyclesTheCopy: a pre-settled receiver's delivery
+// is its own after the broker's copy went back to its pool.
+func TestPresettledDeliveryRecyclesTheCopy(t *testing.T) {
+	e := newEnv(t)
+	a := address.Queue("presettled-recycle")
+	r := e.receiver(transport.ReceiverOptions{Address: a, Settled: true, Credit: 8}, 8)
+	e.send(e.sender(a), "mine")
+	m := recv(t, r)
+	e.churn(64)
+	require.Equal(t, "mine", string(m.GetData()))
+}
+
+// TestPublisherMayReuseItsBufferAfterSend: the broker's copy is taken
+// before Send returns, pooled or not.
+func TestPublisherMayReuseItsBufferAfterSend(t *testing.T) {
+	e := newEnv(t)
+	a := address.Queue("reuse-buffer")
+	r := e.sub(a, 4)
+	s := e.sender(a)
+	body := []byte("one")
+	_, err := s.Send(context.Background(), &amqp.Message{Data: [][]byte{body}}, false)
+	require.NoError(t, err)
+	copy(body, "two")
+	_, err = s.Send(context.Background(), &amqp.Message{Data: [][]byte{body}}, false)
+	require.NoError(t, err)
+	require.Equal(t, "one", recvBody(t, r))
+	require.Equal(t, "two", recvBody(t, r))
+}
