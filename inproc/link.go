@@ -132,13 +132,31 @@ type receiverLink struct {
 	notifyc chan struct{} // one slot: "buf may have grown"
 	done    chan struct{} // closed when the link ends
 
+	// recycle: the user promised not to read a settled delivery
+	// (transport.Recycler), so Settle returns its copy to the pool.
+	recycle atomic.Bool
+
 	mu        sync.Mutex // guards the fields below; nests inside q.mu
 	buf       deque      // transferred, not yet received
-	unsettled map[*amqp.Message]*entry
+	unsettled map[*amqp.Message]unsettled
 	cause     error
 }
 
-var _ transport.Receiver = (*receiverLink)(nil)
+// unsettled is a delivery out on a link: its queue entry and the copy the
+// receiver got.
+type unsettled struct {
+	e *entry
+	b *box
+}
+
+var (
+	_ transport.Receiver = (*receiverLink)(nil)
+	_ transport.Recycler = (*receiverLink)(nil)
+)
+
+// RecycleSettled lets Settle reuse a delivered message's memory; see
+// transport.Recycler.
+func (r *receiverLink) RecycleSettled() { r.recycle.Store(true) }
 
 func (r *receiverLink) notify() {
 	select {
@@ -166,7 +184,7 @@ func (s *session) NewReceiver(ctx context.Context, o transport.ReceiverOptions) 
 		done:    make(chan struct{}),
 	}
 	if !o.Settled {
-		r.unsettled = make(map[*amqp.Message]*entry, max(int(o.Credit), 16))
+		r.unsettled = make(map[*amqp.Message]unsettled, max(int(o.Credit), 16))
 	}
 	switch {
 	case o.Dynamic:
@@ -247,7 +265,7 @@ func (r *receiverLink) Receive(ctx context.Context) (*amqp.Message, error) {
 			count, s := e.count, e.msg
 			d, pb := s.newBox()
 			if !r.settled {
-				r.unsettled[&d.msg] = e
+				r.unsettled[&d.msg] = unsettled{e: e, b: d}
 			}
 			r.mu.Unlock()
 			if r.settled {
@@ -290,13 +308,17 @@ func (r *receiverLink) Settle(ctx context.Context, m *amqp.Message, o transport.
 		r.mu.Unlock()
 		return r.linkErr("settle", fmt.Errorf("%w: %w", ErrLinkEnded, cause))
 	}
-	e, ok := r.unsettled[m]
+	u, ok := r.unsettled[m]
 	if !ok {
 		r.mu.Unlock()
 		return ErrUnknownDelivery
 	}
 	delete(r.unsettled, m)
 	r.mu.Unlock()
+	e := u.e
+	if r.recycle.Load() {
+		u.b.recycle()
+	}
 
 	q := r.q
 	switch o.Kind {
@@ -347,8 +369,8 @@ func (r *receiverLink) end(cause error) {
 	r.mu.Lock()
 	r.cause = cause
 	back := r.buf.drain()
-	for _, e := range r.unsettled {
-		back = append(back, e)
+	for _, u := range r.unsettled {
+		back = append(back, u.e)
 	}
 	r.unsettled = nil
 	r.mu.Unlock()

@@ -33,6 +33,10 @@ type box struct {
 	msg  amqp.Message
 	hdr  amqp.MessageHeader
 	data [1][]byte // Data when the message has exactly one section
+	// buf is the data sections' memory, kept across the pool's reuses.
+	buf []byte
+	// full is set when the box is a fullBox's.
+	full *fullBox
 }
 
 // propBox is a message's properties with what they point to.
@@ -280,14 +284,39 @@ func (s *stored) deliver(firstAcquirer bool, count uint32) *amqp.Message {
 	return &b.msg
 }
 
-// newBox allocates what one delivery of s needs: pb is nil when s has no
-// properties.
+// Delivered copies come back to these pools from a receiver whose user
+// promised not to read them once settled (transport.Recycler).
+var (
+	boxPool     = sync.Pool{New: func() any { return new(box) }}
+	fullBoxPool = sync.Pool{New: func() any { return new(fullBox) }}
+)
+
+// newBox takes what one delivery of s needs from its pool, cleared: pb is
+// nil when s has no properties.
 func (s *stored) newBox() (b *box, pb *propBox) {
 	if s.p == nil {
-		return new(box), nil
+		b = boxPool.Get().(*box)
+		*b = box{buf: b.buf}
+		return b, nil
 	}
-	f := new(fullBox)
+	f := fullBoxPool.Get().(*fullBox)
+	buf := f.buf
+	*f = fullBox{}
+	f.buf, f.full = buf, f
 	return &f.box, &f.propBox
+}
+
+// recycle returns b to its pool. Nothing may read b, its message or its
+// data sections afterwards.
+func (b *box) recycle() {
+	if cap(b.buf) > maxPooledBody {
+		b.buf = nil
+	}
+	if b.full != nil {
+		fullBoxPool.Put(b.full)
+	} else {
+		boxPool.Put(b)
+	}
 }
 
 // deliverInto fills b and pb, from newBox. s is immutable: it needs no lock.
@@ -322,7 +351,7 @@ func (s *stored) deliverInto(b *box, pb *propBox, firstAcquirer bool, count uint
 		}
 		out.Properties = &b.props
 	}
-	out.Data = copyData(&b.data, s.data, nil)
+	out.Data = copyData(&b.data, s.data, &b.buf)
 	if s.deep {
 		out.DeliveryAnnotations = cloneAnnotations(s.da)
 		out.Annotations = cloneAnnotations(s.ann)

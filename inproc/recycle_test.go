@@ -88,3 +88,39 @@ func TestPublisherMayReuseItsBufferAfterSend(t *testing.T) {
 	require.Equal(t, "one", recvBody(t, r))
 	require.Equal(t, "two", recvBody(t, r))
 }
+
+// TestRecyclingReceiverGetsCleanCopies: with RecycleSettled, Settle hands
+// the delivered copy back to the broker, and a later delivery in the same
+// memory carries nothing of the one before: every delivery is what the wire
+// would deliver, whatever shape came before it.
+func TestRecyclingReceiverGetsCleanCopies(t *testing.T) {
+	e := newEnv(t)
+	a := address.Queue("recycling")
+	r := e.receiver(transport.ReceiverOptions{Address: a, Credit: 64}, 64)
+	r.(transport.Recycler).RecycleSettled()
+	s := e.sender(a)
+	subject, ct := "subj", "text/plain"
+	shapes := []*amqp.Message{
+		{Data: [][]byte{[]byte("a longer body than the next one")}, ApplicationProperties: map[string]any{"k": "v"},
+			Annotations: amqp.Annotations{"x-opt-a": int64(1)}, Header: &amqp.MessageHeader{Durable: true, Priority: 7}},
+		{Sequence: [][]any{{int64(1), "a"}}, DeliveryAnnotations: amqp.Annotations{"x-opt-d": "d"}},
+		{Data: [][]byte{[]byte("short")}},
+		{Data: [][]byte{[]byte("two"), []byte("sections")}, Properties: &amqp.MessageProperties{
+			MessageID: "id", Subject: &subject, ContentType: &ct, UserID: []byte("u")}},
+		{Data: [][]byte{[]byte("props gone")}, Footer: amqp.Annotations{"f": "x"}},
+		{Properties: &amqp.MessageProperties{CorrelationID: uint64(9)}, Value: "value, no data"},
+		{Data: [][]byte{{}}},
+	}
+	for round := range 3 {
+		for i, m := range shapes {
+			if round == 1 {
+				m = shapes[len(shapes)-1-i]
+			}
+			_, err := s.Send(context.Background(), m, false)
+			require.NoError(t, err)
+			got := recv(t, r)
+			require.Equal(t, viaWire(t, m, true, 0), got, "round %d shape %d", round, i)
+			settle(t, r, got, accept)
+		}
+	}
+}

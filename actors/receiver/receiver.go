@@ -417,6 +417,14 @@ func (in *inflight) release() {
 func (r *receiver) pump(in *inflight, link transport.Receiver, ctx context.Context) {
 	defer in.release()
 	var id uint64
+	// Nothing reads a delivery's transfer once the settler has settled it,
+	// so a transport that can reuse its memory may, once the handler's
+	// Message has its own Body.
+	fromAMQP := protocol.FromAMQP
+	if rc, ok := link.(transport.Recycler); ok && !r.spec.Settled {
+		rc.RecycleSettled()
+		fromAMQP = protocol.FromAMQPOwned
+	}
 	for {
 		raw, err := link.Receive(ctx)
 		if err != nil {
@@ -437,7 +445,7 @@ func (r *receiver) pump(in *inflight, link transport.Receiver, ctx context.Conte
 		}
 		id++
 		d := protocol.NewDelivery()
-		d.ID, d.Link, d.Raw, d.Message, d.Ctx, d.To = id, in.gen, raw, protocol.FromAMQP(raw), in.ctx, in
+		d.ID, d.Link, d.Raw, d.Message, d.Ctx, d.To = id, in.gen, raw, fromAMQP(raw), in.ctx, in
 		d.Draining = ctx.Done() // a worker waiting to retry stops at a drain
 		in.open.Add(1)
 		in.unsettled.Add(1)

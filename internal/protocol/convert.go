@@ -326,24 +326,81 @@ func FromAMQP(am *amqp.Message) *messages.Message {
 	if am == nil {
 		return nil
 	}
-	m := &messages.Message{Priority: 4}
-
-	// Body.
+	m := &messages.Message{}
 	switch len(am.Data) {
 	case 0:
 	case 1:
 		m.Body = am.Data[0]
 	default:
-		n := 0
-		for _, d := range am.Data {
-			n += len(d)
-		}
-		body := make([]byte, 0, n)
-		for _, d := range am.Data {
-			body = append(body, d...)
-		}
-		m.Body = body
+		m.Body = convJoin(make([]byte, 0, convDataLen(am.Data)), am.Data)
 	}
+	fromAMQP(am, m)
+	return m
+}
+
+// The Message and a small Body of FromAMQPOwned in one allocation.
+type (
+	convOwned128 struct {
+		m    messages.Message
+		body [128]byte
+	}
+	convOwned512 struct {
+		m    messages.Message
+		body [512]byte
+	}
+)
+
+// FromAMQPOwned is FromAMQP for a transfer whose memory the transport
+// reuses once it is settled (transport.Recycler): the Body is copied, into
+// the same allocation as the Message when it is at most 512 bytes. What
+// else the result shares with am (Headers, binary ids, values) the
+// transport makes afresh for each delivery.
+func FromAMQPOwned(am *amqp.Message) *messages.Message {
+	if am == nil {
+		return nil
+	}
+	var m *messages.Message
+	n := convDataLen(am.Data)
+	var buf []byte
+	switch {
+	case len(am.Data) == 0:
+		m = &messages.Message{}
+	case n <= 128:
+		o := &convOwned128{}
+		m, buf = &o.m, o.body[:0:n]
+	case n <= 512:
+		o := &convOwned512{}
+		m, buf = &o.m, o.body[:0:n]
+	default:
+		m = &messages.Message{}
+		buf = make([]byte, 0, n)
+	}
+	if len(am.Data) > 0 {
+		m.Body = convJoin(buf, am.Data)
+	}
+	fromAMQP(am, m)
+	return m
+}
+
+func convDataLen(data [][]byte) int {
+	n := 0
+	for _, d := range data {
+		n += len(d)
+	}
+	return n
+}
+
+// convJoin appends the data sections to body, which has room for them.
+func convJoin(body []byte, data [][]byte) []byte {
+	for _, d := range data {
+		body = append(body, d...)
+	}
+	return body
+}
+
+// fromAMQP fills m, whose Body is set, with everything else of am.
+func fromAMQP(am *amqp.Message, m *messages.Message) {
+	m.Priority = 4
 	m.Value = am.Value
 	if m.Value == nil && len(am.Sequence) > 0 {
 		if len(am.Sequence) == 1 {
@@ -402,7 +459,6 @@ func FromAMQP(am *amqp.Message) *messages.Message {
 	m.Annotations = convAnnotationsIn(am.Annotations)
 	m.DeliveryAnnotations = convAnnotationsIn(am.DeliveryAnnotations)
 	m.Footer = convAnnotationsIn(am.Footer)
-	return m
 }
 
 func convDeref(s *string) string {

@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"bytes"
 	"math"
 	"strings"
 	"testing"
@@ -165,9 +166,33 @@ func TestFromAMQPFields(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			require.Equal(t, &tt.want, FromAMQP(&tt.in))
+			require.Equal(t, &tt.want, FromAMQPOwned(&tt.in))
 		})
 	}
 	require.Nil(t, FromAMQP(nil))
+	require.Nil(t, FromAMQPOwned(nil))
+}
+
+// TestFromAMQPOwnedCopiesTheBody: the transfer's data sections may be reused
+// once settled, so the Message's Body is its own, whatever its size, and a
+// handler appending to it never writes past it.
+func TestFromAMQPOwnedCopiesTheBody(t *testing.T) {
+	for _, n := range []int{0, 1, 128, 129, 512, 513, 70000} {
+		data := bytes.Repeat([]byte{'x'}, n)
+		am := &amqp.Message{Data: [][]byte{data}}
+		m := FromAMQPOwned(am)
+		require.Equal(t, data, m.Body, "size %d", n)
+		require.NotNil(t, m.Body)
+		require.Equal(t, n, cap(m.Body))
+		clear(data)
+		for _, c := range m.Body {
+			require.Equal(t, byte('x'), c, "size %d", n)
+		}
+	}
+	am := &amqp.Message{Data: [][]byte{[]byte("ab"), []byte("cd")}}
+	m := FromAMQPOwned(am)
+	copy(am.Data[0], "zz")
+	require.Equal(t, []byte("abcd"), m.Body)
 }
 
 func TestPriorityRoundTrip(t *testing.T) {
