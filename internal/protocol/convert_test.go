@@ -590,3 +590,29 @@ func BenchmarkToFromAMQP(b *testing.B) {
 		}
 	})
 }
+
+// TestOutgoingKeepsNoPointerToTheMessage: the mapped message holds the
+// property strings and times in its own memory, so a Message a caller
+// publishes can stay on its stack (App.Publish allocates none), and a
+// change to the Message after Map does not reach the mapped properties.
+func TestOutgoingKeepsNoPointerToTheMessage(t *testing.T) {
+	var o Outgoing
+	body := []byte("body")
+	allocs := testing.AllocsPerRun(100, func() {
+		m := messages.Message{Body: body, Subject: "s", ContentType: "text/plain", To: "t",
+			GroupSequence: 3, CreationTime: testTime, Priority: 7}
+		if _, err := o.Map(&m); err != nil {
+			panic(err)
+		}
+	})
+	require.Zero(t, allocs)
+
+	m := &messages.Message{Subject: "a", ReplyTo: "r", GroupSequence: 1, CreationTime: testTime}
+	am, err := o.Map(m)
+	require.NoError(t, err)
+	m.Subject, m.ReplyTo, m.GroupSequence, m.CreationTime = "b", "x", 2, time.Time{}
+	require.Equal(t, "a", *am.Properties.Subject)
+	require.Equal(t, "r", *am.Properties.ReplyTo)
+	require.Equal(t, uint32(1), *am.Properties.GroupSequence)
+	require.Equal(t, testTime, *am.Properties.CreationTime)
+}
