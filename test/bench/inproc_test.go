@@ -36,6 +36,8 @@ func BenchmarkInprocEndToEnd(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.ReportMetric(res.Rate(), "msg/s")
+			// allocs/op without -benchmem's rounding down.
+			b.ReportMetric(float64(res.Mallocs)/float64(b.N), "mallocs/msg")
 			b.ReportMetric(float64(runtime.GOMAXPROCS(0)), "procs")
 		})
 	}
