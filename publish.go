@@ -26,12 +26,7 @@ func (a *App) Publish(ctx context.Context, addr Address, m *Message, opts ...Pub
 	if m == nil {
 		return errNil("Publish", "message")
 	}
-	var c pubConfig
-	for _, o := range opts {
-		if o != nil {
-			o(&c)
-		}
-	}
+	c := pubOptions(opts)
 	if err := a.checkAddress(addr, address.Send); err != nil {
 		return err
 	}
