@@ -487,10 +487,19 @@ func (r *receiver) settler(self *actor.PID, link transport.Receiver, gen uint64,
 	window := r.spec.Credit
 	threshold := max(window/2, 1)
 	settled := owed
+	// One bound for the dispositions of many batches, renewed once half of
+	// it has gone: a context per message was a tenth of the CPU, and one
+	// per batch still an allocation every few messages.
+	var sctx context.Context
+	var renew time.Time
+	cancel := context.CancelFunc(func() {})
+	defer func() { cancel() }()
 	for range q.Ready() {
 		items, closed := q.Take()
-		var sctx context.Context
-		cancel := context.CancelFunc(func() {})
+		if sctx != nil && time.Now().After(renew) {
+			cancel()
+			sctx = nil
+		}
 		for _, it := range items {
 			switch {
 			case it.close:
@@ -513,9 +522,11 @@ func (r *receiver) settler(self *actor.PID, link transport.Receiver, gen uint64,
 			default:
 				if !r.spec.Settled {
 					if sctx == nil {
-						// One bound per batch, not per disposition: a
-						// context per message was a tenth of the CPU.
 						sctx, cancel = r.env.CloseCtx(context.Background())
+						if dl, ok := sctx.Deadline(); ok {
+							now := time.Now()
+							renew = now.Add(dl.Sub(now) / 2)
+						}
 					}
 					if err := link.Settle(sctx, it.raw, it.outcome); err != nil {
 						r.env.Log.Debug("amqpactor: settle failed", "address", r.spec.Address.String(), "error", err)
@@ -525,14 +536,12 @@ func (r *receiver) settler(self *actor.PID, link transport.Receiver, gen uint64,
 			}
 			if settled >= threshold && !r.paused.Load() {
 				if err := link.IssueCredit(settled); err != nil {
-					cancel()
 					r.env.Root.Send(self, &linkEnded{link: gen, err: err})
 					return
 				}
 				settled = 0
 			}
 		}
-		cancel()
 		if closed {
 			return
 		}
