@@ -51,7 +51,13 @@ func (a *App) publishReply(ctx context.Context, addr Address, m *Message) error 
 // tracing wrapper Publish and publishReply share.
 func (a *App) tracedPublish(ctx context.Context, tg *target, addr Address, m *Message, settled bool) error {
 	t := a.tel
-	start := time.Now()
+	// The clock only for a histogram that records: two reads per publish
+	// were a twentieth of the in-process CPU.
+	timed := t.publishDur.Enabled(ctx)
+	var start time.Time
+	if timed {
+		start = time.Now()
+	}
 	ctx, span, m := t.startSend(ctx, tg.publishName, tg, m)
 	if tg == t.replyState && span.IsRecording() {
 		span.SetAttributes(attribute.String("messaging.destination.name", addr.Name()))
@@ -59,7 +65,9 @@ func (a *App) tracedPublish(ctx context.Context, tg *target, addr Address, m *Me
 	err := a.publish(ctx, addr, m, settled, tg == t.replyState)
 	r := publishResult(err, settled)
 	t.published.Add(ctx, 1, tg.published[r]...)
-	t.publishDur.Record(ctx, time.Since(start).Seconds(), tg.pubDur[r]...)
+	if timed {
+		t.publishDur.Record(ctx, time.Since(start).Seconds(), tg.pubDur[r]...)
+	}
 	endSpan(span, err)
 	return err
 }
