@@ -132,6 +132,8 @@ func ToAMQP(m *messages.Message) (*amqp.Message, error) {
 // value is ready to use.
 type Outgoing struct {
 	f convFull
+	// props: the last Map used f.props, which Reset then clears.
+	props bool
 }
 
 // Map is ToAMQP into o's memory. The result is valid until the next Map or
@@ -143,13 +145,18 @@ func (o *Outgoing) Map(m *messages.Message) (*amqp.Message, error) {
 	o.Reset()
 	var props *convProps
 	if convHasProperties(m) {
-		props = &o.f.props
+		props, o.props = &o.f.props, true
 	}
 	return toAMQP(m, &o.f.convBundle, props)
 }
 
 // Reset drops every reference o holds into the last mapped message.
-func (o *Outgoing) Reset() { o.f = convFull{} }
+func (o *Outgoing) Reset() {
+	o.f.convBundle = convBundle{}
+	if o.props {
+		o.f.props, o.props = convProps{}, false
+	}
+}
 
 // toAMQP fills b (and props, when m has properties) with m's sections.
 func toAMQP(m *messages.Message, b *convBundle, props *convProps) (*amqp.Message, error) {

@@ -616,3 +616,22 @@ func TestOutgoingKeepsNoPointerToTheMessage(t *testing.T) {
 	require.Equal(t, uint32(1), *am.Properties.GroupSequence)
 	require.Equal(t, testTime, *am.Properties.CreationTime)
 }
+
+// TestOutgoingReuseLeavesNothingBehind: Map into used memory gives what
+// ToAMQP gives, whatever the message mapped before had.
+func TestOutgoingReuseLeavesNothingBehind(t *testing.T) {
+	var o Outgoing
+	for _, m := range []*messages.Message{
+		{Subject: "s", ReplyTo: "r", GroupSequence: 2, CreationTime: testTime, Body: []byte("a"), Priority: 9},
+		{Body: []byte("b")},
+		{To: "t", Value: "v"},
+		{ContentType: "c", AbsoluteExpiryTime: testTime, TTL: time.Second},
+		{},
+	} {
+		want, err := ToAMQP(m)
+		require.NoError(t, err)
+		got, err := o.Map(m)
+		require.NoError(t, err)
+		require.Equal(t, want, got)
+	}
+}
