@@ -253,6 +253,10 @@ func (r *receiverLink) IssueCredit(n uint32) error {
 	return nil
 }
 
+// testHookReceiveUnlocked, set by a test before any link exists, runs in
+// Receive between letting go of the link's lock and copying the message.
+var testHookReceiveUnlocked func()
+
 // Receive returns the next transfer, waiting for one until ctx is done or the
 // link ends.
 func (r *receiverLink) Receive(ctx context.Context) (*amqp.Message, error) {
@@ -266,16 +270,22 @@ func (r *receiverLink) Receive(ctx context.Context) (*amqp.Message, error) {
 			d, pb := s.newBox()
 			if !r.settled {
 				r.unsettled[&d.msg] = unsettled{e: e, b: d}
+				// The copy below holds s: once unlocked, the link may end
+				// and e go back, to be accepted on another link.
+				s.refs.Add(1)
 			}
 			r.mu.Unlock()
+			if testHookReceiveUnlocked != nil {
+				testHookReceiveUnlocked()
+			}
 			if r.settled {
 				r.q.out.Add(-1) // the broker settled it on transfer
 			}
 			// s is immutable: the copy needs no lock.
 			s.deliverInto(d, pb, first, count)
-			if r.settled {
-				s.release() // e, too, may be s's own: not read from here on
-			}
+			// The copy's reference, or for a settled link the entry's
+			// (e, too, may be s's own: not read from here on).
+			s.release()
 			return &d.msg, nil
 		}
 		cause := r.cause

@@ -3,6 +3,7 @@ package inproc
 import (
 	"context"
 	"strconv"
+	"sync/atomic"
 	"testing"
 
 	"github.com/Azure/go-amqp"
@@ -123,4 +124,42 @@ func TestRecyclingReceiverGetsCleanCopies(t *testing.T) {
 			settle(t, r, got, accept)
 		}
 	}
+}
+
+// TestReceiveHoldsTheCopyItReads: a Receive copies the broker's message
+// after it let go of its link's lock; a link that ends at that moment sends
+// the entry back, and its acceptance on another link must not recycle the
+// message under the copy.
+func TestReceiveHoldsTheCopyItReads(t *testing.T) {
+	paused, resume := make(chan struct{}), make(chan struct{})
+	var first atomic.Bool
+	testHookReceiveUnlocked = func() {
+		if first.CompareAndSwap(false, true) {
+			close(paused)
+			<-resume
+		}
+	}
+	t.Cleanup(func() { testHookReceiveUnlocked = nil })
+	e := newEnv(t)
+	a := address.Queue("receive-holds")
+	r1 := e.sub(a, 1)
+	e.send(e.sender(a), "held")
+	got := make(chan *amqp.Message, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		defer cancel()
+		m, _ := r1.Receive(ctx)
+		got <- m
+	}()
+	<-paused
+	require.NoError(t, r1.Close(context.Background()))
+	r2 := e.sub(a, 1)
+	m2 := recv(t, r2)
+	require.Equal(t, "held", string(m2.GetData()))
+	settle(t, r2, m2, accept)
+	e.churn(64)
+	close(resume)
+	m1 := <-got
+	require.NotNil(t, m1)
+	require.Equal(t, "held", string(m1.GetData()))
 }
