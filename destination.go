@@ -14,6 +14,9 @@ import (
 type destination struct {
 	tel  *target
 	sent *sentRecord
+	// sendOK: App.Publish checked the address itself for sending (a
+	// partition's address is checked through its Partitioned address).
+	sendOK atomic.Bool
 }
 
 // destinations holds at most maxDestinations addresses, so a service sending
@@ -44,6 +47,32 @@ func (d *destinations) target(addr Address, use uint32) *target {
 	dst := v.(*destination)
 	dst.sent.note(use)
 	return dst.tel
+}
+
+// checked returns addr's target when App.Publish has checked addr itself,
+// noting the use; nil otherwise.
+func (d *destinations) checked(addr Address, use uint32) *target {
+	v, ok := d.m.Load(addr)
+	if !ok {
+		return nil
+	}
+	dst := v.(*destination)
+	if !dst.sendOK.Load() {
+		return nil
+	}
+	dst.sent.note(use)
+	return dst.tel
+}
+
+// targetChecked is target for an address App.Publish has just checked.
+func (d *destinations) targetChecked(addr Address, use uint32) *target {
+	tg := d.target(addr, use)
+	if v, ok := d.m.Load(addr); ok {
+		if dst := v.(*destination); !dst.sendOK.Load() {
+			dst.sendOK.Store(true)
+		}
+	}
+	return tg
 }
 
 // records lists AsyncAPI's records, in order of first use.

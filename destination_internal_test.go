@@ -26,3 +26,18 @@ func TestDestinationsAreBounded(t *testing.T) {
 	require.Equal(t, Queue("q"+strconv.Itoa(maxDestinations-1)), recs[maxDestinations-1].addr)
 	require.Equal(t, useUnsettled|useRequest|useTransaction, recs[0].uses.Load())
 }
+
+// TestCheckedSkipsOnlyWhatPublishChecked: App.Publish skips its address
+// check only for an address it checked itself before; an address that got
+// a target some other way (a partition, reached through its Partitioned
+// address) is still checked.
+func TestCheckedSkipsOnlyWhatPublishChecked(t *testing.T) {
+	var d destinations
+	q := Queue("checked")
+	require.Nil(t, d.checked(q, useUnsettled))
+	tg := d.target(q, useRequest)
+	require.Nil(t, d.checked(q, useUnsettled))
+	require.Same(t, tg, d.targetChecked(q, useUnsettled))
+	require.Same(t, tg, d.checked(q, useSettled))
+	require.Equal(t, useRequest|useUnsettled|useSettled, d.records()[0].uses.Load())
+}

@@ -171,6 +171,21 @@ type PublishOption func(*pubConfig)
 
 type pubConfig struct{ settled bool }
 
+// pubOptions applies opts. The options see a copy of their own, so that a
+// publish without options does not move its config to the heap.
+func pubOptions(opts []PublishOption) pubConfig {
+	if len(opts) == 0 {
+		return pubConfig{}
+	}
+	c := new(pubConfig)
+	for _, o := range opts {
+		if o != nil {
+			o(c)
+		}
+	}
+	return *c
+}
+
 // Settled publishes at-most-once: the transfer is pre-settled and Publish
 // returns once it is written.
 func Settled() PublishOption { return func(c *pubConfig) { c.settled = true } }

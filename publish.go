@@ -26,21 +26,24 @@ func (a *App) Publish(ctx context.Context, addr Address, m *Message, opts ...Pub
 	if m == nil {
 		return errNil("Publish", "message")
 	}
-	var c pubConfig
-	for _, o := range opts {
-		if o != nil {
-			o(&c)
-		}
-	}
-	if err := a.checkAddress(addr, address.Send); err != nil {
-		return err
-	}
-	addr = a.partitionOf(addr, m.GroupID)
+	c := pubOptions(opts)
 	use := useUnsettled
 	if c.settled {
 		use = useSettled
 	}
-	return a.tracedPublish(ctx, a.dests.target(addr, use), addr, m, c.settled)
+	// An address published to before passed the check then: one lookup
+	// instead of two (they were a twentieth of the in-process CPU).
+	if tg := a.dests.checked(addr, use); tg != nil {
+		return a.tracedPublish(ctx, tg, addr, m, c.settled)
+	}
+	if err := a.checkAddress(addr, address.Send); err != nil {
+		return err
+	}
+	if addr.Kind() == address.KindPartitioned {
+		addr = a.partitionOf(addr, m.GroupID)
+		return a.tracedPublish(ctx, a.dests.target(addr, use), addr, m, c.settled)
+	}
+	return a.tracedPublish(ctx, a.dests.targetChecked(addr, use), addr, m, c.settled)
 }
 
 // publishReply publishes a Responder's reply: traced and counted under the
@@ -56,7 +59,13 @@ func (a *App) publishReply(ctx context.Context, addr Address, m *Message) error 
 // tracing wrapper Publish and publishReply share.
 func (a *App) tracedPublish(ctx context.Context, tg *target, addr Address, m *Message, settled bool) error {
 	t := a.tel
-	start := time.Now()
+	// The clock only for a histogram that records: two reads per publish
+	// were a twentieth of the in-process CPU.
+	timed := t.publishDur.Enabled(ctx)
+	var start time.Time
+	if timed {
+		start = time.Now()
+	}
 	ctx, span, m := t.startSend(ctx, tg.publishName, tg, m)
 	if tg == t.replyState && span.IsRecording() {
 		span.SetAttributes(attribute.String("messaging.destination.name", addr.Name()))
@@ -64,7 +73,9 @@ func (a *App) tracedPublish(ctx context.Context, tg *target, addr Address, m *Me
 	err := a.publish(ctx, addr, m, settled, tg == t.replyState)
 	r := publishResult(err, settled)
 	t.published.Add(ctx, 1, tg.published[r]...)
-	t.publishDur.Record(ctx, time.Since(start).Seconds(), tg.pubDur[r]...)
+	if timed {
+		t.publishDur.Record(ctx, time.Since(start).Seconds(), tg.pubDur[r]...)
+	}
 	endSpan(span, err)
 	return err
 }

@@ -58,12 +58,7 @@ func (a *App) PublishAsync(ctx context.Context, addr Address, m *Message, opts .
 	case m == nil:
 		return r.failed(errNil("PublishAsync", "message"))
 	}
-	var c pubConfig
-	for _, o := range opts {
-		if o != nil {
-			o(&c)
-		}
-	}
+	c := pubOptions(opts)
 	if err := a.checkAddress(addr, address.Send); err != nil {
 		return r.failed(err)
 	}

@@ -178,6 +178,7 @@ func (b *Broker) Publish(a address.Address, m *amqp.Message) error {
 		return err
 	}
 	b.route(a, s, nil)
+	s.release()
 	return nil
 }
 

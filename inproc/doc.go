@@ -26,7 +26,11 @@
 //     may reuse or change its message at once. Every delivery, and every
 //     DeadLetters result, is a fresh copy of that: no two deliveries (a
 //     redelivery, another topic subscription) share anything a receiver
-//     could change in place, maps and body bytes included. What go-amqp
+//     could change in place, maps and body bytes included. A delivery stays
+//     its receiver's after it is settled, unless the receiver's user called
+//     RecycleSettled (transport.Recycler, as the runtime's receivers do):
+//     then Settle takes the delivery's memory back for a later one. The
+//     broker's own copy is recycled once accepted wherever it went. What go-amqp
 //     could not encode fails the publish with an error naming the section
 //     (a type it has no encoding for, a nil pointer, a string that is not
 //     UTF-8, an annotations key that is not a string, symbol or int), and

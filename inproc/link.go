@@ -83,6 +83,7 @@ func (l *senderLink) Send(ctx context.Context, m *amqp.Message, settled bool) (t
 		return nil, err
 	}
 	if rej := l.b.rejection(l.addr); rej != nil {
+		st.release()
 		if settled {
 			return nil, nil
 		}
@@ -93,6 +94,7 @@ func (l *senderLink) Send(ctx context.Context, m *amqp.Message, settled bool) (t
 	} else {
 		l.b.route(l.addr, st, &l.q)
 	}
+	st.release()
 	if settled {
 		return nil, nil
 	}
@@ -130,13 +132,31 @@ type receiverLink struct {
 	notifyc chan struct{} // one slot: "buf may have grown"
 	done    chan struct{} // closed when the link ends
 
+	// recycle: the user promised not to read a settled delivery
+	// (transport.Recycler), so Settle returns its copy to the pool.
+	recycle atomic.Bool
+
 	mu        sync.Mutex // guards the fields below; nests inside q.mu
 	buf       deque      // transferred, not yet received
-	unsettled map[*amqp.Message]*entry
+	unsettled map[*amqp.Message]unsettled
 	cause     error
 }
 
-var _ transport.Receiver = (*receiverLink)(nil)
+// unsettled is a delivery out on a link: its queue entry and the copy the
+// receiver got.
+type unsettled struct {
+	e *entry
+	b *box
+}
+
+var (
+	_ transport.Receiver = (*receiverLink)(nil)
+	_ transport.Recycler = (*receiverLink)(nil)
+)
+
+// RecycleSettled lets Settle reuse a delivered message's memory; see
+// transport.Recycler.
+func (r *receiverLink) RecycleSettled() { r.recycle.Store(true) }
 
 func (r *receiverLink) notify() {
 	select {
@@ -164,7 +184,7 @@ func (s *session) NewReceiver(ctx context.Context, o transport.ReceiverOptions) 
 		done:    make(chan struct{}),
 	}
 	if !o.Settled {
-		r.unsettled = make(map[*amqp.Message]*entry, max(int(o.Credit), 16))
+		r.unsettled = make(map[*amqp.Message]unsettled, max(int(o.Credit), 16))
 	}
 	switch {
 	case o.Dynamic:
@@ -233,6 +253,10 @@ func (r *receiverLink) IssueCredit(n uint32) error {
 	return nil
 }
 
+// testHookReceiveUnlocked, set by a test before any link exists, runs in
+// Receive between letting go of the link's lock and copying the message.
+var testHookReceiveUnlocked func()
+
 // Receive returns the next transfer, waiting for one until ctx is done or the
 // link ends.
 func (r *receiverLink) Receive(ctx context.Context) (*amqp.Message, error) {
@@ -245,14 +269,23 @@ func (r *receiverLink) Receive(ctx context.Context) (*amqp.Message, error) {
 			count, s := e.count, e.msg
 			d, pb := s.newBox()
 			if !r.settled {
-				r.unsettled[&d.msg] = e
+				r.unsettled[&d.msg] = unsettled{e: e, b: d}
+				// The copy below holds s: once unlocked, the link may end
+				// and e go back, to be accepted on another link.
+				s.refs.Add(1)
 			}
 			r.mu.Unlock()
+			if testHookReceiveUnlocked != nil {
+				testHookReceiveUnlocked()
+			}
 			if r.settled {
 				r.q.out.Add(-1) // the broker settled it on transfer
 			}
 			// s is immutable: the copy needs no lock.
 			s.deliverInto(d, pb, first, count)
+			// The copy's reference, or for a settled link the entry's
+			// (e, too, may be s's own: not read from here on).
+			s.release()
 			return &d.msg, nil
 		}
 		cause := r.cause
@@ -285,18 +318,23 @@ func (r *receiverLink) Settle(ctx context.Context, m *amqp.Message, o transport.
 		r.mu.Unlock()
 		return r.linkErr("settle", fmt.Errorf("%w: %w", ErrLinkEnded, cause))
 	}
-	e, ok := r.unsettled[m]
+	u, ok := r.unsettled[m]
 	if !ok {
 		r.mu.Unlock()
 		return ErrUnknownDelivery
 	}
 	delete(r.unsettled, m)
 	r.mu.Unlock()
+	e := u.e
+	if r.recycle.Load() {
+		u.b.recycle()
+	}
 
 	q := r.q
 	switch o.Kind {
 	case transport.Accepted:
 		q.out.Add(-1)
+		e.msg.release()
 	case transport.Rejected:
 		q.out.Add(-1)
 		q.mu.Lock()
@@ -341,8 +379,8 @@ func (r *receiverLink) end(cause error) {
 	r.mu.Lock()
 	r.cause = cause
 	back := r.buf.drain()
-	for _, e := range r.unsettled {
-		back = append(back, e)
+	for _, u := range r.unsettled {
+		back = append(back, u.e)
 	}
 	r.unsettled = nil
 	r.mu.Unlock()

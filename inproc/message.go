@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -19,7 +21,9 @@ import (
 // deliveries, and no delivery and the publisher, share anything a receiver
 // could change. Both copies are built to allocate little: one box holds the
 // message, its header, its properties and the values its properties point
-// to, and one byte slice holds every data section. What go-amqp can encode,
+// to, and one byte slice holds every data section. The stored copy goes back
+// to a pool once every queue it was routed to has had it accepted (see
+// stored.refs), its body memory with it. What go-amqp can encode,
 // and what it decodes each value to, is internal/amqptypes' table, which
 // the Message conversion checks against too.
 
@@ -29,6 +33,10 @@ type box struct {
 	msg  amqp.Message
 	hdr  amqp.MessageHeader
 	data [1][]byte // Data when the message has exactly one section
+	// buf is the data sections' memory, kept across the pool's reuses.
+	buf []byte
+	// full is set when the box is a fullBox's.
+	full *fullBox
 }
 
 // propBox is a message's properties with what they point to.
@@ -73,6 +81,17 @@ type stored struct {
 	// first is the entry of the first queue the message is routed to, so
 	// that the usual, one-queue publish allocates it with the message.
 	first entry
+	// refs counts the entries that may still read the message, plus one
+	// for its publisher until routing is done; at zero it goes back to
+	// its pool. Only the publisher's routing and an accepted (or
+	// pre-settled) delivery count down: a message that leaves any other
+	// way (expired, dead-lettered, its queue deleted, a transaction) is
+	// left to the collector, which is always safe.
+	refs atomic.Int32
+	// buf is the data sections' memory, kept across the pool's reuses.
+	buf []byte
+	// full is set when s is the stored of a storedFull.
+	full *storedFull
 }
 
 type storedFull struct {
@@ -80,9 +99,58 @@ type storedFull struct {
 	propBox
 }
 
+// The broker's copies are recycled once accepted: at a few hundred thousand
+// messages a second the collector is the largest cost of the in-process
+// path. Each kind has its own pool, so a reused one has the same shape.
+var (
+	storedPool     = sync.Pool{New: func() any { return new(stored) }}
+	storedFullPool = sync.Pool{New: func() any { return new(storedFull) }}
+)
+
+// maxPooledBody bounds the body memory a pooled copy keeps, so that one
+// large message does not pin its size in every pool slot.
+const maxPooledBody = 64 << 10
+
+// newStored takes a cleared stored from its pool, with the publisher's
+// reference.
+func newStored(props bool) *stored {
+	var s *stored
+	if props {
+		f := storedFullPool.Get().(*storedFull)
+		buf := f.buf
+		*f = storedFull{}
+		s = &f.stored
+		s.buf, s.p, s.full = buf, &f.propBox, f
+	} else {
+		s = storedPool.Get().(*stored)
+		buf := s.buf
+		*s = stored{}
+		s.buf = buf
+	}
+	s.refs.Store(1)
+	return s
+}
+
+// release drops one reference to s; the last one returns s to its pool.
+// Nothing may read s (or an entry of it) after its own release.
+func (s *stored) release() {
+	if s.refs.Add(-1) != 0 {
+		return
+	}
+	if cap(s.buf) > maxPooledBody {
+		s.buf = nil
+	}
+	if s.full != nil {
+		storedFullPool.Put(s.full)
+	} else {
+		storedPool.Put(s)
+	}
+}
+
 // entry returns a fresh entry for one more queue. Only the publisher calls
 // it, before the message is visible.
 func (s *stored) entry() *entry {
+	s.refs.Add(1)
 	if !s.used {
 		s.used = true
 		s.first = entry{msg: s, count: s.count}
@@ -91,17 +159,11 @@ func (s *stored) entry() *entry {
 	return &entry{msg: s, count: s.count}
 }
 
-// own makes the broker's copy of m. It fails, naming the section, when go-amqp
-// could not encode m.
+// own makes the broker's copy of m, holding the publisher's reference (see
+// stored.refs). It fails, naming the section, when go-amqp could not encode
+// m.
 func own(m *amqp.Message) (*stored, error) {
-	var s *stored
-	if m.Properties != nil {
-		f := &storedFull{}
-		s = &f.stored
-		s.p = &f.propBox
-	} else {
-		s = &stored{}
-	}
+	s := newStored(m.Properties != nil)
 	c := &copier{Copier: amqptypes.Copier{Rules: amqptypes.Wire}}
 	if h := m.Header; h != nil {
 		s.hdr = *h
@@ -133,7 +195,7 @@ func own(m *amqp.Message) (*stored, error) {
 			}
 		}
 	}
-	s.data = copyData(&s.data1, m.Data)
+	s.data = copyData(&s.data1, m.Data, &s.buf)
 	if m.Value != nil {
 		if s.value, err = c.Value(m.Value, 0); err != nil {
 			return nil, fmt.Errorf("inproc: amqp-value: %w", err)
@@ -182,8 +244,9 @@ func (s *stored) expiredAt(now int64) bool { return s.expires != 0 && now >= s.e
 
 // copyData copies the data sections into one new byte slice, re-sliced per
 // section; one is put in one, so a single section needs no slice of its own.
-// An empty section stays a non-nil empty slice, as go-amqp decodes it.
-func copyData(one *[1][]byte, data [][]byte) [][]byte {
+// An empty section stays a non-nil empty slice, as go-amqp decodes it. When
+// buf is not nil the bytes go in *buf, grown if it is too small.
+func copyData(one *[1][]byte, data [][]byte, buf *[]byte) [][]byte {
 	if len(data) == 0 {
 		return nil
 	}
@@ -191,7 +254,15 @@ func copyData(one *[1][]byte, data [][]byte) [][]byte {
 	for _, d := range data {
 		n += len(d)
 	}
-	all := make([]byte, n)
+	var all []byte
+	if buf != nil && *buf != nil && cap(*buf) >= n {
+		all = (*buf)[:n]
+	} else {
+		all = make([]byte, n)
+		if buf != nil {
+			*buf = all
+		}
+	}
 	out := one[:]
 	if len(data) > 1 {
 		out = make([][]byte, len(data))
@@ -213,14 +284,39 @@ func (s *stored) deliver(firstAcquirer bool, count uint32) *amqp.Message {
 	return &b.msg
 }
 
-// newBox allocates what one delivery of s needs: pb is nil when s has no
-// properties.
+// Delivered copies come back to these pools from a receiver whose user
+// promised not to read them once settled (transport.Recycler).
+var (
+	boxPool     = sync.Pool{New: func() any { return new(box) }}
+	fullBoxPool = sync.Pool{New: func() any { return new(fullBox) }}
+)
+
+// newBox takes what one delivery of s needs from its pool, cleared: pb is
+// nil when s has no properties.
 func (s *stored) newBox() (b *box, pb *propBox) {
 	if s.p == nil {
-		return new(box), nil
+		b = boxPool.Get().(*box)
+		*b = box{buf: b.buf}
+		return b, nil
 	}
-	f := new(fullBox)
+	f := fullBoxPool.Get().(*fullBox)
+	buf := f.buf
+	*f = fullBox{}
+	f.buf, f.full = buf, f
 	return &f.box, &f.propBox
+}
+
+// recycle returns b to its pool. Nothing may read b, its message or its
+// data sections afterwards.
+func (b *box) recycle() {
+	if cap(b.buf) > maxPooledBody {
+		b.buf = nil
+	}
+	if b.full != nil {
+		fullBoxPool.Put(b.full)
+	} else {
+		boxPool.Put(b)
+	}
 }
 
 // deliverInto fills b and pb, from newBox. s is immutable: it needs no lock.
@@ -255,7 +351,7 @@ func (s *stored) deliverInto(b *box, pb *propBox, firstAcquirer bool, count uint
 		}
 		out.Properties = &b.props
 	}
-	out.Data = copyData(&b.data, s.data)
+	out.Data = copyData(&b.data, s.data, &b.buf)
 	if s.deep {
 		out.DeliveryAnnotations = cloneAnnotations(s.da)
 		out.Annotations = cloneAnnotations(s.ann)

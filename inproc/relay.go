@@ -94,6 +94,7 @@ func (l *relayLink) Send(ctx context.Context, m *amqp.Message, settled bool) (tr
 		return nil, err
 	}
 	if rej := l.b.rejection(a); rej != nil {
+		st.release()
 		if settled {
 			return nil, nil
 		}
@@ -104,6 +105,7 @@ func (l *relayLink) Send(ctx context.Context, m *amqp.Message, settled bool) (tr
 	} else {
 		l.b.route(a, st, nil)
 	}
+	st.release()
 	if settled {
 		return nil, nil
 	}

@@ -443,6 +443,14 @@ func (in *inflight) release() {
 func (r *receiver) pump(in *inflight, link transport.Receiver, ctx context.Context) {
 	defer in.release()
 	var id uint64
+	// Nothing reads a delivery's transfer once the settler has settled it,
+	// so a transport that can reuse its memory may, once the handler's
+	// Message has its own Body.
+	fromAMQP := protocol.FromAMQP
+	if rc, ok := link.(transport.Recycler); ok && !r.spec.Settled {
+		rc.RecycleSettled()
+		fromAMQP = protocol.FromAMQPOwned
+	}
 	for {
 		raw, err := link.Receive(ctx)
 		if err != nil {
@@ -463,7 +471,7 @@ func (r *receiver) pump(in *inflight, link transport.Receiver, ctx context.Conte
 		}
 		id++
 		d := protocol.NewDelivery()
-		d.ID, d.Link, d.Raw, d.Message, d.Ctx, d.To = id, in.gen, raw, protocol.FromAMQP(raw), in.ctx, in
+		d.ID, d.Link, d.Raw, d.Message, d.Ctx, d.To = id, in.gen, raw, fromAMQP(raw), in.ctx, in
 		d.Draining = ctx.Done() // a worker waiting to retry stops at a drain
 		in.open.Add(1)
 		in.unsettled.Add(1)
@@ -506,10 +514,19 @@ func (r *receiver) settler(self *actor.PID, in *inflight, link transport.Receive
 	window := r.spec.Credit
 	threshold := max(window/2, 1)
 	settled := owed
+	// One bound for the dispositions of many batches, renewed once half of
+	// it has gone: a context per message was a tenth of the CPU, and one
+	// per batch still an allocation every few messages.
+	var sctx context.Context
+	var renew time.Time
+	cancel := context.CancelFunc(func() {})
+	defer func() { cancel() }()
 	for range q.Ready() {
 		items, closed := q.Take()
-		var sctx context.Context
-		cancel := context.CancelFunc(func() {})
+		if sctx != nil && time.Now().After(renew) {
+			cancel()
+			sctx = nil
+		}
 		for _, it := range items {
 			switch {
 			case it.close:
@@ -532,9 +549,11 @@ func (r *receiver) settler(self *actor.PID, in *inflight, link transport.Receive
 			default:
 				if !r.spec.Settled && !it.txn {
 					if sctx == nil {
-						// One bound per batch, not per disposition: a
-						// context per message was a tenth of the CPU.
 						sctx, cancel = r.env.CloseCtx(context.Background())
+						if dl, ok := sctx.Deadline(); ok {
+							now := time.Now()
+							renew = now.Add(dl.Sub(now) / 2)
+						}
 					}
 					if err := link.Settle(sctx, it.raw, it.outcome); err != nil {
 						r.env.Log.Debug("amqpactor: settle failed", "address", r.spec.Address.String(), "error", err)
@@ -544,14 +563,12 @@ func (r *receiver) settler(self *actor.PID, in *inflight, link transport.Receive
 			}
 			if settled >= threshold && !r.paused.Load() {
 				if err := link.IssueCredit(settled); err != nil {
-					cancel()
 					r.env.Root.Send(self, &linkEnded{link: gen, err: err})
 					return
 				}
 				settled = 0
 			}
 		}
-		cancel()
 		if closed {
 			return
 		}

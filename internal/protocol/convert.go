@@ -59,10 +59,11 @@ import (
 //   - annotation keys other than symbols (ulong keys from other clients) come
 //     back as decimal strings, and are sent again as symbols.
 //
-// Neither function copies payloads: the result of ToAMQP points into m (Body,
-// UserID, Headers and the string fields) and the result of FromAMQP shares
-// Body and Headers with am. Neither side may be changed while the other is in
-// use.
+// Neither function copies payloads: the result of ToAMQP shares Body, UserID,
+// Headers, the ids and Value with m (the property strings and times it
+// keeps in its own memory, so that it holds no pointer to m itself) and the
+// result of FromAMQP shares Body and Headers with am. Neither side may be
+// changed while the other is in use.
 
 // convMaxTTL is the largest TTL the header's uint milliseconds can carry.
 const convMaxTTL = time.Duration(math.MaxUint32) * time.Millisecond
@@ -96,7 +97,17 @@ type convBundle struct {
 
 type convFull struct {
 	convBundle
-	props amqp.MessageProperties
+	props convProps
+}
+
+// convProps is a message's properties with the slots their pointers point
+// to: the properties never point into the Message, so that a Message a
+// caller publishes need not leave its stack.
+type convProps struct {
+	p     amqp.MessageProperties
+	strs  [7]string // content-type, content-encoding, reply-to, subject, to, group-id, reply-to-group-id
+	times [2]time.Time
+	gseq  uint32
 }
 
 // ToAMQP maps m onto the sections of an AMQP message. It returns an error,
@@ -121,6 +132,8 @@ func ToAMQP(m *messages.Message) (*amqp.Message, error) {
 // value is ready to use.
 type Outgoing struct {
 	f convFull
+	// props: the last Map used f.props, which Reset then clears.
+	props bool
 }
 
 // Map is ToAMQP into o's memory. The result is valid until the next Map or
@@ -130,18 +143,23 @@ func (o *Outgoing) Map(m *messages.Message) (*amqp.Message, error) {
 		return nil, errors.New("messages: ToAMQP of a nil message")
 	}
 	o.Reset()
-	var props *amqp.MessageProperties
+	var props *convProps
 	if convHasProperties(m) {
-		props = &o.f.props
+		props, o.props = &o.f.props, true
 	}
 	return toAMQP(m, &o.f.convBundle, props)
 }
 
 // Reset drops every reference o holds into the last mapped message.
-func (o *Outgoing) Reset() { o.f = convFull{} }
+func (o *Outgoing) Reset() {
+	o.f.convBundle = convBundle{}
+	if o.props {
+		o.f.props, o.props = convProps{}, false
+	}
+}
 
 // toAMQP fills b (and props, when m has properties) with m's sections.
-func toAMQP(m *messages.Message, b *convBundle, props *amqp.MessageProperties) (*amqp.Message, error) {
+func toAMQP(m *messages.Message, b *convBundle, props *convProps) (*amqp.Message, error) {
 	am := &b.msg
 
 	// Body.
@@ -160,7 +178,7 @@ func toAMQP(m *messages.Message, b *convBundle, props *amqp.MessageProperties) (
 		if err := convProperties(m, props); err != nil {
 			return nil, err
 		}
-		am.Properties = props
+		am.Properties = &props.p
 	}
 
 	// Application properties.
@@ -215,9 +233,9 @@ func convHasProperties(m *messages.Message) bool {
 		m.GroupSequence != 0
 }
 
-// convProperties validates m's properties and fills p with pointers into m.
-func convProperties(m *messages.Message, p *amqp.MessageProperties) error {
-	var err error
+// convProperties validates m's properties and fills cp with them.
+func convProperties(m *messages.Message, cp *convProps) error {
+	p, err := &cp.p, error(nil)
 	if p.MessageID, err = convID("MessageID", m.MessageID); err != nil {
 		return err
 	}
@@ -225,34 +243,35 @@ func convProperties(m *messages.Message, p *amqp.MessageProperties) error {
 		return err
 	}
 	// content-type and content-encoding are symbols: go-amqp converts them.
-	p.ContentType = convSym(&m.ContentType)
-	p.ContentEncoding = convSym(&m.ContentEncoding)
-	if p.ReplyTo, err = convStr("ReplyTo", &m.ReplyTo); err != nil {
+	p.ContentType = convSym(m.ContentType, &cp.strs[0])
+	p.ContentEncoding = convSym(m.ContentEncoding, &cp.strs[1])
+	if p.ReplyTo, err = convStr("ReplyTo", m.ReplyTo, &cp.strs[2]); err != nil {
 		return err
 	}
-	if p.Subject, err = convStr("Subject", &m.Subject); err != nil {
+	if p.Subject, err = convStr("Subject", m.Subject, &cp.strs[3]); err != nil {
 		return err
 	}
-	if p.To, err = convStr("To", &m.To); err != nil {
+	if p.To, err = convStr("To", m.To, &cp.strs[4]); err != nil {
 		return err
 	}
-	if p.GroupID, err = convStr("GroupID", &m.GroupID); err != nil {
+	if p.GroupID, err = convStr("GroupID", m.GroupID, &cp.strs[5]); err != nil {
 		return err
 	}
-	if p.ReplyToGroupID, err = convStr("ReplyToGroupID", &m.ReplyToGroupID); err != nil {
+	if p.ReplyToGroupID, err = convStr("ReplyToGroupID", m.ReplyToGroupID, &cp.strs[6]); err != nil {
 		return err
 	}
 	if len(m.UserID) > 0 {
 		p.UserID = m.UserID
 	}
-	if p.CreationTime, err = convTime("CreationTime", &m.CreationTime); err != nil {
+	if p.CreationTime, err = convTime("CreationTime", m.CreationTime, &cp.times[0]); err != nil {
 		return err
 	}
-	if p.AbsoluteExpiryTime, err = convTime("AbsoluteExpiryTime", &m.AbsoluteExpiryTime); err != nil {
+	if p.AbsoluteExpiryTime, err = convTime("AbsoluteExpiryTime", m.AbsoluteExpiryTime, &cp.times[1]); err != nil {
 		return err
 	}
 	if m.GroupSequence != 0 {
-		p.GroupSequence = &m.GroupSequence
+		cp.gseq = m.GroupSequence
+		p.GroupSequence = &cp.gseq
 	}
 	return nil
 }
@@ -271,31 +290,35 @@ func convID(field string, id any) (any, error) {
 	return nil, fmt.Errorf("messages: %s: unsupported type %T (want string, uint64, amqp.UUID or []byte)", field, id)
 }
 
-func convSym(s *string) *string {
-	if *s == "" {
+// convSym, convStr and convTime put a set field in its slot and point at it.
+func convSym(s string, slot *string) *string {
+	if s == "" {
 		return nil
 	}
-	return s
+	*slot = s
+	return slot
 }
 
-func convStr(field string, s *string) (*string, error) {
-	if *s == "" {
+func convStr(field, s string, slot *string) (*string, error) {
+	if s == "" {
 		return nil, nil
 	}
-	if !utf8.ValidString(*s) {
+	if !utf8.ValidString(s) {
 		return nil, fmt.Errorf("messages: %s: string is not valid UTF-8", field)
 	}
-	return s, nil
+	*slot = s
+	return slot, nil
 }
 
-func convTime(field string, t *time.Time) (*time.Time, error) {
+func convTime(field string, t time.Time, slot *time.Time) (*time.Time, error) {
 	if t.IsZero() {
 		return nil, nil
 	}
-	if !convTimeInRange(*t) {
-		return nil, fmt.Errorf("messages: %s: %v is outside the AMQP timestamp range", field, *t)
+	if !convTimeInRange(t) {
+		return nil, fmt.Errorf("messages: %s: %v is outside the AMQP timestamp range", field, t)
 	}
-	return t, nil
+	*slot = t
+	return slot, nil
 }
 
 func convTimeInRange(t time.Time) bool {
@@ -326,24 +349,81 @@ func FromAMQP(am *amqp.Message) *messages.Message {
 	if am == nil {
 		return nil
 	}
-	m := &messages.Message{Priority: 4}
-
-	// Body.
+	m := &messages.Message{}
 	switch len(am.Data) {
 	case 0:
 	case 1:
 		m.Body = am.Data[0]
 	default:
-		n := 0
-		for _, d := range am.Data {
-			n += len(d)
-		}
-		body := make([]byte, 0, n)
-		for _, d := range am.Data {
-			body = append(body, d...)
-		}
-		m.Body = body
+		m.Body = convJoin(make([]byte, 0, convDataLen(am.Data)), am.Data)
 	}
+	fromAMQP(am, m)
+	return m
+}
+
+// The Message and a small Body of FromAMQPOwned in one allocation.
+type (
+	convOwned128 struct {
+		m    messages.Message
+		body [128]byte
+	}
+	convOwned512 struct {
+		m    messages.Message
+		body [512]byte
+	}
+)
+
+// FromAMQPOwned is FromAMQP for a transfer whose memory the transport
+// reuses once it is settled (transport.Recycler): the Body is copied, into
+// the same allocation as the Message when it is at most 512 bytes. What
+// else the result shares with am (Headers, binary ids, values) the
+// transport makes afresh for each delivery.
+func FromAMQPOwned(am *amqp.Message) *messages.Message {
+	if am == nil {
+		return nil
+	}
+	var m *messages.Message
+	n := convDataLen(am.Data)
+	var buf []byte
+	switch {
+	case len(am.Data) == 0:
+		m = &messages.Message{}
+	case n <= 128:
+		o := &convOwned128{}
+		m, buf = &o.m, o.body[:0:n]
+	case n <= 512:
+		o := &convOwned512{}
+		m, buf = &o.m, o.body[:0:n]
+	default:
+		m = &messages.Message{}
+		buf = make([]byte, 0, n)
+	}
+	if len(am.Data) > 0 {
+		m.Body = convJoin(buf, am.Data)
+	}
+	fromAMQP(am, m)
+	return m
+}
+
+func convDataLen(data [][]byte) int {
+	n := 0
+	for _, d := range data {
+		n += len(d)
+	}
+	return n
+}
+
+// convJoin appends the data sections to body, which has room for them.
+func convJoin(body []byte, data [][]byte) []byte {
+	for _, d := range data {
+		body = append(body, d...)
+	}
+	return body
+}
+
+// fromAMQP fills m, whose Body is set, with everything else of am.
+func fromAMQP(am *amqp.Message, m *messages.Message) {
+	m.Priority = 4
 	m.Value = am.Value
 	if m.Value == nil && len(am.Sequence) > 0 {
 		if len(am.Sequence) == 1 {
@@ -402,7 +482,6 @@ func FromAMQP(am *amqp.Message) *messages.Message {
 	m.Annotations = convAnnotationsIn(am.Annotations)
 	m.DeliveryAnnotations = convAnnotationsIn(am.DeliveryAnnotations)
 	m.Footer = convAnnotationsIn(am.Footer)
-	return m
 }
 
 func convDeref(s *string) string {

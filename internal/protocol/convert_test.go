@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"bytes"
 	"math"
 	"strings"
 	"testing"
@@ -165,9 +166,33 @@ func TestFromAMQPFields(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			require.Equal(t, &tt.want, FromAMQP(&tt.in))
+			require.Equal(t, &tt.want, FromAMQPOwned(&tt.in))
 		})
 	}
 	require.Nil(t, FromAMQP(nil))
+	require.Nil(t, FromAMQPOwned(nil))
+}
+
+// TestFromAMQPOwnedCopiesTheBody: the transfer's data sections may be reused
+// once settled, so the Message's Body is its own, whatever its size, and a
+// handler appending to it never writes past it.
+func TestFromAMQPOwnedCopiesTheBody(t *testing.T) {
+	for _, n := range []int{0, 1, 128, 129, 512, 513, 70000} {
+		data := bytes.Repeat([]byte{'x'}, n)
+		am := &amqp.Message{Data: [][]byte{data}}
+		m := FromAMQPOwned(am)
+		require.Equal(t, data, m.Body, "size %d", n)
+		require.NotNil(t, m.Body)
+		require.Equal(t, n, cap(m.Body))
+		clear(data)
+		for _, c := range m.Body {
+			require.Equal(t, byte('x'), c, "size %d", n)
+		}
+	}
+	am := &amqp.Message{Data: [][]byte{[]byte("ab"), []byte("cd")}}
+	m := FromAMQPOwned(am)
+	copy(am.Data[0], "zz")
+	require.Equal(t, []byte("abcd"), m.Body)
 }
 
 func TestPriorityRoundTrip(t *testing.T) {
@@ -564,4 +589,49 @@ func BenchmarkToFromAMQP(b *testing.B) {
 			_ = wireRoundTrip(b, m)
 		}
 	})
+}
+
+// TestOutgoingKeepsNoPointerToTheMessage: the mapped message holds the
+// property strings and times in its own memory, so a Message a caller
+// publishes can stay on its stack (App.Publish allocates none), and a
+// change to the Message after Map does not reach the mapped properties.
+func TestOutgoingKeepsNoPointerToTheMessage(t *testing.T) {
+	var o Outgoing
+	body := []byte("body")
+	allocs := testing.AllocsPerRun(100, func() {
+		m := messages.Message{Body: body, Subject: "s", ContentType: "text/plain", To: "t",
+			GroupSequence: 3, CreationTime: testTime, Priority: 7}
+		if _, err := o.Map(&m); err != nil {
+			panic(err)
+		}
+	})
+	require.Zero(t, allocs)
+
+	m := &messages.Message{Subject: "a", ReplyTo: "r", GroupSequence: 1, CreationTime: testTime}
+	am, err := o.Map(m)
+	require.NoError(t, err)
+	m.Subject, m.ReplyTo, m.GroupSequence, m.CreationTime = "b", "x", 2, time.Time{}
+	require.Equal(t, "a", *am.Properties.Subject)
+	require.Equal(t, "r", *am.Properties.ReplyTo)
+	require.Equal(t, uint32(1), *am.Properties.GroupSequence)
+	require.Equal(t, testTime, *am.Properties.CreationTime)
+}
+
+// TestOutgoingReuseLeavesNothingBehind: Map into used memory gives what
+// ToAMQP gives, whatever the message mapped before had.
+func TestOutgoingReuseLeavesNothingBehind(t *testing.T) {
+	var o Outgoing
+	for _, m := range []*messages.Message{
+		{Subject: "s", ReplyTo: "r", GroupSequence: 2, CreationTime: testTime, Body: []byte("a"), Priority: 9},
+		{Body: []byte("b")},
+		{To: "t", Value: "v"},
+		{ContentType: "c", AbsoluteExpiryTime: testTime, TTL: time.Second},
+		{},
+	} {
+		want, err := ToAMQP(m)
+		require.NoError(t, err)
+		got, err := o.Map(m)
+		require.NoError(t, err)
+		require.Equal(t, want, got)
+	}
 }

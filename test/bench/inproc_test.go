@@ -36,6 +36,13 @@ func BenchmarkInprocEndToEnd(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.ReportMetric(res.Rate(), "msg/s")
+			// allocs/op without -benchmem's rounding down.
+			b.ReportMetric(float64(res.Mallocs)/float64(b.N), "mallocs/msg")
+			if res.CPUOK {
+				// The process's CPU per message: on a shared machine
+				// steadier than the rate.
+				b.ReportMetric(float64(res.CPU.Microseconds())/float64(b.N), "cpu-µs/msg")
+			}
 			b.ReportMetric(float64(runtime.GOMAXPROCS(0)), "procs")
 		})
 	}
