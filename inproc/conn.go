@@ -289,10 +289,10 @@ func (t *txn) Commit(ctx context.Context) error {
 // settleAll accepts every delivery of a committing transaction, or none:
 // one that is settled already or whose link has ended fails the commit.
 func settleAll(as []txAccept) error {
-	taken := make([]*entry, 0, len(as))
+	taken := make([]unsettled, 0, len(as))
 	for i, a := range as {
 		a.r.mu.Lock()
-		e, ok := a.r.unsettled[a.m]
+		u, ok := a.r.unsettled[a.m]
 		cause := a.r.cause
 		if ok && cause == nil {
 			delete(a.r.unsettled, a.m)
@@ -300,16 +300,16 @@ func settleAll(as []txAccept) error {
 		a.r.mu.Unlock()
 		if !ok || cause != nil {
 			// Give back what was taken: the transaction settles nothing.
-			for j, e := range taken {
+			for j, u := range taken {
 				b := as[j]
 				b.r.mu.Lock()
 				if b.r.cause == nil {
-					b.r.unsettled[b.m] = e
+					b.r.unsettled[b.m] = u
 				} else {
 					// Ended meanwhile: back to its queue, as its end would.
 					b.r.mu.Unlock()
 					b.r.q.mu.Lock()
-					b.r.q.requeueLocked([]*entry{e})
+					b.r.q.requeueLocked([]*entry{u.e})
 					b.r.q.mu.Unlock()
 					continue
 				}
@@ -320,10 +320,13 @@ func settleAll(as []txAccept) error {
 			}
 			return fmt.Errorf("delivery %d of the transaction: %w", i, ErrUnknownDelivery)
 		}
-		taken = append(taken, e)
+		taken = append(taken, u)
 	}
-	for _, a := range as {
+	// Accepted, as Settle accepts; the delivered copies are left to the
+	// collector, since the transaction cannot know who still reads them.
+	for i, a := range as {
 		a.r.q.out.Add(-1)
+		taken[i].e.msg.release()
 	}
 	return nil
 }
