@@ -3,8 +3,9 @@ package amqpactor
 import (
 	"cmp"
 	"slices"
-	"sync"
 	"sync/atomic"
+
+	"github.com/amqpactor/amqpactor/internal/cowmap"
 )
 
 // destination is what the App keeps per address it sends to: telemetry's
@@ -23,7 +24,7 @@ type destination struct {
 // to ever new addresses does not grow without bound; past that a send gets
 // a target that is not kept, and AsyncAPI does not list its address.
 type destinations struct {
-	m   sync.Map // Address -> *destination
+	m   cowmap.Map[Address, *destination]
 	n   atomic.Int64
 	seq atomic.Uint64
 }
@@ -32,19 +33,17 @@ const maxDestinations = 1024
 
 // target returns addr's telemetry target, noting the use for AsyncAPI.
 func (d *destinations) target(addr Address, use uint32) *target {
-	if v, ok := d.m.Load(addr); ok {
-		dst := v.(*destination)
+	if dst, ok := d.m.Load(addr); ok {
 		dst.sent.note(use)
 		return dst.tel
 	}
 	if d.n.Load() >= maxDestinations {
 		return newTarget(addr, false)
 	}
-	v, loaded := d.m.LoadOrStore(addr, &destination{tel: newTarget(addr, true), sent: &sentRecord{addr: addr, seq: d.seq.Add(1)}})
+	dst, loaded := d.m.LoadOrStore(addr, &destination{tel: newTarget(addr, true), sent: &sentRecord{addr: addr, seq: d.seq.Add(1)}})
 	if !loaded {
 		d.n.Add(1)
 	}
-	dst := v.(*destination)
 	dst.sent.note(use)
 	return dst.tel
 }
@@ -52,11 +51,10 @@ func (d *destinations) target(addr Address, use uint32) *target {
 // checked returns addr's target when App.Publish has checked addr itself,
 // noting the use; nil otherwise.
 func (d *destinations) checked(addr Address, use uint32) *target {
-	v, ok := d.m.Load(addr)
+	dst, ok := d.m.Load(addr)
 	if !ok {
 		return nil
 	}
-	dst := v.(*destination)
 	if !dst.sendOK.Load() {
 		return nil
 	}
@@ -67,10 +65,8 @@ func (d *destinations) checked(addr Address, use uint32) *target {
 // targetChecked is target for an address App.Publish has just checked.
 func (d *destinations) targetChecked(addr Address, use uint32) *target {
 	tg := d.target(addr, use)
-	if v, ok := d.m.Load(addr); ok {
-		if dst := v.(*destination); !dst.sendOK.Load() {
-			dst.sendOK.Store(true)
-		}
+	if dst, ok := d.m.Load(addr); ok && !dst.sendOK.Load() {
+		dst.sendOK.Store(true)
 	}
 	return tg
 }
@@ -78,8 +74,8 @@ func (d *destinations) targetChecked(addr Address, use uint32) *target {
 // records lists AsyncAPI's records, in order of first use.
 func (d *destinations) records() []*sentRecord {
 	var out []*sentRecord
-	d.m.Range(func(_, v any) bool {
-		out = append(out, v.(*destination).sent)
+	d.m.Range(func(_ Address, v *destination) bool {
+		out = append(out, v.sent)
 		return true
 	})
 	slices.SortFunc(out, func(a, b *sentRecord) int { return cmp.Compare(a.seq, b.seq) })

@@ -12,6 +12,7 @@ import (
 	"github.com/amqpactor/amqpactor/actors"
 	"github.com/amqpactor/amqpactor/actors/sender"
 	"github.com/amqpactor/amqpactor/address"
+	"github.com/amqpactor/amqpactor/internal/cowmap"
 	"github.com/amqpactor/amqpactor/internal/protocol"
 	"github.com/amqpactor/amqpactor/transport"
 )
@@ -35,7 +36,7 @@ type Senders struct {
 }
 
 type route struct {
-	lanes sync.Map // address.Address -> *sender.Lane
+	lanes cowmap.Map[address.Address, *sender.Lane]
 	mu    sync.RWMutex
 	anon  *sender.Lane // the anonymous sender's lane (replies only)
 }
@@ -58,7 +59,7 @@ func (t *Senders) Hand(root *actor.RootContext, publisher *actor.PID, p *protoco
 			return
 		}
 	}
-	if v, ok := r.lanes.Load(p.Address); ok && v.(*sender.Lane).Offer(p) {
+	if lane, ok := r.lanes.Load(p.Address); ok && lane.Offer(p) {
 		return
 	}
 	root.Send(publisher, p)
@@ -550,10 +551,7 @@ func (p *publisher) Receive(ctx actor.Context) {
 // clearRoute takes every sender of this publisher out of the table: a
 // publish for them reaches the publisher's mailbox.
 func (p *publisher) clearRoute() {
-	p.route.lanes.Range(func(k, _ any) bool {
-		p.route.lanes.Delete(k)
-		return true
-	})
+	p.route.lanes.Clear()
 	p.route.mu.Lock()
 	p.route.anon = nil
 	p.route.mu.Unlock()
