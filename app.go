@@ -60,6 +60,7 @@ type App struct {
 
 	seq       atomic.Uint64
 	addrCache sync.Map      // Address -> error, for addresses already checked
+	addrN     atomic.Int64  // entries in addrCache, bounded by maxCheckedAddresses
 	partRR    atomic.Uint64 // round robin of Partitioned publishes without a group-id
 
 	// State changes (state.go): events delivers them while the App
@@ -141,6 +142,7 @@ func (a *App) ReplaceConnector(c Connector) error {
 	a.connector = c
 	a.setChecker(c)
 	a.addrCache.Clear()
+	a.addrN.Store(0)
 	return nil
 }
 
@@ -175,13 +177,19 @@ func (a *App) checkAddress(addr Address, role address.Role) error {
 		return errNilConnector
 	}
 	_, err := address.Render(c.Dialect(), addr, role, "x")
-	if err == nil {
-		a.addrCache.Store(k, nil)
-		return nil
+	// Peers choose the reply-to addresses a Responder answers, so the
+	// cache stops growing at its bound; past it an address is checked
+	// every time, which is all the cache saves.
+	if a.addrN.Load() < maxCheckedAddresses {
+		if _, loaded := a.addrCache.LoadOrStore(k, err); !loaded {
+			a.addrN.Add(1)
+		}
 	}
-	a.addrCache.Store(k, err)
 	return err
 }
+
+// maxCheckedAddresses bounds the addresses checkAddress remembers.
+const maxCheckedAddresses = 4096
 
 // Start connects and attaches every subscription. A broker that refuses the
 // connection or an attach makes Start return its error, naming the address;
