@@ -186,3 +186,65 @@ func TestLiveCutBeforeCommitAcksNothing(t *testing.T) {
 		require.NotContains(t, strings.ToLower(e.Error()), "guest:guest")
 	}
 }
+
+// TestLiveConcurrentTransactionalAccepts: eight partition workers of one
+// subscription each consume and produce in transactions of their own, at
+// once, on the subscription's one channel, mixed with plain
+// acknowledgements: every transaction holds exactly its own publish and
+// acknowledgement, so each input is published once and nothing is left.
+func TestLiveConcurrentTransactionalAccepts(t *testing.T) {
+	u := livetest.URL(t, "the AMQP 0-9-1 concurrent transactional accept test")
+	in, out := amqpactor.Queue(unique("amqp091-txc-in")), amqpactor.Queue(unique("amqp091-txc-out"))
+	s := newSide(t, u)
+	s.deleteQueue(in.Name())
+	s.deleteQueue(out.Name())
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	pub := startApp(t, u, nil)
+	require.NoError(t, pub.Publish(ctx, out, &amqpactor.Message{MessageID: "declare", Body: []byte("x")}))
+	outIDs(t, s, out.Name())
+	app := amqpactor.New(amqpactor.Dial091(u, amqpactor.WithContainerID(unique("amqp091-txc"))),
+		amqpactor.WithBackoff(5*time.Millisecond, 200*time.Millisecond), amqpactor.WithName(unique("app")))
+	var mu sync.Mutex
+	var errs []error
+	_, err := app.Subscribe(in, func(hctx context.Context, m *amqpactor.Message) error {
+		id := m.MessageID.(string)
+		if strings.HasSuffix(id, "7") {
+			return nil // a plain acknowledgement among the transactions
+		}
+		err := app.Transaction(hctx, func(tx *amqpactor.Tx) error {
+			if err := tx.Publish(hctx, out, &amqpactor.Message{MessageID: "c-" + id, Body: []byte(id)}); err != nil {
+				return err
+			}
+			return tx.Accept(m)
+		})
+		if err != nil {
+			mu.Lock()
+			errs = append(errs, err)
+			mu.Unlock()
+		}
+		return err
+	}, amqpactor.WithPartitions(8))
+	require.NoError(t, err)
+	require.NoError(t, app.Start(ctx))
+	const n = 200
+	for i := range n {
+		require.NoError(t, pub.Publish(ctx, in, &amqpactor.Message{MessageID: fmt.Sprintf("m%03d", i), Body: []byte("m")}))
+	}
+	want := n - n/10
+	require.Eventually(t, func() bool { return s.depth(out.Name()) == want }, waitFor, 10*time.Millisecond, "%d committed publishes", want)
+	require.Eventually(t, func() bool {
+		u := unacked(t, in.Name())
+		return len(u) == 1 && u[0] == 0 && s.depth(in.Name()) == 0
+	}, waitFor, 10*time.Millisecond, "every delivery acknowledged")
+	require.NoError(t, app.Stop(ctx))
+	require.Zero(t, s.depth(in.Name()), "deliveries back on the queue after the App stopped")
+	got := outIDs(t, s, out.Name())
+	require.Len(t, got, want)
+	for id, c := range got {
+		require.Equal(t, 1, c, "publishes of %s", id)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	require.Empty(t, errs)
+}
