@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/Azure/go-amqp"
@@ -127,7 +128,7 @@ func (a *App) send(ctx context.Context, call *publishCall, addr Address, raw *am
 		return err
 	case <-ctx.Done():
 		return fmt.Errorf("amqpactor: publish to %s: %w", addr, ctx.Err())
-	case <-env.Stopped():
+	case <-env.StoppedShard(call.shard):
 		// The tree stopped with the publish in it: nothing will answer.
 		select {
 		case err := <-call.done:
@@ -143,12 +144,16 @@ func (a *App) send(ctx context.Context, call *publishCall, addr Address, raw *am
 // channel and the mapped message, reused through callPool because a publish
 // allocated them every time.
 type publishCall struct {
-	p    protocol.Publish
-	done chan error
-	out  protocol.Outgoing
+	p     protocol.Publish
+	done  chan error
+	out   protocol.Outgoing
+	shard uint32 // which of the tree's stopped channels it waits on
 }
 
-var callPool = sync.Pool{New: func() any { return &publishCall{done: make(chan error, 1)} }}
+var (
+	callPool  = sync.Pool{New: func() any { return &publishCall{done: make(chan error, 1), shard: callShard.Add(1)} }}
+	callShard atomic.Uint32
+)
 
 // release returns c to the pool without what it pointed to.
 func (c *publishCall) release() {

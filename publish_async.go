@@ -84,7 +84,7 @@ func (a *App) PublishAsync(ctx context.Context, addr Address, m *Message, opts .
 	// never read the answer of a later publish that reuses the call. The
 	// call itself is the sender's until it answers (last), then goes back
 	// to the pool; unread, it is garbage.
-	r.answer, r.stopped, r.call = make(chan error, 1), env.Stopped(), call
+	r.answer, r.stopped, r.call = make(chan error, 1), env.StoppedShard(call.shard), call
 	call.p = protocol.Publish{Ctx: r.tctx, Address: addr, Message: raw, Settled: c.settled, Done: r.answer}
 	ch.Senders.Hand(env.Root, ch.Publisher, &call.p)
 	return r

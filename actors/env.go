@@ -47,20 +47,43 @@ type Env struct {
 
 	stopOnce, markOnce sync.Once
 	stopped            chan struct{}
+	// shards are closed with stopped: each publish waits on one of them
+	// (StoppedShard), since every publisher of the App blocking on the one
+	// channel contended for its lock.
+	shards [8]chan struct{}
 }
 
 // Stopped is closed once the App's actor tree has stopped: nothing will
 // answer a Drain or an Unsubscribe after that, so whoever waits for one
 // waits for this too.
 func (e *Env) Stopped() <-chan struct{} {
-	e.stopOnce.Do(func() { e.stopped = make(chan struct{}) })
+	e.stopOnce.Do(e.makeStopped)
 	return e.stopped
 }
 
-// MarkStopped closes Stopped.
+func (e *Env) makeStopped() {
+	e.stopped = make(chan struct{})
+	for i := range e.shards {
+		e.shards[i] = make(chan struct{})
+	}
+}
+
+// StoppedShard is closed when Stopped is; i picks one of several such
+// channels, so that waiters spread over them.
+func (e *Env) StoppedShard(i uint32) <-chan struct{} {
+	e.stopOnce.Do(e.makeStopped)
+	return e.shards[i%uint32(len(e.shards))]
+}
+
+// MarkStopped closes Stopped and every StoppedShard.
 func (e *Env) MarkStopped() {
 	e.Stopped()
-	e.markOnce.Do(func() { close(e.stopped) })
+	e.markOnce.Do(func() {
+		close(e.stopped)
+		for _, c := range e.shards {
+			close(c)
+		}
+	})
 }
 
 // Props returns the props of an actor of the App, on the App's mailbox dispatcher (Mailboxes).
