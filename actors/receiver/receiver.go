@@ -304,7 +304,8 @@ func (r *receiver) onAttach(ctx actor.Context, m *attachResult) {
 	link, gen, pumpCtx, q := r.link, r.gen, r.pumpCtx, r.settleQ
 	in := &inflight{r: r, self: self, gen: gen, ctx: r.linkCtx, q: q, link: link}
 	if !r.spec.Settled {
-		in.held = make(map[*messages.Message]heldDelivery, min(r.spec.Credit, 1024))
+		in.tracked = true
+		in.held.HeldPrev, in.held.HeldNext = &in.held, &in.held
 		register(in)
 	}
 	in.open.Store(1) // the pump's
@@ -349,41 +350,45 @@ type inflight struct {
 	// one of them (Find).
 	link transport.Receiver
 
-	// held is every delivery not settled yet (nil for a link that receives
-	// settled deliveries), by the message its handler has: for a drain
-	// whose graceful part runs out to send back as released (a handler may
-	// never return), and for a transaction to find and claim. Once cut,
-	// settles are refused, so a delivery is either settled by its handler
-	// or released.
-	mu   sync.Mutex
-	held map[*messages.Message]heldDelivery
-	cut  bool
-}
-
-// heldDelivery is one delivery not settled yet; txn: a transaction has
-// claimed it (Claim), so its handler's settle sends nothing.
-type heldDelivery struct {
-	raw *amqp.Message
-	txn bool
+	// held is every delivery not settled yet, a ring through the
+	// Deliveries with held as its head (tracked is false for a link that
+	// receives settled deliveries): for a drain whose graceful part runs
+	// out to send back as released (a handler may never return), and for a
+	// transaction to find and claim. Once cut, settles are refused, so a
+	// delivery is either settled by its handler or released.
+	mu      sync.Mutex
+	tracked bool
+	held    protocol.Delivery
+	cut     bool
 }
 
 // hold notes a delivery handed to the handlers.
-func (in *inflight) hold(m *messages.Message, raw *amqp.Message) {
-	if in.held == nil {
+func (in *inflight) hold(d *protocol.Delivery) {
+	if !in.tracked {
 		return
 	}
 	in.mu.Lock()
 	if !in.cut {
-		in.held[m] = heldDelivery{raw: raw}
+		last := in.held.HeldPrev
+		d.HeldPrev, d.HeldNext, d.HeldIn = last, &in.held, in
+		last.HeldNext = d
+		in.held.HeldPrev = d
 	}
 	in.mu.Unlock()
+}
+
+// unlinkLocked takes d out of the ring. in.mu is held.
+func (in *inflight) unlinkLocked(d *protocol.Delivery) {
+	d.HeldPrev.HeldNext = d.HeldNext
+	d.HeldNext.HeldPrev = d.HeldPrev
+	d.HeldPrev, d.HeldNext, d.HeldIn = nil, nil, nil
 }
 
 // push queues a settle for the settler, unless the inflight was cut (or its
 // link ended). A delivery a transaction claimed goes to the settler only
 // for its credit.
-func (in *inflight) push(m *messages.Message, it settleItem) bool {
-	if in.held == nil {
+func (in *inflight) push(d *protocol.Delivery, it settleItem) bool {
+	if !in.tracked {
 		return in.q.Push(it)
 	}
 	in.mu.Lock()
@@ -391,13 +396,13 @@ func (in *inflight) push(m *messages.Message, it settleItem) bool {
 	if in.cut {
 		return false
 	}
-	h, ok := in.held[m]
-	it.txn = ok && h.txn
-	if !in.q.Push(it) {
-		return false
+	linked := d.HeldIn == in
+	it.txn = linked && d.Claimed
+	if linked {
+		// Out of the ring whatever happens: d goes back to its pool.
+		in.unlinkLocked(d)
 	}
-	delete(in.held, m)
-	return true
+	return in.q.Push(it)
 }
 
 // cutAndClose refuses further settles and queues, last, the release of
@@ -406,22 +411,26 @@ func (in *inflight) push(m *messages.Message, it settleItem) bool {
 func (in *inflight) cutAndClose(it settleItem) {
 	in.mu.Lock()
 	in.cut = true
-	for _, h := range in.held {
-		if !h.txn {
-			it.release = append(it.release, h.raw)
+	if in.tracked {
+		for d := in.held.HeldNext; d != &in.held; {
+			next := d.HeldNext
+			if !d.Claimed {
+				it.release = append(it.release, d.Raw)
+			}
+			in.unlinkLocked(d)
+			d = next
 		}
 	}
-	in.held = nil
 	in.q.PushClose(it)
 	in.mu.Unlock()
 }
 
 // Settle queues d's outcome for the settler; see protocol.Settler.
 func (in *inflight) Settle(d *protocol.Delivery, o messages.Outcome) {
-	raw, m := d.Raw, d.Message
+	ok := in.push(d, settleItem{raw: d.Raw, outcome: o})
 	d.Release()
 	in.unsettled.Add(-1)
-	if in.push(m, settleItem{raw: raw, outcome: o}) {
+	if ok {
 		if int(o.Kind) < len(in.r.byOutcome) {
 			in.r.byOutcome[o.Kind].Add(1)
 		}
@@ -475,7 +484,7 @@ func (r *receiver) pump(in *inflight, link transport.Receiver, ctx context.Conte
 		d.Draining = ctx.Done() // a worker waiting to retry stops at a drain
 		in.open.Add(1)
 		in.unsettled.Add(1)
-		in.hold(d.Message, raw)
+		in.hold(d)
 		r.route(d)
 	}
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/Azure/go-amqp"
 
+	"github.com/amqpactor/amqpactor/internal/protocol"
 	"github.com/amqpactor/amqpactor/messages"
 	"github.com/amqpactor/amqpactor/transport"
 )
@@ -44,6 +45,7 @@ func unregister(in *inflight) {
 // handler's own settle from reaching the wire.
 type Held struct {
 	in  *inflight
+	d   *protocol.Delivery
 	m   *messages.Message
 	Raw *amqp.Message
 }
@@ -58,14 +60,24 @@ func Find(m *messages.Message) (Held, error) {
 	defer live.Unlock()
 	for in := range live.set {
 		in.mu.Lock()
-		d, ok := in.held[m]
-		cut := in.cut
-		in.mu.Unlock()
-		if ok && !cut {
-			return Held{in: in, m: m, Raw: d.raw}, nil
+		if !in.cut {
+			for d := in.held.HeldNext; d != &in.held; d = d.HeldNext {
+				if d.Message == m {
+					h := Held{in: in, d: d, m: m, Raw: d.Raw}
+					in.mu.Unlock()
+					return h, nil
+				}
+			}
 		}
+		in.mu.Unlock()
 	}
 	return Held{}, ErrNotHeld
+}
+
+// stillLocked reports whether h's Delivery is still m's and held: a
+// settled one goes back to a pool and may carry another message since.
+func (h Held) stillLocked() bool {
+	return !h.in.cut && h.d.HeldIn == h.in && h.d.Message == h.m
 }
 
 // Claim marks the delivery as the transaction's, just before it commits:
@@ -73,26 +85,21 @@ func Find(m *messages.Message) (Held, error) {
 // release it. It fails, wrapping ErrNotHeld, when the delivery was settled
 // or its link ended since Find.
 func (h Held) Claim() error {
-	in := h.in
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	d, ok := in.held[h.m]
-	if !ok || in.cut || d.txn {
+	h.in.mu.Lock()
+	defer h.in.mu.Unlock()
+	if !h.stillLocked() || h.d.Claimed {
 		return ErrNotHeld
 	}
-	d.txn = true
-	in.held[h.m] = d
+	h.d.Claimed = true
 	return nil
 }
 
 // Unclaim gives the delivery back to its handler after a commit that
 // failed: the transaction settled nothing.
 func (h Held) Unclaim() {
-	in := h.in
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	if d, ok := in.held[h.m]; ok {
-		d.txn = false
-		in.held[h.m] = d
+	h.in.mu.Lock()
+	defer h.in.mu.Unlock()
+	if h.stillLocked() {
+		h.d.Claimed = false
 	}
 }

@@ -48,6 +48,15 @@ type Delivery struct {
 	// or ends: a worker waiting to retry the delivery in place stops
 	// waiting. Nil never closes.
 	Draining <-chan struct{}
+
+	// Held links the delivery into its Settler's list of deliveries not
+	// settled yet, and Claimed says a transaction settles it. Only the
+	// Settler touches them, under its own lock: a list through the pooled
+	// Deliveries costs a hand-over nothing, where a map of them cost a
+	// hash and its growth per message.
+	HeldPrev, HeldNext *Delivery
+	HeldIn             any
+	Claimed            bool
 }
 
 // A Settler takes the outcome of a delivery it handed out. Settle is called
