@@ -71,6 +71,27 @@ func (l *fakeLink) Close(context.Context) error {
 	return nil
 }
 
+// spawnReceiver runs a receiver for spec on link under a parent that
+// spawns it (as a subscription does), in an actor system of its own that
+// the test shuts down.
+func spawnReceiver(t *testing.T, link *fakeLink, spec *protocol.SubscriptionSpec, route func(*protocol.Delivery)) (*actor.ActorSystem, *actors.Env, *actor.PID) {
+	t.Helper()
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return slog.New(slog.DiscardHandler)
+	}))
+	t.Cleanup(sys.Shutdown)
+	env := &actors.Env{Root: sys.Root, Log: slog.New(slog.DiscardHandler), CloseTimeout: 5 * time.Second,
+		Base: context.Background()}
+	props := receiver.New(env, &fakeSession{link: link}, spec, route, false, false)
+	spawned := make(chan *actor.PID, 1)
+	sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		if _, ok := c.Message().(*actor.Started); ok {
+			spawned <- c.Spawn(props)
+		}
+	}))
+	return sys, env, <-spawned
+}
+
 type fakeSession struct{ link *fakeLink }
 
 func (s *fakeSession) NewSender(context.Context, transport.SenderOptions) (transport.Sender, error) {
@@ -88,12 +109,6 @@ func (s *fakeSession) Close(context.Context) error { return nil }
 // before the link closes, the handler's context is cancelled, and the
 // drain is answered by its Ctx; the handler's own late verdict is dropped.
 func TestDrainReleasesWhatHandlersHold(t *testing.T) {
-	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
-		return slog.New(slog.DiscardHandler)
-	}))
-	defer sys.Shutdown()
-	env := &actors.Env{Root: sys.Root, Log: slog.New(slog.DiscardHandler), CloseTimeout: 5 * time.Second,
-		Base: context.Background()}
 	link := &fakeLink{msgs: make(chan *amqp.Message, 2), done: make(chan struct{})}
 	link.msgs <- amqp.NewMessage([]byte("held"))
 	spec := &protocol.SubscriptionSpec{Address: address.Queue("q"), Credit: 8, Partitions: 1}
@@ -111,16 +126,8 @@ func TestDrainReleasesWhatHandlersHold(t *testing.T) {
 			d.Settle(messages.Outcome{Kind: messages.Accepted})
 		})
 	}
-	// The receiver reports to its parent (a subscription): one that
-	// spawns it and takes what it says.
-	spawned := make(chan *actor.PID, 1)
-	props := receiver.New(env, &fakeSession{link: link}, spec, route, false, false)
-	sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
-		if _, ok := c.Message().(*actor.Started); ok {
-			spawned <- c.Spawn(props)
-		}
-	}))
-	pid := <-spawned
+	// The receiver reports to its parent (a subscription).
+	sys, env, pid := spawnReceiver(t, link, spec, route)
 	select {
 	case <-holding:
 	case <-time.After(5 * time.Second):

@@ -3,7 +3,6 @@ package receiver_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -11,10 +10,8 @@ import (
 	"time"
 
 	"github.com/Azure/go-amqp"
-	"github.com/asynkron/protoactor-go/actor"
 	"github.com/stretchr/testify/require"
 
-	"github.com/amqpactor/amqpactor/actors"
 	"github.com/amqpactor/amqpactor/actors/receiver"
 	"github.com/amqpactor/amqpactor/address"
 	"github.com/amqpactor/amqpactor/internal/protocol"
@@ -29,12 +26,6 @@ import (
 func TestHeldDeliveriesUnderAConcurrentCut(t *testing.T) {
 	for run := range 5 {
 		t.Run(fmt.Sprint(run), func(t *testing.T) {
-			sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
-				return slog.New(slog.DiscardHandler)
-			}))
-			defer sys.Shutdown()
-			env := &actors.Env{Root: sys.Root, Log: slog.New(slog.DiscardHandler), CloseTimeout: 5 * time.Second,
-				Base: context.Background()}
 			const n = 2000
 			link := &fakeLink{msgs: make(chan *amqp.Message, n), done: make(chan struct{})}
 			for i := range n {
@@ -67,14 +58,7 @@ func TestHeldDeliveriesUnderAConcurrentCut(t *testing.T) {
 					d.Settle(messages.Outcome{Kind: messages.Accepted})
 				})
 			}
-			props := receiver.New(env, &fakeSession{link: link}, spec, route, false, false)
-			spawned := make(chan *actor.PID, 1)
-			sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
-				if _, ok := c.Message().(*actor.Started); ok {
-					spawned <- c.Spawn(props)
-				}
-			}))
-			pid := <-spawned
+			sys, env, pid := spawnReceiver(t, link, spec, route)
 			require.Eventually(t, func() bool {
 				mu.Lock()
 				defer mu.Unlock()

@@ -2,15 +2,12 @@ package receiver_test
 
 import (
 	"context"
-	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/Azure/go-amqp"
-	"github.com/asynkron/protoactor-go/actor"
 	"github.com/stretchr/testify/require"
 
-	"github.com/amqpactor/amqpactor/actors"
 	"github.com/amqpactor/amqpactor/actors/receiver"
 	"github.com/amqpactor/amqpactor/address"
 	"github.com/amqpactor/amqpactor/internal/protocol"
@@ -22,26 +19,13 @@ import (
 // returns credit (nothing on the link), a cut drain does not release it,
 // and a settled delivery cannot be found or claimed.
 func TestClaimedDeliveryIsTheTransactions(t *testing.T) {
-	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
-		return slog.New(slog.DiscardHandler)
-	}))
-	defer sys.Shutdown()
-	env := &actors.Env{Root: sys.Root, Log: slog.New(slog.DiscardHandler), CloseTimeout: 5 * time.Second,
-		Base: context.Background()}
 	link := &fakeLink{msgs: make(chan *amqp.Message, 3), done: make(chan struct{})}
 	for _, b := range []string{"a", "b", "c"} {
 		link.msgs <- amqp.NewMessage([]byte(b))
 	}
 	spec := &protocol.SubscriptionSpec{Address: address.Queue("q"), Credit: 8, Partitions: 1}
 	got := make(chan *protocol.Delivery, 3)
-	props := receiver.New(env, &fakeSession{link: link}, spec, func(d *protocol.Delivery) { got <- d }, false, false)
-	spawned := make(chan *actor.PID, 1)
-	sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
-		if _, ok := c.Message().(*actor.Started); ok {
-			spawned <- c.Spawn(props)
-		}
-	}))
-	pid := <-spawned
+	sys, env, pid := spawnReceiver(t, link, spec, func(d *protocol.Delivery) { got <- d })
 	ds := map[string]*protocol.Delivery{}
 	for range 3 {
 		select {
