@@ -116,17 +116,10 @@ func runConsumeAndProduce(t *testing.T, brokerURL, connURL string, n int, c *con
 		require.NoError(t, pub.Publish(ctx, in, &amqpactor.Message{MessageID: fmt.Sprintf("m%03d", i), Body: []byte("m")}))
 	}
 	c.t, c.out, c.tries = t, out, map[string]int{}
-	app := amqpactor.New(amqpactor.Dial091(connURL, amqpactor.WithContainerID(unique("amqp091-txa"))),
-		amqpactor.WithBackoff(5*time.Millisecond, 200*time.Millisecond), amqpactor.WithName(unique("app")))
-	c.app = app
-	_, err := app.SubscribeBatch(in, c.handle, amqpactor.WithCredit(uint32(n)), amqpactor.WithBatch(n, 5*time.Second))
-	require.NoError(t, err)
-	require.NoError(t, app.Start(ctx))
-	stopped := false
-	t.Cleanup(func() {
-		if !stopped {
-			_ = app.Stop(context.Background())
-		}
+	app := startApp(t, connURL, func(app *amqpactor.App) {
+		c.app = app
+		_, err := app.SubscribeBatch(in, c.handle, amqpactor.WithCredit(uint32(n)), amqpactor.WithBatch(n, 5*time.Second))
+		require.NoError(t, err)
 	})
 	require.Eventually(t, func() bool { return s.depth(out.Name()) == n }, waitFor, 10*time.Millisecond, "%d committed publishes", n)
 	require.Eventually(t, func() bool {
@@ -134,7 +127,6 @@ func runConsumeAndProduce(t *testing.T, brokerURL, connURL string, n int, c *con
 		return len(u) == 1 && u[0] == 0 && s.depth(in.Name()) == 0
 	}, waitFor, 10*time.Millisecond, "every delivery acknowledged by the commits")
 	require.NoError(t, app.Stop(ctx))
-	stopped = true
 	require.Zero(t, s.depth(in.Name()), "deliveries back on the queue after the App stopped")
 
 	got := outIDs(t, s, out.Name())
@@ -203,30 +195,29 @@ func TestLiveConcurrentTransactionalAccepts(t *testing.T) {
 	pub := startApp(t, u, nil)
 	require.NoError(t, pub.Publish(ctx, out, &amqpactor.Message{MessageID: "declare", Body: []byte("x")}))
 	outIDs(t, s, out.Name())
-	app := amqpactor.New(amqpactor.Dial091(u, amqpactor.WithContainerID(unique("amqp091-txc"))),
-		amqpactor.WithBackoff(5*time.Millisecond, 200*time.Millisecond), amqpactor.WithName(unique("app")))
 	var mu sync.Mutex
 	var errs []error
-	_, err := app.Subscribe(in, func(hctx context.Context, m *amqpactor.Message) error {
-		id := m.MessageID.(string)
-		if strings.HasSuffix(id, "7") {
-			return nil // a plain acknowledgement among the transactions
-		}
-		err := app.Transaction(hctx, func(tx *amqpactor.Tx) error {
-			if err := tx.Publish(hctx, out, &amqpactor.Message{MessageID: "c-" + id, Body: []byte(id)}); err != nil {
-				return err
+	app := startApp(t, u, func(app *amqpactor.App) {
+		_, err := app.Subscribe(in, func(hctx context.Context, m *amqpactor.Message) error {
+			id := m.MessageID.(string)
+			if strings.HasSuffix(id, "7") {
+				return nil // a plain acknowledgement among the transactions
 			}
-			return tx.Accept(m)
-		})
-		if err != nil {
-			mu.Lock()
-			errs = append(errs, err)
-			mu.Unlock()
-		}
-		return err
-	}, amqpactor.WithPartitions(8))
-	require.NoError(t, err)
-	require.NoError(t, app.Start(ctx))
+			err := app.Transaction(hctx, func(tx *amqpactor.Tx) error {
+				if err := tx.Publish(hctx, out, &amqpactor.Message{MessageID: "c-" + id, Body: []byte(id)}); err != nil {
+					return err
+				}
+				return tx.Accept(m)
+			})
+			if err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+			return err
+		}, amqpactor.WithPartitions(8))
+		require.NoError(t, err)
+	})
 	const n = 200
 	for i := range n {
 		require.NoError(t, pub.Publish(ctx, in, &amqpactor.Message{MessageID: fmt.Sprintf("m%03d", i), Body: []byte("m")}))
