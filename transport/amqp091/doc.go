@@ -110,9 +110,9 @@
 // there (direct reply-to is 0-9-1's); a 1.0 requester's reply queue takes
 // replies from either protocol.
 //
-// Conn implements transport.Transactional: Begin opens a channel in
-// tx.select mode. A Txn keeps its publishes (at most 65,536 and 64 MiB of
-// bodies) until Commit, which sends them and tx.commit together; Rollback
+// Conn implements transport.Transactional. A Txn keeps its publishes (at
+// most 65,536 and 64 MiB of bodies) until Commit, which sends them and
+// tx.commit together on a channel it opens in tx.select mode; Rollback
 // sends nothing. They are not mandatory: a return in a transaction would
 // have nobody to go to. Txn.Accept (amqpactor's Tx.Accept) binds the
 // transaction to the channel of the delivery it accepts, since in 0-9-1 a

@@ -17,18 +17,18 @@ import (
 // rollback.
 var errDischarged = errors.New("the transaction is already committed or rolled back")
 
-// Begin opens a channel in tx.select mode: what is published on it is
-// enqueued by tx.commit all together, or by tx.rollback not at all.
+// Begin starts a transaction on a live connection. It sends nothing: the
+// transaction's publishes wait for Commit, which sends them on a channel
+// in tx.select mode (Txn), so one that rolls back or accepts deliveries
+// (and commits on their channel) never needs a channel of its own.
 func (c *Conn) Begin(ctx context.Context) (transport.Txn, error) {
-	ch, err := c.channel(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("amqpactor: begin transaction on %s: %w", c.c.redacted, err)
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
-	if err := c.call(ctx, ch, ch.Tx); err != nil {
-		_ = ch.Close()
-		return nil, fmt.Errorf("amqpactor: begin transaction on %s: %w", c.c.redacted, err)
+	if c.conn.IsClosed() {
+		return nil, fmt.Errorf("amqpactor: begin transaction on %s: %w", c.c.redacted, c.gone(rmq.ErrClosed))
 	}
-	return &Txn{conn: c, ch: ch}, nil
+	return &Txn{conn: c}, nil
 }
 
 // Bounds on what a transaction buffers until its commit.
@@ -38,14 +38,13 @@ const (
 )
 
 // Txn is one transaction. It implements transport.Txn. Publishes wait in
-// the Txn until Commit, which sends them on the transaction's own channel,
-// or, once Accept has bound the transaction to a subscription's channel,
-// on that channel together with the acknowledgements: in AMQP 0-9-1 a
-// transaction is a channel's, and only the channel a message was delivered
-// on can acknowledge it.
+// the Txn until Commit, which sends them on a channel of the transaction's
+// own, or, once Accept has bound the transaction to a subscription's
+// channel, on that channel together with the acknowledgements: in AMQP
+// 0-9-1 a transaction is a channel's, and only the channel a message was
+// delivered on can acknowledge it.
 type Txn struct {
 	conn *Conn
-	ch   *rmq.Channel
 
 	mu      sync.Mutex
 	done    bool
@@ -128,7 +127,7 @@ func (t *Txn) Accept(ctx context.Context, r transport.Receiver, m *amqp.Message)
 }
 
 // Commit sends and commits what the transaction published, and the
-// acknowledgements it accepted, all together; then it closes its channel.
+// acknowledgements it accepted, all together.
 func (t *Txn) Commit(ctx context.Context) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -136,19 +135,13 @@ func (t *Txn) Commit(ctx context.Context) error {
 		return fmt.Errorf("amqpactor: commit: %w", errDischarged)
 	}
 	t.done = true
-	defer func() { _ = t.ch.Close() }()
 	pubs, recv, accepts := t.pubs, t.recv, t.accepts
 	t.pubs, t.accepts = nil, nil
 	var err error
 	if recv != nil {
 		err = recv.commitTx(ctx, pubs, accepts)
 	} else {
-		err = t.conn.call(ctx, t.ch, func() error {
-			if err := publishAll(ctx, t.ch, pubs); err != nil {
-				return err
-			}
-			return t.ch.TxCommit()
-		})
+		err = t.conn.commitOwn(ctx, pubs)
 	}
 	if err != nil {
 		return fmt.Errorf("amqpactor: transaction commit on %s: %w", t.conn.c.redacted, err)
@@ -156,8 +149,8 @@ func (t *Txn) Commit(ctx context.Context) error {
 	return nil
 }
 
-// Rollback drops everything the transaction published and accepted (none
-// of it was sent), and closes its channel.
+// Rollback drops everything the transaction published and accepted: none
+// of it was sent.
 func (t *Txn) Rollback(ctx context.Context) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -166,10 +159,29 @@ func (t *Txn) Rollback(ctx context.Context) error {
 	}
 	t.done = true
 	t.pubs, t.accepts = nil, nil
-	if err := t.conn.call(ctx, t.ch, t.ch.Close); err != nil && !errors.Is(err, rmq.ErrClosed) {
-		return fmt.Errorf("amqpactor: transaction rollback on %s: %w", t.conn.c.redacted, err)
-	}
 	return nil
+}
+
+// commitOwn sends pubs and tx.commit on a channel of their own in
+// tx.select mode, closed after.
+func (c *Conn) commitOwn(ctx context.Context, pubs []txPublish) error {
+	if len(pubs) == 0 {
+		return nil
+	}
+	ch, err := c.channel(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = ch.Close() }()
+	return c.call(ctx, ch, func() error {
+		if err := ch.Tx(); err != nil {
+			return err
+		}
+		if err := publishAll(ctx, ch, pubs); err != nil {
+			return err
+		}
+		return ch.TxCommit()
+	})
 }
 
 func publishAll(ctx context.Context, ch *rmq.Channel, pubs []txPublish) error {
