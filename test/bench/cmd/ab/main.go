@@ -13,7 +13,11 @@
 //   - with -frames, instead of all of the above: frames by performative and
 //     bytes per message, both directions, of the live throughput scenario
 //     run through a frame-parsing loopback proxy (package framecount), at
-//     one PublishAsync goroutine and at -frame-publishers publishers.
+//     one PublishAsync goroutine and at -frame-publishers publishers;
+//   - with -cpuprofile DIR, besides the tables: a CPU profile of the
+//     measured part of every live run, which test/bench/cpusplit.sh splits
+//     into go-amqp, the garbage collector, the scheduler, socket writes and
+//     the rest.
 //
 // Usage:
 //
@@ -42,6 +46,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -72,6 +77,7 @@ type config struct {
 	frames           bool
 	framePublishers  []int
 	brokerPID        int
+	cpuprofile       string
 	url              string
 	urlFromEnv       bool
 	commandLine      string
@@ -130,6 +136,7 @@ func parseFlags(argv []string, stderr io.Writer) (*config, error) {
 	fs.BoolVar(&cfg.frames, "frames", false, "run only the frames-per-message table: the throughput scenario of both sides through a frame-parsing proxy")
 	framePubs := fs.String("frame-publishers", "64,256", "with -frames: comma-separated publisher counts (and raw windows) besides the one-goroutine PublishAsync case")
 	fs.IntVar(&cfg.brokerPID, "broker-pid", 0, "with -frames: the broker's process id, to report its CPU time per message (0: not measured)")
+	fs.StringVar(&cfg.cpuprofile, "cpuprofile", "", "write a CPU profile of the measured part of every live run into this directory, one file per run (test/bench/cpusplit.sh says where its time went)")
 	fs.StringVar(&cfg.url, "url", "", "RabbitMQ 4 broker URL (default $AMQP_URL); none skips the live parts")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: go run ./test/bench/cmd/ab [flags]")
@@ -344,6 +351,10 @@ func (r *runner) liveRuns(ctx context.Context) {
 						}
 						what := fmt.Sprintf("round %d/%d %s %s %s %s", round+1, c.rounds, k.name, q, bodyString(body), sideNames[s])
 						params := scenario.Params{URL: c.url, Queue: q, Body: body, Credit: c.credit, Window: c.window, N: k.n}
+						if c.cpuprofile != "" {
+							params.OnStart, params.OnStop = r.profile(what, fmt.Sprintf("%s-%s-%s-%s-r%d.pprof",
+								k.name, q, bodyString(body), sideNames[s], round+1))
+						}
 						runtime.GC() // as go test does before every run: neither side pays for the other's garbage
 						rctx, cancel := context.WithTimeout(ctx, runTimeout)
 						res, err := k.funcs[s](rctx, params, m)
@@ -359,6 +370,43 @@ func (r *runner) liveRuns(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// profile returns the OnStart and OnStop of a run whose CPU profile goes
+// to the file name (made safe for a path) in the -cpuprofile directory.
+func (r *runner) profile(what, name string) (start, stop func()) {
+	name = strings.Map(func(c rune) rune {
+		if c == '.' || c == '-' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' {
+			return c
+		}
+		return '-'
+	}, name)
+	var f *os.File
+	start = func() {
+		var err error
+		if err = os.MkdirAll(r.cfg.cpuprofile, 0o755); err == nil {
+			f, err = os.Create(filepath.Join(r.cfg.cpuprofile, name))
+		}
+		if err == nil {
+			if err = pprof.StartCPUProfile(f); err != nil {
+				_ = f.Close()
+			}
+		}
+		if err != nil {
+			f = nil
+			r.fail(what+": cpu profile", err)
+		}
+	}
+	stop = func() {
+		if f == nil {
+			return
+		}
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			r.fail(what+": cpu profile", err)
+		}
+	}
+	return start, stop
 }
 
 func summary(kind string, res scenario.Result) string {

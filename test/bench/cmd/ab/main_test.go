@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -105,5 +107,45 @@ func TestFramesLive(t *testing.T) {
 	}
 	if strings.Contains(out.String(), "## In-process") {
 		t.Errorf("-frames ran more than the frames table:\n%s", out.String())
+	}
+}
+
+// TestCPUProfileLive is a short live run with -cpuprofile: one profile per
+// run, named after it, that test/bench/cpusplit.sh can read.
+func TestCPUProfileLive(t *testing.T) {
+	u := livetest.URL(t, "the -cpuprofile smoke test of cmd/ab")
+	dir := t.TempDir()
+	var out, errs bytes.Buffer
+	code := run([]string{"ab", "-url", u, "-rounds", "1", "-n", "300", "-rpc", "20", "-queues", "quorum", "-sizes", "100",
+		"-inproc", "", "-backlog", "", "-micro=false", "-cpuprofile", dir}, &out, &errs)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs.String())
+	}
+	var files []string
+	for _, kind := range []string{"throughput", "throughput-async", "request-reply"} {
+		for _, side := range []string{"amqpactor", "raw-go-amqp"} {
+			f := filepath.Join(dir, kind+"-quorum-100-B-"+side+"-r1.pprof")
+			if st, err := os.Stat(f); err != nil || st.Size() == 0 {
+				t.Errorf("no profile %s: %v", f, err)
+			}
+			files = append(files, f)
+		}
+	}
+	if t.Failed() {
+		return
+	}
+	split, err := exec.Command("bash", append([]string{"../../cpusplit.sh"}, files...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("cpusplit.sh: %v\n%s", err, split)
+	}
+	rows := strings.Split(strings.TrimSpace(string(split)), "\n")
+	if len(rows) != 2+len(files) {
+		t.Fatalf("cpusplit.sh printed %d lines for %d profiles:\n%s", len(rows), len(files), split)
+	}
+	for i, row := range rows[2:] {
+		want := "| " + strings.TrimSuffix(filepath.Base(files[i]), ".pprof") + " | "
+		if !strings.HasPrefix(row, want) || strings.Count(row, "|") != 8 {
+			t.Errorf("row %q, want it to start with %q and have 7 cells", row, want)
+		}
 	}
 }
