@@ -367,9 +367,23 @@ type Sender struct {
 	closed  bool
 	sent    []*amqp.Message
 	outcome *transport.Outcome
+	blocked chan struct{} // closed by Block's release
+	entered chan struct{}
 }
 
 var _ transport.Sender = (*Sender)(nil)
+
+// Block makes every later Send wait, whatever its context, until release
+// is called: a peer that grants no credit. entered gets a value for each
+// Send that starts waiting (it holds up to 64).
+func (l *Sender) Block() (entered <-chan struct{}, release func()) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b, e := make(chan struct{}), make(chan struct{}, 64)
+	l.blocked, l.entered = b, e
+	var once sync.Once
+	return e, func() { once.Do(func() { close(b) }) }
+}
 
 // Detach ends the link from the peer's side: Send fails with a
 // *transport.LinkError wrapping an *amqp.LinkError with RemoteErr
@@ -424,6 +438,15 @@ func (l *Sender) Send(ctx context.Context, m *amqp.Message, settled bool) (trans
 		return nil, err
 	}
 	l.mu.Lock()
+	if b := l.blocked; b != nil {
+		select {
+		case l.entered <- struct{}{}:
+		default:
+		}
+		l.mu.Unlock()
+		<-b
+		l.mu.Lock()
+	}
 	defer l.mu.Unlock()
 	if l.cause != nil {
 		return nil, &transport.LinkError{Address: l.addr.String(), Op: "send", Err: l.cause}
