@@ -54,8 +54,8 @@ import (
 // (guardMaxFrameSize): a larger size is a protocol violation and ends the
 // connection before anything is allocated for it, as do frames the guard
 // cannot follow (a truncated or malformed header, a transfer performative it
-// cannot parse). The memory the guard keeps is one read buffer of at most a
-// frame, plus, per delivery in progress (at most one per link, and at most
+// cannot parse). The memory the guard keeps is one read buffer of a frame's
+// size, plus, per delivery in progress (at most one per link, and at most
 // maxDeliveriesInProgress), its payload up to the max message size.
 
 // guardMaxFrameSize is the largest frame the guard accepts. It is also the
@@ -150,12 +150,14 @@ func newGuard(c net.Conn, maxMessage uint64, check func([]byte) error) *guard {
 		lim := amqpscan.Limits{MaxSize: maxMessage}
 		check = func(p []byte) error { return amqpscan.Check(p, lim) }
 	}
+	// The read buffer holds a whole frame from the start, so that one read
+	// system call takes in several 4 KiB deliveries.
 	return &guard{
 		Conn:         c,
 		check:        check,
 		maxFrame:     guardMaxFrameSize,
 		maxMessage:   maxMessage,
-		buf:          make([]byte, 0, 16<<10),
+		buf:          make([]byte, 0, guardMaxFrameSize),
 		expectHeader: true,
 		deliveries:   map[deliveryKey]*delivery{},
 	}
@@ -244,13 +246,6 @@ func (g *guard) fill() error {
 		g.w = copy(g.buf[:cap(g.buf)], g.buf[g.r:g.w])
 		g.r = 0
 		g.buf = g.buf[:g.w]
-	}
-	if need > cap(g.buf) {
-		// need is at most the max frame size (needed says 8 for a size
-		// next refuses), so the buffer never grows past it.
-		nb := make([]byte, g.w, max(need, min(2*cap(g.buf), int(g.maxFrame))))
-		copy(nb, g.buf[:g.w])
-		g.buf = nb
 	}
 	if g.w == cap(g.buf) {
 		// A whole unit is buffered whenever the buffer is full, and next
