@@ -25,9 +25,8 @@ func TestRabbitMQ091(t *testing.T) {
 			Transactions:            true,  // tx.select
 			FaultHooks:              false,
 			UserID:                  []byte("guest"),
-			DurableByDefault:        false, // 0-9-1 keeps the delivery-mode as sent
-			BrokerDeadLetters:       true,  // quorum queues declared with x-dead-letter-*
-			ReleaseCounts:           true,  // basic.nack with requeue is counted by quorum queues
+			BrokerDeadLetters:       true, // quorum queues declared with x-dead-letter-*
+			ReleaseCounts:           true, // basic.nack with requeue is counted by quorum queues
 			AMQP091:                 true,
 		},
 	})
