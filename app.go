@@ -66,6 +66,7 @@ type App struct {
 	// State changes (state.go): events delivers them while the App
 	// runs; watchers are the WatchStateChanges functions.
 	events       *stateEvents
+	nodes        nodeStates // every node's last state, for Health and Ready
 	stateDropped atomic.Uint64
 	watchMu      sync.Mutex
 	watchers     map[uint64]func(StateChange)
@@ -271,7 +272,10 @@ func (a *App) begin(ctx context.Context, sys *actor.ActorSystem, parent actor.Sp
 		MaxSenders:   a.cfg.maxSenders,
 		SenderIdle:   a.cfg.senderIdle,
 		Publish:      a.publishRaw,
-		OnState:      a.events.put,
+		OnState: func(m protocol.StateChange) {
+			a.nodes.record(m)
+			a.events.put(m)
+		},
 	}
 	started := make(chan connection.Started, 1)
 	if parent == nil {
@@ -646,5 +650,7 @@ func describe(ctx context.Context, sys *actor.ActorSystem, pid *actor.PID) (*Nod
 		}
 		n.Children = append(n.Children, cn)
 	}
+	// Children whose actors stopped for good, shown as they were last.
+	n.Children = append(n.Children, d.Gone...)
 	return n, nil
 }

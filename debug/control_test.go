@@ -177,3 +177,29 @@ func TestControlRefusesAReboundHost(t *testing.T) {
 	code, _ = send(http.MethodPost, allowed.URL+"/subscriptions/orders/resume", "other.example.com")
 	require.Equal(t, http.StatusForbidden, code)
 }
+
+// TestProbes: /livez follows App.Health and /readyz App.Ready: 503 with
+// the reason before Start and after Stop, 200 while the App runs.
+func TestProbes(t *testing.T) {
+	app := amqpactor.New(inproc.New(), amqpactor.WithName("probes"))
+	_, err := app.Subscribe(amqpactor.Queue("orders"), func(ctx context.Context, m *amqpactor.Message) error { return nil })
+	require.NoError(t, err)
+	srv := httptest.NewServer(debug.Handler(app))
+	defer srv.Close()
+	code, _, body := fetch(t, srv.URL+"/readyz")
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	require.Contains(t, body, "not started")
+	code, _, _ = fetch(t, srv.URL+"/livez")
+	require.Equal(t, http.StatusOK, code, "an App not started yet has not failed")
+	inproctest.Start(t, app)
+	require.Eventually(t, func() bool { code, _, _ := fetch(t, srv.URL+"/readyz"); return code == http.StatusOK }, 5*time.Second, 5*time.Millisecond)
+	code, _, body = fetch(t, srv.URL+"/livez")
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, "ok\n", body)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	require.NoError(t, app.Stop(ctx))
+	code, _, body = fetch(t, srv.URL+"/livez")
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	require.Contains(t, body, "stopped")
+}

@@ -11,6 +11,8 @@
 //	GET /tree          the tree as JSON (?format=text for text)
 //	GET /tree.txt      the tree as indented text
 //	GET /asyncapi.json the AsyncAPI 3.0 document
+//	GET /livez         200 "ok" while App.Health is nil, else 503 and why
+//	GET /readyz        200 "ok" while App.Ready is nil, else 503 and why
 //	GET /events        the App's state changes as server-sent events
 //	                   (?tree=1: with snapshots of the tree)
 //	POST /subscriptions/{name}/pause, /subscriptions/{name}/resume
@@ -146,6 +148,8 @@ func Handler(app *amqpactor.App, opts ...Option) http.Handler {
 		defer streams.release(streams.take(cancel))
 		serveEvents(w, r.WithContext(ctx), app, r.URL.Query().Get("tree") != "", cfg.control, errs)
 	})
+	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, r *http.Request) { serveProbe(w, app.Health()) })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) { serveProbe(w, app.Ready()) })
 	mux.HandleFunc("GET /asyncapi.json", func(w http.ResponseWriter, r *http.Request) {
 		doc, err := app.AsyncAPI()
 		if err != nil {
@@ -156,6 +160,18 @@ func Handler(app *amqpactor.App, opts ...Option) http.Handler {
 		_, _ = w.Write(doc)
 	})
 	return h
+}
+
+// serveProbe answers a probe: 200 "ok", or 503 with why as text.
+func serveProbe(w http.ResponseWriter, err error) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	if err != nil {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = io.WriteString(w, err.Error()+"\n")
+		return
+	}
+	_, _ = io.WriteString(w, "ok\n")
 }
 
 // streamSlots bounds the /events streams of one Handler. Each holds a

@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -59,6 +60,7 @@ type subscription struct {
 	timer      *time.Timer
 	paused     bool
 	draining   bool
+	exiting    bool // this incarnation is restarting or stopping: its children go with it
 	kept       *subKept
 }
 
@@ -83,7 +85,23 @@ func (s *subscription) Receive(ctx actor.Context) {
 		}
 	case *actors.Crash:
 		panic("amqpactor: subscription " + s.spec.Name + ": " + m.Reason)
+	case *actor.Terminated:
+		// A child this incarnation did not stop was stopped by its
+		// supervisor (it spent its restart budget). Without it nothing
+		// consumes while the node looks attached: escalate, so that the
+		// connection's strategy restarts the subscription with a new
+		// dispatcher, session and link (or, past its own budget, gives up
+		// on it, which the root reports as failed).
+		if s.exiting || s.draining {
+			return
+		}
+		if s.receiver != nil && m.Who.Equal(s.receiver) || s.dispatcher != nil && m.Who.Equal(s.dispatcher) {
+			s.env.Log.Error("amqpactor: a child of the subscription spent its restarts; restarting the subscription",
+				"address", s.spec.Address.String(), "child", m.Who.Id)
+			panic(fmt.Errorf("amqpactor: subscription %s: %s stopped by its supervisor after repeated failures", s.spec.Name, m.Who.Id))
+		}
 	case *actor.Restarting:
+		s.exiting = true
 		s.kept.panics.Add(1)
 		s.kept.started, s.kept.conn, s.kept.paused, s.kept.draining = s.started, s.conn, s.paused, s.draining
 		if s.timer != nil {
@@ -180,6 +198,7 @@ func (s *subscription) Receive(ctx actor.Context) {
 	case *actor.Stopped:
 		s.set(protocol.StateStopped, nil)
 	case *actor.Stopping:
+		s.exiting = true
 		if s.timer != nil {
 			s.timer.Stop()
 		}

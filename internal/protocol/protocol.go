@@ -272,6 +272,9 @@ type Described struct {
 	// Self, when set, is the PID of the actor that answered, where it is
 	// not the one asked (the App's root forwards to the connection actor).
 	Self *actor.PID
+	// Gone are children whose actors have stopped for good (failed), shown
+	// as they were last.
+	Gone []*Node
 }
 
 // Node is one actor in the tree returned by App.Tree.
