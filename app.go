@@ -313,7 +313,7 @@ func (a *App) finishStart(ctx context.Context, connector Connector, root *actor.
 	a.children = res.Children
 	a.mu.Unlock()
 	for _, s := range subs {
-		if err := a.attach(sctx, root, s); err != nil {
+		if err := a.attach(sctx, root, s, false); err != nil {
 			if cause := context.Cause(sctx); errors.Is(cause, ErrStopped) && !errors.Is(err, ErrStopped) {
 				err = fmt.Errorf("%w (%w)", err, cause)
 			}

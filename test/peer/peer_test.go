@@ -41,6 +41,11 @@ type script struct {
 	attach func(c *peerConn, ch uint16, a attach)
 	// transfer answers a delivery the client sent (c.settle).
 	transfer func(c *peerConn, ch uint16, id uint32)
+	// detach answers a detach of the link with handle h (c.answerDetach).
+	detach func(c *peerConn, ch uint16, h []byte)
+	// mute, once it returns true, leaves every frame after unanswered: a
+	// peer that has stopped working.
+	mute func() bool
 }
 
 // closeSeen is the body of the close a connection received.
@@ -194,6 +199,9 @@ func (c *peerConn) serve() error {
 		if typ != 0 || len(body) < 3 {
 			continue // a heartbeat
 		}
+		if m := c.b.script.mute; m != nil && m() {
+			continue
+		}
 		switch body[2] {
 		case 0x10:
 			if h := c.b.script.open; h != nil {
@@ -228,8 +236,12 @@ func (c *peerConn) serve() error {
 				c.settle(ch, id, id)
 			}
 		case 0x16:
-			f := fields(body)
-			c.write(frame(0, ch, performative(0x16, f[0], encBool(true))))
+			h := fields(body)[0]
+			if d := c.b.script.detach; d != nil {
+				d(c, ch, h)
+			} else {
+				c.answerDetach(ch, h)
+			}
 		case 0x17:
 			c.write(frame(0, ch, performative(0x17)))
 		case 0x18:
@@ -249,10 +261,14 @@ func (c *peerConn) answerBegin(ch uint16) {
 	c.write(frame(0, ch, performative(0x11, []byte{0x60, byte(ch >> 8), byte(ch)}, encUint(0), encUint(5000), encUint(5000))))
 }
 
+func (c *peerConn) answerDetach(ch uint16, handle []byte) {
+	c.write(frame(0, ch, performative(0x16, handle, encBool(true))))
+}
+
 // answerAttach attaches the other end of a, and grants a sender credit.
 func (c *peerConn) answerAttach(ch uint16, a attach) {
 	terminus := func(code byte) []byte { return performative(code, encStr("q")) }
-	c.write(frame(0, ch, performative(0x12, encStr(a.name), encUint(a.handle), encBool(!a.receiver), null, null,
+	c.write(frame(0, ch, performative(0x12, encStr(a.name), encUint(a.handle), encBool(!a.receiver), a.sndSettle, a.rcvSettle,
 		terminus(0x28), terminus(0x29), null, null, encUint(0))))
 	if !a.receiver {
 		c.write(frame(0, ch, performative(0x13, encUint(0), encUint(5000), encUint(0), encUint(5000),
@@ -271,6 +287,9 @@ type attach struct {
 	name     string
 	handle   uint32
 	receiver bool // the client's role
+	// The settlement modes the client asked for, encoded: the peer
+	// agrees to them.
+	sndSettle, rcvSettle []byte
 }
 
 func parseAttach(body []byte) (attach, error) {
@@ -293,6 +312,13 @@ func parseAttach(body []byte) (attach, error) {
 	}
 	a.handle = h
 	a.receiver = f[2][0] == 0x41 || (f[2][0] == 0x56 && f[2][1] == 1)
+	a.sndSettle, a.rcvSettle = null, null
+	if len(f) > 3 {
+		a.sndSettle = f[3]
+	}
+	if len(f) > 4 {
+		a.rcvSettle = f[4]
+	}
 	return a, nil
 }
 
