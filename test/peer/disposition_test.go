@@ -44,7 +44,6 @@ func TestDispositionRange(t *testing.T) {
 	err := app.Publish(pctx, amqpactor.Queue("q"), &amqpactor.Message{Body: []byte("first")})
 	require.NoError(t, pctx.Err(), "the publish waited out its context (err %v)", err)
 	pcancel()
-	t.Logf("the publish the range answered: %v", err)
 
 	select {
 	case cs := <-b.closes:
@@ -64,6 +63,8 @@ func TestDispositionRange(t *testing.T) {
 
 	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer scancel()
+	stopAt := time.Now()
 	require.NoError(t, app.Stop(sctx))
 	require.NoError(t, sctx.Err(), "Stop kept its bound")
+	t.Logf("FIGURES first publish %v; connections %d; Stop %v", err, b.accepted.Load(), time.Since(stopAt).Round(time.Millisecond))
 }
