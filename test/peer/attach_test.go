@@ -105,7 +105,7 @@ func TestStartBoundedByItsDeadline(t *testing.T) {
 			app := amqpactor.New(amqpactor.Dial(b.url()), amqpactor.WithCloseTimeout(50*time.Millisecond))
 			_, err := app.Subscribe(amqpactor.Queue("q"), func(context.Context, *amqpactor.Message) error { return nil })
 			require.NoError(t, err)
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			defer cancel()
 			err = app.Start(ctx)
 			require.ErrorIs(t, err, context.DeadlineExceeded)

@@ -68,3 +68,58 @@ func TestDispositionRange(t *testing.T) {
 	require.NoError(t, sctx.Err(), "Stop kept its bound")
 	t.Logf("FIGURES first publish %v; connections %d; Stop %v", err, b.accepted.Load(), time.Since(stopAt).Round(time.Millisecond))
 }
+
+// TestFlowForUnattachedHandle: a flow for a handle the peer never attached
+// is go-amqp's to refuse, not the guard's: go-amqp ends that session with
+// amqp:session:unattached-handle, and the runtime takes it as any lost
+// session and attaches the subscription again on a new one.
+func TestFlowForUnattachedHandle(t *testing.T) {
+	noLeaks(t)
+	type at struct {
+		c  *peerConn
+		ch uint16
+	}
+	attached := make(chan at, 16)
+	ended := make(chan []byte, 16)
+	b := newBroker(t, script{
+		attach: func(c *peerConn, ch uint16, a attach) {
+			c.answerAttach(ch, a)
+			if a.receiver {
+				attached <- at{c, ch}
+			}
+		},
+		end: func(_ *peerConn, _ uint16, body []byte) { ended <- body },
+	})
+	app := amqpactor.New(amqpactor.Dial(b.url()), amqpactor.WithBackoff(10*time.Millisecond, 100*time.Millisecond))
+	_, err := app.Subscribe(amqpactor.Queue("q"), func(context.Context, *amqpactor.Message) error { return nil })
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, app.Start(ctx))
+
+	var first at
+	select {
+	case first = <-attached:
+	case <-ctx.Done():
+		t.Fatal("the subscription never attached")
+	}
+	first.c.write(frame(0, first.ch, performative(0x13, encUint(0), encUint(5000), encUint(0), encUint(5000),
+		encUint(77), encUint(0), encUint(10))))
+	select {
+	case body := <-ended:
+		require.Contains(t, string(body), "amqp:session:unattached-handle")
+	case <-ctx.Done():
+		t.Fatal("the session with the flow for handle 77 never ended")
+	}
+	select {
+	case again := <-attached:
+		require.Equal(t, first.c, again.c, "on the same connection")
+	case <-ctx.Done():
+		t.Fatal("the subscription never attached again")
+	}
+	require.Equal(t, int64(1), b.accepted.Load(), "the connection stayed up")
+
+	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer scancel()
+	require.NoError(t, app.Stop(sctx))
+}

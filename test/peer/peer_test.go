@@ -43,6 +43,10 @@ type script struct {
 	transfer func(c *peerConn, ch uint16, id uint32)
 	// detach answers a detach of the link with handle h (c.answerDetach).
 	detach func(c *peerConn, ch uint16, h []byte)
+	// end sees the client's end of the session on channel ch (body from
+	// its descriptor, with the error the client gave, if any); the peer
+	// then answers it.
+	end func(c *peerConn, ch uint16, body []byte)
 	// mute, once it returns true, leaves every frame after unanswered: a
 	// peer that has stopped working.
 	mute func() bool
@@ -225,6 +229,8 @@ func (c *peerConn) serve() error {
 			} else {
 				c.answerAttach(ch, a)
 			}
+		case 0x13:
+			c.answerDrain(ch, body)
 		case 0x14:
 			id, ok := deliveryID(body)
 			if !ok {
@@ -243,6 +249,9 @@ func (c *peerConn) serve() error {
 				c.answerDetach(ch, h)
 			}
 		case 0x17:
+			if h := c.b.script.end; h != nil {
+				h(c, ch, body)
+			}
 			c.write(frame(0, ch, performative(0x17)))
 		case 0x18:
 			c.b.closes <- closeSeen{conn: c.n, body: body}
@@ -274,6 +283,22 @@ func (c *peerConn) answerAttach(ch uint16, a attach) {
 		c.write(frame(0, ch, performative(0x13, encUint(0), encUint(5000), encUint(0), encUint(5000),
 			encUint(a.handle), encUint(0), encUint(1000))))
 	}
+}
+
+// answerDrain answers a receiver's drain as a broker with nothing to send
+// does: the credit is used up at once.
+func (c *peerConn) answerDrain(ch uint16, body []byte) {
+	f := fields(body)
+	if len(f) < 9 || f[8][0] != 0x41 {
+		return
+	}
+	dc, ok1 := uintValue(f[5])
+	credit, ok2 := uintValue(f[6])
+	if !ok1 || !ok2 {
+		return
+	}
+	c.write(frame(0, ch, performative(0x13, encUint(0), encUint(5000), encUint(0), encUint(5000),
+		f[4], encUint(dc+credit), encUint(0), null, encBool(true))))
 }
 
 // settle accepts and settles the deliveries first..last the client sent.
