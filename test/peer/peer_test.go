@@ -47,9 +47,6 @@ type script struct {
 	// its descriptor, with the error the client gave, if any); the peer
 	// then answers it.
 	end func(c *peerConn, ch uint16, body []byte)
-	// mute, once it returns true, leaves every frame after unanswered: a
-	// peer that has stopped working.
-	mute func() bool
 }
 
 // closeSeen is the body of the close a connection received.
@@ -202,9 +199,6 @@ func (c *peerConn) serve() error {
 		}
 		if typ != 0 || len(body) < 3 {
 			continue // a heartbeat
-		}
-		if m := c.b.script.mute; m != nil && m() {
-			continue
 		}
 		switch body[2] {
 		case 0x10:
