@@ -202,6 +202,11 @@ const maxCheckedAddresses = 4096
 // Publish, Request, Transaction and Subscribe called while Start runs wait
 // for it (bounded by their own context) and then go on, or fail with Start's
 // error.
+//
+// ctx bounds the dial, and each subscription's session begin and attach,
+// together with a bound of their own (30 s), whichever ends first; the close
+// timeout (WithCloseTimeout) never does. What a failed Start closes is
+// bounded by the close timeout.
 func (a *App) Start(ctx context.Context) error {
 	if ctx == nil {
 		return errNil("Start", "context")
@@ -317,7 +322,7 @@ func (a *App) finishStart(ctx context.Context, connector Connector, root *actor.
 	a.children = res.Children
 	a.mu.Unlock()
 	for _, s := range subs {
-		if err := a.attach(sctx, root, s); err != nil {
+		if err := a.attach(sctx, root, s, false); err != nil {
 			if cause := context.Cause(sctx); errors.Is(cause, ErrStopped) && !errors.Is(err, ErrStopped) {
 				err = fmt.Errorf("%w (%w)", err, cause)
 			}

@@ -336,7 +336,7 @@ func (h *handoff) abandon() transport.Conn {
 func (c *connection) dial(ctx actor.Context, attempt int) {
 	c.set(protocol.StateAttaching, nil)
 	self, connector, env := ctx.Self(), c.connector, c.env
-	dctx, cancel := env.CloseCtx(context.Background())
+	dctx, cancel := env.AttachCtx(nil)
 	h := &handoff{cancel: cancel}
 	c.dialing = h
 	env.Go(func() {

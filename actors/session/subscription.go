@@ -81,7 +81,7 @@ func (s *subscription) Receive(ctx actor.Context) {
 			// Restarted on a live connection: no ConnUp will come.
 			s.conn = c
 			s.set(protocol.StateAttaching, nil)
-			openSession(s.env, ctx.Self(), c)
+			openSession(s.env, ctx.Self(), c, s.attachCtx())
 		}
 	case *actors.Crash:
 		panic("amqpactor: subscription " + s.spec.Name + ": " + m.Reason)
@@ -116,11 +116,11 @@ func (s *subscription) Receive(ctx actor.Context) {
 		s.conn = m.Conn
 		s.terminal = 0
 		s.set(protocol.StateAttaching, nil)
-		openSession(s.env, ctx.Self(), m.Conn)
+		openSession(s.env, ctx.Self(), m.Conn, s.attachCtx())
 	case *retrySession:
 		s.timer = nil
 		if m.conn == s.conn && s.sess == nil && !s.draining {
-			openSession(s.env, ctx.Self(), m.conn)
+			openSession(s.env, ctx.Self(), m.conn, s.attachCtx())
 		}
 	case *sessionResult:
 		s.onSession(ctx, m)
@@ -256,6 +256,15 @@ func (s *subscription) onAttached(ctx actor.Context, m *receiver.Attached) {
 // set changes the subscription's state (see actors.Env.SetState).
 func (s *subscription) set(to string, err error) {
 	s.env.SetState(&s.state, actors.SubscriptionNode(s.spec.Name, s.spec.Address.String()), to, err)
+}
+
+// attachCtx is the caller's context while the first attach is under way
+// (Start's or Subscribe's, see SubscriptionSpec.AttachCtx), nil after.
+func (s *subscription) attachCtx() context.Context {
+	if s.started == nil {
+		return nil
+	}
+	return s.spec.AttachCtx
 }
 
 // report answers the first attach, once.

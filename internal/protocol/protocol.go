@@ -114,6 +114,11 @@ type SubscriptionSpec struct {
 	Settled    bool // at-most-once
 	Classic    bool // RabbitMQ4: classic queue instead of quorum
 	Paused     bool // attach paused: Pause came before the subscription attached
+	// AttachCtx is the context of the Start or Subscribe that asked for
+	// the subscription: it bounds the first attach (its session's begin
+	// and its link's attach) along with the attach's own bound. Later
+	// attaches, the runtime's own, never use it.
+	AttachCtx context.Context
 	// Ephemeral: a topic is received through a private node of the link's
 	// own instead of the durable subscription node named Node.
 	Ephemeral bool
