@@ -2,6 +2,8 @@ package amqpactor_test
 
 import (
 	"context"
+	"errors"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -94,4 +96,58 @@ func TestWithSupervisorStrategyDecides(t *testing.T) {
 	require.Eventually(t, func() bool { return events.Load() >= 3 }, 5*time.Second, time.Millisecond, "SupervisorEvents on the EventStream")
 	require.NoError(t, app.Publish(ctx, amqpactor.Queue("orders"), &amqpactor.Message{Body: []byte("x")}))
 	require.Eventually(t, func() bool { return handled.Load() == 1 }, 5*time.Second, time.Millisecond)
+}
+
+// A detached link is a failure its parent's strategy decides (issue 26):
+// DetachLinks while 2,000 messages flow reaches the strategy for the
+// receiver and for the sender, the EventStream carries a SupervisorEvent
+// for each, and nothing is lost.
+func TestDetachIsASupervisedFailure(t *testing.T) {
+	defer goleak.VerifyNone(t, ignoreThrottle)
+	sys := sharedSystem(t)
+	var linkDecisions atomic.Int64
+	strategy := actor.NewOneForOneStrategy(1000, time.Minute, func(reason any) actor.Directive {
+		var le *amqpactor.LinkError
+		if err, ok := reason.(error); ok && errors.As(err, &le) {
+			linkDecisions.Add(1)
+		}
+		return actor.RestartDirective
+	})
+	var events atomic.Int64
+	sub := sys.EventStream.Subscribe(func(evt any) {
+		if e, ok := evt.(*actor.SupervisorEvent); ok && strings.Contains(e.Child.Id, "detach-supervised") {
+			events.Add(1)
+		}
+	})
+	defer sys.EventStream.Unsubscribe(sub)
+	broker := inproc.New()
+	app := amqpactor.New(broker, amqpactor.WithActorSystem(sys), amqpactor.WithName("detach-supervised"),
+		amqpactor.WithSupervisorStrategy(strategy), amqpactor.WithBackoff(time.Millisecond, 10*time.Millisecond))
+	const n = 2000
+	seen := newTally(n)
+	_, err := app.Subscribe(amqpactor.Queue("orders"), seen.handle)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	require.NoError(t, app.Start(ctx))
+	defer func() { require.NoError(t, app.Stop(ctx)) }()
+	errs := make(chan error, 1)
+	go func() {
+		for i := range n {
+			if err := app.Publish(ctx, amqpactor.Queue("orders"), &amqpactor.Message{Body: []byte(strconv.Itoa(i))}); err != nil {
+				errs <- err
+				return
+			}
+			if i%500 == 250 {
+				broker.DetachLinks(amqpactor.Queue("orders"), "amqp:link:detach-forced", "test")
+			}
+		}
+		errs <- nil
+	}()
+	require.NoError(t, <-errs)
+	require.Eventually(t, func() bool { return seen.distinct() == n }, 30*time.Second, time.Millisecond,
+		"every message handled: %d of %d", seen.distinct(), n)
+	require.GreaterOrEqual(t, linkDecisions.Load(), int64(2), "the strategy decided for detached links")
+	require.GreaterOrEqual(t, events.Load(), linkDecisions.Load(), "a SupervisorEvent for each decision")
+	t.Logf("link decisions %d, events %d, duplicates %d", linkDecisions.Load(), events.Load(), seen.duplicates())
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/amqpactor/amqpactor/address"
 	"github.com/amqpactor/amqpactor/internal/protocol"
+	"github.com/amqpactor/amqpactor/transport"
 )
 
 // Env is what the App hands to every actor it spawns.
@@ -242,9 +243,25 @@ func (e *Env) After(d time.Duration, pid *actor.PID, msg any) *time.Timer {
 // minute) is stopped so the failure reaches the tree instead of spinning.
 func Supervisor() actor.SupervisorStrategy { return defaultSupervisor }
 
-var defaultSupervisor = actor.NewOneForOneStrategy(10, time.Minute, func(reason any) actor.Directive {
+var defaultSupervisor = linkFailures{actor.NewOneForOneStrategy(10, time.Minute, func(reason any) actor.Directive {
 	return actor.RestartDirective
-})
+})}
+
+// linkFailures restarts an actor that failed because its link ended (a
+// *transport.LinkError: the broker detached it) without spending its
+// restart budget, which is for panics: a broker may detach links as often
+// as it likes, and the actor re-attaches with backoff each time.
+type linkFailures struct{ actor.SupervisorStrategy }
+
+func (s linkFailures) HandleFailure(sys *actor.ActorSystem, sup actor.Supervisor, child *actor.PID, rs *actor.RestartStatistics, reason, msg any) {
+	var le *transport.LinkError
+	if err, ok := reason.(error); ok && errors.As(err, &le) {
+		sys.EventStream.Publish(&actor.SupervisorEvent{Child: child, Reason: reason, Directive: actor.RestartDirective})
+		sup.RestartChildren(child)
+		return
+	}
+	s.SupervisorStrategy.HandleFailure(sys, sup, child, rs, reason, msg)
+}
 
 // DrainAll sends a drain like d (its contexts, not its Done) to each pid
 // and waits until all have answered or d.Ctx ends. It blocks: call it from a

@@ -64,9 +64,12 @@ func New(env *actors.Env, sess transport.Session, spec *protocol.SubscriptionSpe
 	k := &kept{paused: paused}
 	return env.Props(func() actor.Actor {
 		// Every incarnation starts from here (see Restarts above).
-		r := &receiver{env: env, sess: sess, spec: spec, route: route, kept: k,
-			replacement: replacement || k.panics.Load() > 0, stopping: k.drained}
+		r := &receiver{env: env, sess: sess, spec: spec, route: route, kept: k, counters: &k.counters,
+			replacement: replacement || k.panics.Load() > 0 || k.detached != nil, stopping: k.drained}
 		r.paused.Store(k.paused)
+		if d := k.detached; d != nil {
+			r.restarts, r.attempt, r.lastErr, r.state = d.restarts, d.attempt, d.err, d.state
+		}
 		return r
 	})
 }
@@ -76,6 +79,17 @@ func New(env *actors.Env, sess transport.Session, spec *protocol.SubscriptionSpe
 type kept struct {
 	paused, drained bool
 	panics          atomic.Uint64
+	// detached is set by an incarnation that failed because its link
+	// ended, for the next one to re-attach after a backoff.
+	detached *detachedLink
+	counters counters
+}
+
+// detachedLink is what an incarnation whose link ended hands the next.
+type detachedLink struct {
+	err               error
+	restarts, attempt int
+	state             string
 }
 
 // gens numbers the links of every receiver in the process (see Restarts).
@@ -143,6 +157,12 @@ type receiver struct {
 	timer       *time.Timer
 	kept        *kept
 
+	*counters // the kept ones: a restart keeps counting
+}
+
+// counters are a receiver's, across its incarnations: a late disposition of
+// a dead incarnation's link still counts where the tree reads.
+type counters struct {
 	delivered, dropped, poison atomic.Uint64
 	byOutcome                  [5]atomic.Uint64
 }
@@ -150,7 +170,13 @@ type receiver struct {
 func (r *receiver) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		if !r.stopping {
+		switch {
+		case r.stopping:
+		case r.kept.detached != nil:
+			// Restarted because the link ended: re-attach after a backoff.
+			r.kept.detached = nil
+			r.scheduleReattach(ctx)
+		default:
 			r.attach(ctx, 1)
 		}
 	case *attachResult:
@@ -182,7 +208,9 @@ func (r *receiver) Receive(ctx actor.Context) {
 	case *actors.Crash:
 		panic(fmt.Sprintf("amqpactor: receiver %s: %s", r.spec.Address, m.Reason))
 	case *actor.Restarting:
-		r.kept.panics.Add(1)
+		if r.kept.detached == nil {
+			r.kept.panics.Add(1)
+		}
 		r.kept.paused = r.paused.Load()
 		r.kept.drained = r.stopping
 		if r.timer != nil {
@@ -606,7 +634,16 @@ func (r *receiver) onLinkEnded(ctx actor.Context, m *linkEnded) {
 		ctx.Send(ctx.Parent(), &SessionLost{Err: m.err})
 		return
 	}
-	r.scheduleReattach(ctx)
+	// A detached link is a failure of this actor, which its parent's
+	// strategy decides (by default: restart, and the next incarnation
+	// re-attaches after a backoff; see actors.Supervisor).
+	r.set(protocol.StateRestarting, m.err)
+	r.kept.detached = &detachedLink{err: m.err, restarts: r.restarts, attempt: r.attempt, state: r.state}
+	var le *transport.LinkError
+	if !errors.As(m.err, &le) {
+		le = &transport.LinkError{Address: r.spec.Address.String(), Op: "receive", Err: m.err}
+	}
+	panic(le)
 }
 
 // scheduleReattach is the supervision of a detached link: re-attach with

@@ -130,6 +130,10 @@ func New(env *actors.Env, c Config) *actor.Props {
 			// answers publishes ErrStopped.
 			s.drain, s.sess = &protocol.Drain{}, nil
 		}
+		if d := k.detached; d != nil {
+			s.restarts, s.attempt, s.lastErr, s.state = d.restarts, d.attempt, d.err, protocol.StateRestarting
+			s.pending, s.resend = d.pending, d.resend
+		}
 		return s
 	})
 }
@@ -141,6 +145,19 @@ type kept struct {
 	sess    transport.Session
 	drained bool
 	panics  atomic.Uint64
+	// detached is set by an incarnation that failed because its link
+	// ended with publishes waiting, for the next to re-attach after a
+	// backoff.
+	detached *detachedLink
+}
+
+// detachedLink is what an incarnation whose link ended hands the next.
+type detachedLink struct {
+	err               error
+	restarts, attempt int
+	// pending and resend wait for the next link, which is this actor's:
+	// they stay with it rather than go round through the parent.
+	pending, resend []*protocol.Publish
 }
 
 // gens numbers the links of every sender in the process: a restarted
@@ -309,9 +326,18 @@ func (s *sender) Receive(ctx actor.Context) {
 	}
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		s.set(protocol.StateDetached, nil)
-		if s.sess != nil {
+		switch d := s.kept.detached; {
+		case d != nil:
+			// Restarted because its link ended: re-attach after a backoff
+			// (the publishes it handed back come in meanwhile and wait).
+			s.kept.detached = nil
+			s.set(protocol.StateRestarting, d.err)
+			s.timer = s.env.After(s.env.Backoff.Delay(s.attempt), ctx.Self(), &retry{})
+		case s.sess != nil:
+			s.set(protocol.StateDetached, nil)
 			s.attach(ctx)
+		default:
+			s.set(protocol.StateDetached, nil)
 		}
 		if s.idle > 0 {
 			s.lastActive = time.Now()
@@ -484,7 +510,11 @@ func (s *sender) retire(ctx actor.Context) {
 // what was handed to the writer is written and confirmed on the old link,
 // which closes after its confirmer returns.
 func (s *sender) onRestarting(ctx actor.Context) {
-	s.kept.panics.Add(1)
+	if d := s.kept.detached; d != nil {
+		d.pending, d.resend, s.pending, s.resend = s.pending, s.resend, nil, nil
+	} else {
+		s.kept.panics.Add(1)
+	}
 	s.kept.sess, s.kept.drained = s.sess, s.drain != nil
 	s.set(protocol.StateRestarting, nil)
 	s.handOff(ctx)
@@ -893,10 +923,19 @@ func (s *sender) endLink(ctx actor.Context, err error, unsent []*protocol.Publis
 		return
 	}
 	if s.sess != nil && s.waiting() > 0 {
+		// A link that ends with publishes waiting is a failure of this
+		// actor, which its parent's strategy decides (by default: restart,
+		// and the next incarnation re-attaches after a backoff; see
+		// actors.Supervisor). What waits goes to it through the parent.
 		s.set(protocol.StateRestarting, err)
 		s.restarts++
 		s.attempt++
-		s.timer = s.env.After(s.env.Backoff.Delay(s.attempt), ctx.Self(), &retry{})
+		s.kept.detached = &detachedLink{err: err, restarts: s.restarts, attempt: s.attempt}
+		var le *transport.LinkError
+		if !errors.As(err, &le) {
+			le = &transport.LinkError{Address: s.label(), Op: "send", Err: err}
+		}
+		panic(le)
 	}
 }
 
