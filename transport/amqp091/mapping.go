@@ -415,6 +415,21 @@ func asUint32(v any) (uint32, bool) {
 	return uint32(n), true
 }
 
+// poisonMark reports whether a delivery's headers carry
+// transport.PoisonAnnotation: set by the inbound guard (guard.go) in place
+// of a table amqp091-go would not read, or by a publisher, which the
+// runtime treats the same way.
+func poisonMark(h rmq.Table) (string, bool) {
+	v, ok := h[transport.PoisonAnnotation]
+	if !ok {
+		return "", false
+	}
+	if s, isString := v.(string); isString && s != "" {
+		return s[:min(len(s), maxPoisonReason)], true
+	}
+	return fmt.Sprintf("the header %s holds a %T", transport.PoisonAnnotation, v), true
+}
+
 // poison marks a delivery over the max message size, as amqpwire does, so
 // the runtime rejects it alone (transport.PoisonAnnotation).
 func poison(reason string) *amqp.Message {

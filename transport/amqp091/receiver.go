@@ -243,7 +243,9 @@ func (r *Receiver) consumerEnded() error {
 
 func (r *Receiver) take(d *rmq.Delivery) *amqp.Message {
 	var m *amqp.Message
-	if uint64(len(d.Body)) > r.maxSize {
+	if reason, ok := poisonMark(d.Headers); ok {
+		m = poison(reason)
+	} else if uint64(len(d.Body)) > r.maxSize {
 		m = poison(fmt.Sprintf("the message is %d bytes, over the max message size of %d", len(d.Body), r.maxSize))
 	} else {
 		m = fromDelivery(d)
