@@ -95,8 +95,12 @@
 // message in its place in the queue. Quorum
 // queues count every message that comes back in x-delivery-count, released
 // ones and those of a closed channel too (0-9-1 has no other way back),
-// which is read as the delivery-count; FirstAcquirer is the inverse of the
-// redelivered flag.
+// which is read as the delivery-count of a redelivery from a quorum queue
+// this connection declared as one. Anywhere else the header is a
+// publisher's: RabbitMQ 4.0 hands it on unchanged on a first delivery from
+// a quorum queue, and on every delivery from a classic one, so there the
+// delivery-count is 0 (a classic queue keeps no count), whatever the
+// header says. FirstAcquirer is the inverse of the redelivered flag.
 //
 // A message over Config.MaxMessageSize arrives as a poison message
 // (transport.Poison), which the runtime rejects alone; it has been read
@@ -171,7 +175,8 @@
 //	header durable                 delivery-mode 2 (1 otherwise)
 //	header priority                priority (0 read back as 1.0's default, 4)
 //	header ttl                     expiration (milliseconds)
-//	header delivery-count          x-delivery-count (a quorum queue's own on redelivery)
+//	header delivery-count          x-delivery-count, from a quorum queue on a redelivery only
+//	                               (the broker's own count there); 0 otherwise
 //	header first-acquirer          not redelivered
 //	application-properties         headers
 //	message-annotations "x-..."    headers "x-..." (read back as annotations)

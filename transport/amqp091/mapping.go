@@ -150,8 +150,11 @@ func toPublishing(m *amqp.Message) (rmq.Publishing, error) {
 }
 
 // fromDelivery maps a delivery back to the message the runtime reads; see
-// the package documentation for the table.
-func fromDelivery(d *rmq.Delivery) *amqp.Message {
+// the package documentation for the table. quorum says the delivery is from
+// a quorum queue, whose x-delivery-count on a redelivery is the broker's;
+// anywhere else, and on a first delivery (which RabbitMQ 4.0 hands on with
+// the publisher's header), it is the publisher's, and ignored.
+func fromDelivery(d *rmq.Delivery, quorum bool) *amqp.Message {
 	m := &amqp.Message{Data: [][]byte{d.Body}}
 	props := &amqp.MessageProperties{}
 	if d.MessageId != "" {
@@ -193,7 +196,7 @@ func fromDelivery(d *rmq.Delivery) *amqp.Message {
 	for k, v := range d.Headers {
 		switch k {
 		case headerDeliveryCount:
-			if n, ok := asUint32(v); ok {
+			if n, ok := asUint32(v); ok && quorum && d.Redelivered {
 				h.DeliveryCount = n
 			}
 			continue
