@@ -396,3 +396,33 @@ func FuzzGuardHeader(f *testing.F) {
 		}
 	})
 }
+
+// TestPlainURL: an amqps URL as amqp091-go is given it once the connector
+// does TLS itself, the port kept or made explicit.
+func TestPlainURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"amqps://host/vh":         "amqp://host:5671/vh",
+		"amqps://host:5999/":      "amqp://host:5999/",
+		"amqps://[::1]/%2F":       "amqp://[::1]:5671/%2F",
+		"amqps://h/?heartbeat=10": "amqp://h:5671/?heartbeat=10",
+	} {
+		got, err := plainURL(in)
+		require.NoError(t, err)
+		require.Equal(t, want, got, in)
+	}
+}
+
+// BenchmarkCheckHeader: the check of a typical content header (a few
+// properties and headers).
+func BenchmarkCheckHeader(b *testing.B) {
+	table := append(shortstr("x-trace"), append([]byte{'S'}, longstr([]byte("0af7651916cd43dd8448eb211c80319c"))...)...)
+	table = append(table, append(shortstr("n"), 'I', 0, 0, 0, 42)...)
+	p := append(make([]byte, 12), props(propContentType|propHeaders|0x1000|0x0080,
+		shortstr("application/json"), longstr(table), []byte{2}, shortstr("id-1"))...)
+	b.ReportAllocs()
+	for b.Loop() {
+		if c := checkHeader(p); c.reason != "" {
+			b.Fatal(c.reason)
+		}
+	}
+}
