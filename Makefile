@@ -31,6 +31,7 @@ test: check
 	$(GO) test -run '^$$' -timeout 5m -fuzz '^FuzzCheck$$' -fuzztime 1000000x ./internal/amqpscan; \
 	$(GO) test -run '^$$' -timeout 5m -fuzz '^FuzzCheckGenerated$$' -fuzztime 500000x ./internal/amqpscan; \
 	$(GO) test -run '^$$' -timeout 5m -fuzz '^FuzzGuard$$' -fuzztime 100000x ./transport/amqpwire; \
+	$(GO) test -run '^$$' -timeout 5m -fuzz '^FuzzGuardHeader$$' -fuzztime 100000x ./transport/amqp091; \
 	if [ -d test/faults ]; then \
 		echo "make test: fault injection (cuts, broker restarts) runs alone, after the suites that share the broker" >&2; \
 		$(GO) test -race -count=1 -p 1 ./test/faults/; \

@@ -5,7 +5,8 @@
 // from package-lock.json). Dial091 is checked the same way against an AMQP
 // 0-9-1 client we did not write, pika (pika_peer.py, Debian's python3-pika
 // run with /usr/bin/python3): every basic property and header the 0-9-1
-// mapping carries, both ways (pika_test.go).
+// mapping carries, both ways (pika_test.go), and hostile headers and a
+// spoofed x-delivery-count from pika (pika_hostile_test.go).
 //
 // For each peer the tests check both directions (every properties field,
 // application-properties of every AMQP primitive type, the header, message

@@ -11,6 +11,13 @@ MODE is one of
            mandatory; prints {"sent": N}
   receive  consume PEER_COUNT messages from the queue PEER_ADDRESS and
            acknowledge them; prints {"messages": [...]}
+  hostile  publish to the queue PEER_ADDRESS one message (message_id
+           "hostile") whose headers are PEER_HOSTILE, then PEER_COUNT
+           ordinary ones ("normal-000", ...), with publisher confirms;
+           prints {"sent": N}. PEER_HOSTILE is KIND:N: "entries:N" a table
+           of N entries, "tables:N" N tables nested in the headers,
+           "arrays:N" N arrays nested in one header, "count:N" an
+           x-delivery-count header of N.
 
 PEER_URL names the broker (amqp://user:pass@host:port/). PEER_TIMEOUT bounds
 every wait, in seconds (default 30). The one line of JSON on stdout is the
@@ -132,6 +139,45 @@ def send(queue):
     return {"sent": len(specs)}
 
 
+def hostile_headers(spec):
+    kind, n = spec.split(":")
+    n = int(n)
+    if kind == "entries":
+        return {"k%05d" % i: i for i in range(n)}
+    if kind == "tables":
+        inner = {"leaf": 1}
+        for _ in range(n - 1):
+            inner = {"t": inner}
+        return {"t": inner}
+    if kind == "arrays":
+        # pika encodes recursively: a frame or two a level.
+        sys.setrecursionlimit(max(sys.getrecursionlimit(), 4 * n + 1000))
+        inner = [1]
+        for _ in range(n - 1):
+            inner = [inner]
+        return {"a": inner}
+    if kind == "count":
+        return {"x-delivery-count": n}
+    fail("unknown PEER_HOSTILE %r" % spec)
+
+
+def send_hostile(queue):
+    headers = hostile_headers(os.environ["PEER_HOSTILE"])
+    count = int(os.environ["PEER_COUNT"])
+    conn, _ = connect()
+    ch = conn.channel()
+    ch.confirm_delivery()
+    ch.basic_publish(exchange="", routing_key=queue, body=b"hostile",
+                     properties=pika.BasicProperties(message_id="hostile", headers=headers),
+                     mandatory=True)
+    for i in range(count):
+        ch.basic_publish(exchange="", routing_key=queue, body=b"normal %d" % i,
+                         properties=pika.BasicProperties(message_id="normal-%03d" % i),
+                         mandatory=True)
+    conn.close()
+    return {"sent": 1 + count}
+
+
 def receive(queue):
     count = int(os.environ["PEER_COUNT"])
     conn, timeout = connect()
@@ -159,9 +205,10 @@ def receive(queue):
 
 
 def main():
-    if len(sys.argv) != 2 or sys.argv[1] not in ("send", "receive"):
-        fail("usage: pika_peer.py send|receive")
-    res = (send if sys.argv[1] == "send" else receive)(os.environ["PEER_ADDRESS"])
+    modes = {"send": send, "receive": receive, "hostile": send_hostile}
+    if len(sys.argv) != 2 or sys.argv[1] not in modes:
+        fail("usage: pika_peer.py send|receive|hostile")
+    res = modes[sys.argv[1]](os.environ["PEER_ADDRESS"])
     res["peer"] = "pika"
     print(json.dumps(res))
 

@@ -233,6 +233,7 @@ func (c *connector) Connect(ctx context.Context) (transport.Conn, error) {
 	if c.cfg.IdleTimeout > 0 {
 		heartbeat = max(c.cfg.IdleTimeout*2/3, time.Second).Truncate(time.Second)
 	}
+	var tc *tls.Config // set for amqps
 	props := rmq.NewConnectionProperties()
 	props["product"] = "amqpactor"
 	if c.cfg.ContainerID != "" {
@@ -261,18 +262,31 @@ func (c *connector) Connect(ctx context.Context) (transport.Conn, error) {
 				_ = conn.Close()
 				return nil, err
 			}
-			return conn, nil
+			if tc != nil {
+				// TLS here rather than in amqp091-go, so that the
+				// guard reads the plain frames.
+				t := tls.Client(conn, tc)
+				if err := t.HandshakeContext(ctx); err != nil {
+					_ = conn.Close()
+					return nil, err
+				}
+				conn = t
+			}
+			return guard(conn), nil
 		},
 	}
+	dialURL := ep.rest
 	if ep.tls {
-		tc := &tls.Config{MinVersion: tls.VersionTLS12}
+		tc = &tls.Config{MinVersion: tls.VersionTLS12}
 		if c.cfg.TLS != nil {
 			tc = c.cfg.TLS.Clone()
 		}
 		if tc.ServerName == "" {
 			tc.ServerName = ep.host
 		}
-		cfg.TLSClientConfig = tc
+		if dialURL, err = plainURL(ep.rest); err != nil {
+			return nil, fail("invalid URL", err)
+		}
 	}
 	type result struct {
 		conn *rmq.Connection
@@ -280,7 +294,7 @@ func (c *connector) Connect(ctx context.Context) (transport.Conn, error) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		conn, err := rmq.DialConfig(ep.rest, cfg)
+		conn, err := rmq.DialConfig(dialURL, cfg)
 		done <- result{conn, err}
 	}()
 	var r result
@@ -310,6 +324,20 @@ func (c *connector) Connect(ctx context.Context) (transport.Conn, error) {
 	}
 	c.log.Debug("amqpactor: connected (AMQP 0-9-1)", "sasl", mech, "tls", ep.tls)
 	return newConn(c, r.conn), nil
+}
+
+// plainURL is an amqps URL as amqp091-go is given it when the connector
+// does TLS itself: scheme amqp, the port made explicit (5671 by default).
+func plainURL(rest string) (string, error) {
+	u, err := url.Parse(rest)
+	if err != nil {
+		return "", err
+	}
+	u.Scheme = "amqp"
+	if u.Port() == "" {
+		u.Host = net.JoinHostPort(u.Hostname(), "5671")
+	}
+	return u.String(), nil
 }
 
 // closeContext bounds a close whose context has no deadline.

@@ -17,7 +17,9 @@
 //
 // The socket goes through amqpwire's write coalescer (amqpwire.Coalesce):
 // amqp091-go flushes every frame with its own system call, and under load
-// the frames of a burst share one instead.
+// the frames of a burst share one instead. amqp091-go reads it through an
+// inbound guard (guard.go; TLS is done below the guard, by the connector,
+// so the guard reads plain frames): see Consuming.
 //
 // A transport.Session is one channel. The actors already give every
 // subscription a session of its own, the publisher one for all its senders,
@@ -93,10 +95,34 @@
 // message in its place in the queue. Quorum
 // queues count every message that comes back in x-delivery-count, released
 // ones and those of a closed channel too (0-9-1 has no other way back),
-// which is read as the delivery-count; FirstAcquirer is the inverse of the
-// redelivered flag. A message over Config.MaxMessageSize arrives as a
-// poison message (transport.Poison), which the runtime rejects alone; it
-// has been read whole by then, as 0-9-1 has no way to refuse it earlier.
+// which is read as the delivery-count of a redelivery from a quorum queue
+// this connection declared as one. Anywhere else the header is a
+// publisher's: RabbitMQ 4.0 hands it on unchanged on a first delivery from
+// a quorum queue, and on every delivery from a classic one, so there the
+// delivery-count is 0 (a classic queue keeps no count), whatever the
+// header says. FirstAcquirer is the inverse of the redelivered flag.
+//
+// A message over Config.MaxMessageSize arrives as a poison message
+// (transport.Poison), which the runtime rejects alone; it has been read
+// whole by then, as 0-9-1 has no way to refuse it earlier. So does a
+// message whose content header amqp091-go would not read: amqp091-go fails
+// the frame and closes the whole connection, so every delivery in flight
+// would go back behind it, and it would come back first on the next
+// connection until a quorum queue's delivery limit dropped it and those
+// behind it. The inbound guard checks each content header before
+// amqp091-go parses it: its headers table and the tables and arrays in it
+// at most 8,192 entries each and nested at most 32 deep below the headers
+// table (amqp091-go's own bounds, and the AMQP 1.0 scanner's), every field
+// of a type amqp091-go reads and exactly filling its table or array, the
+// properties around it complete, the header at most 128 KiB. One that
+// fails goes on with its table replaced by a single header,
+// transport.PoisonAnnotation, giving the reason (and its other properties
+// kept where they parse); its body follows unchanged and is not read. The
+// receiver hands such a delivery, or one a publisher marked so itself, on
+// as a poison message, which the runtime rejects (basic.nack alone without
+// requeue: dead-lettered where the queue has a dead-letter exchange),
+// counts as poison and logs with the reason, without the payload. Nothing
+// else on the connection is touched.
 //
 // # Request/reply and transactions
 //
@@ -149,7 +175,8 @@
 //	header durable                 delivery-mode 2; 1 only for a header that says durable=false (Transient)
 //	header priority                priority (0 read back as 1.0's default, 4)
 //	header ttl                     expiration (milliseconds)
-//	header delivery-count          x-delivery-count (a quorum queue's own on redelivery)
+//	header delivery-count          x-delivery-count, from a quorum queue on a redelivery only
+//	                               (the broker's own count there); 0 otherwise
 //	header first-acquirer          not redelivered
 //	application-properties         headers
 //	message-annotations "x-..."    headers "x-..." (read back as annotations)

@@ -152,8 +152,11 @@ func toPublishing(m *amqp.Message) (rmq.Publishing, error) {
 }
 
 // fromDelivery maps a delivery back to the message the runtime reads; see
-// the package documentation for the table.
-func fromDelivery(d *rmq.Delivery) *amqp.Message {
+// the package documentation for the table. quorum says the delivery is from
+// a quorum queue, whose x-delivery-count on a redelivery is the broker's;
+// anywhere else, and on a first delivery (which RabbitMQ 4.0 hands on with
+// the publisher's header), it is the publisher's, and ignored.
+func fromDelivery(d *rmq.Delivery, quorum bool) *amqp.Message {
 	m := &amqp.Message{Data: [][]byte{d.Body}}
 	props := &amqp.MessageProperties{}
 	if d.MessageId != "" {
@@ -195,7 +198,7 @@ func fromDelivery(d *rmq.Delivery) *amqp.Message {
 	for k, v := range d.Headers {
 		switch k {
 		case headerDeliveryCount:
-			if n, ok := asUint32(v); ok {
+			if n, ok := asUint32(v); ok && quorum && d.Redelivered {
 				h.DeliveryCount = n
 			}
 			continue
@@ -415,6 +418,21 @@ func asUint32(v any) (uint32, bool) {
 		return 0, false
 	}
 	return uint32(n), true
+}
+
+// poisonMark reports whether a delivery's headers carry
+// transport.PoisonAnnotation: set by the inbound guard (guard.go) in place
+// of a table amqp091-go would not read, or by a publisher, which the
+// runtime treats the same way.
+func poisonMark(h rmq.Table) (string, bool) {
+	v, ok := h[transport.PoisonAnnotation]
+	if !ok {
+		return "", false
+	}
+	if s, isString := v.(string); isString && s != "" {
+		return s[:min(len(s), maxPoisonReason)], true
+	}
+	return fmt.Sprintf("the header %s holds a %T", transport.PoisonAnnotation, v), true
 }
 
 // poison marks a delivery over the max message size, as amqpwire does, so

@@ -41,7 +41,7 @@ func TestMappingRoundTrip(t *testing.T) {
 		DeliveryMode: p.DeliveryMode, Priority: p.Priority, CorrelationId: p.CorrelationId, ReplyTo: p.ReplyTo,
 		Expiration: p.Expiration, MessageId: p.MessageId, Timestamp: p.Timestamp, Type: p.Type, UserId: p.UserId,
 		AppId: p.AppId, Body: p.Body, Redelivered: true}
-	out := fromDelivery(d)
+	out := fromDelivery(d, true)
 	require.Equal(t, [][]byte{[]byte("payload")}, out.Data)
 	require.Equal(t, uint64(42), out.Properties.MessageID)
 	require.Equal(t, uuid, out.Properties.CorrelationID)
@@ -70,7 +70,7 @@ func TestMappingDefaults(t *testing.T) {
 	p, err := toPublishing(&amqp.Message{})
 	require.NoError(t, err)
 	require.Nil(t, p.Headers)
-	out := fromDelivery(&rmq.Delivery{Priority: p.Priority, DeliveryMode: p.DeliveryMode})
+	out := fromDelivery(&rmq.Delivery{Priority: p.Priority, DeliveryMode: p.DeliveryMode}, false)
 	require.EqualValues(t, 4, out.Header.Priority)
 	require.Equal(t, rmq.Persistent, p.DeliveryMode, "a bare message is persistent (issue 28)")
 	require.True(t, out.Header.Durable)
@@ -113,5 +113,21 @@ func TestRoutes(t *testing.T) {
 		"amq.rabbitmq.reply-to.g1h/AB": {key: "amq.rabbitmq.reply-to.g1h/AB"},
 	} {
 		require.Equal(t, want, rawRoute(raw), raw)
+	}
+}
+
+// TestDeliveryCountIsTheBrokers: x-delivery-count is the delivery-count
+// only on a redelivery from a quorum queue, where RabbitMQ sets it; a
+// publisher's header counts for nothing on a first delivery or on a
+// classic queue.
+func TestDeliveryCountIsTheBrokers(t *testing.T) {
+	spoofed := rmq.Table{headerDeliveryCount: int64(1000)}
+	for _, c := range []struct {
+		quorum, redelivered bool
+		want                uint32
+	}{{true, true, 1000}, {true, false, 0}, {false, true, 0}, {false, false, 0}} {
+		m := fromDelivery(&rmq.Delivery{Headers: spoofed, Redelivered: c.redelivered}, c.quorum)
+		require.Equal(t, c.want, m.Header.DeliveryCount, "quorum %v, redelivered %v", c.quorum, c.redelivered)
+		require.NotContains(t, m.Annotations, headerDeliveryCount, "the header is not handed on")
 	}
 }

@@ -46,11 +46,11 @@ func (s *Session) NewReceiver(ctx context.Context, o transport.ReceiverOptions) 
 		s.conn.replies.Store(r.addr, s)
 		return r, nil
 	}
-	q, err := s.conn.receiveQueue(ctx, o)
+	q, quorum, err := s.conn.receiveQueue(ctx, o)
 	if err != nil {
 		return nil, err
 	}
-	r.queue, r.addr, r.sac = q, o.Address.String(), o.Address.SingleActiveConsumer()
+	r.queue, r.addr, r.sac, r.quorum = q, o.Address.String(), o.Address.SingleActiveConsumer(), quorum
 	if !o.Settled {
 		ch := s.ch
 		r.acks = newAcker(s.acks, func(tag uint64, multiple bool) error { return ch.Ack(tag, multiple) })
@@ -94,6 +94,7 @@ type Receiver struct {
 	window  uint32
 	autoAck bool   // direct reply-to only
 	sac     bool   // a single-active-consumer queue
+	quorum  bool   // a quorum queue: x-delivery-count is the broker's on a redelivery
 	acks    *acker // nil when settled
 	settled bool   // at-most-once: acknowledged when handed out
 	maxSize uint64
@@ -243,10 +244,12 @@ func (r *Receiver) consumerEnded() error {
 
 func (r *Receiver) take(d *rmq.Delivery) *amqp.Message {
 	var m *amqp.Message
-	if uint64(len(d.Body)) > r.maxSize {
+	if reason, ok := poisonMark(d.Headers); ok {
+		m = poison(reason)
+	} else if uint64(len(d.Body)) > r.maxSize {
 		m = poison(fmt.Sprintf("the message is %d bytes, over the max message size of %d", len(d.Body), r.maxSize))
 	} else {
-		m = fromDelivery(d)
+		m = fromDelivery(d, r.quorum)
 	}
 	r.mu.Lock()
 	r.received++

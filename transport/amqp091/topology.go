@@ -122,16 +122,24 @@ type queueSpec struct {
 // order. A user without the configure permission (403) consumes from
 // whatever is there.
 func (c *Conn) ensureQueue(ctx context.Context, a string, q queueSpec) error {
+	_, err := c.declareQueue(ctx, a, q)
+	return err
+}
+
+// declareQueue is ensureQueue, which also says whether the queue is as q
+// asks: false when it existed with other properties or was not ours to
+// declare.
+func (c *Conn) declareQueue(ctx context.Context, a string, q queueSpec) (bool, error) {
 	if strings.HasPrefix(q.name, "amq.") {
-		return nil
+		return false, nil
 	}
 	key := "q\x00" + q.name + "\x00" + fmt.Sprint(q.quorum, q.sac, sortedArgs(q.args), q.bindTo)
-	if _, ok := c.declared.Load(key); ok && !q.transient {
-		return nil
+	if asked, ok := c.declared.Load(key); ok && !q.transient {
+		return asked.(bool), nil
 	}
 	if q.exchangeOf != "" {
 		if err := c.ensureExchange(ctx, a, q.exchangeOf); err != nil {
-			return err
+			return false, err
 		}
 	}
 	args := rmq.Table{}
@@ -160,20 +168,20 @@ func (c *Conn) ensureQueue(ctx context.Context, a string, q queueSpec) error {
 	switch {
 	case err == nil:
 		c.declared.Store(key, true)
-		return nil
+		return true, nil
 	case code(err) == rmq.PreconditionFailed && q.sac:
-		return declareError(a, fmt.Errorf("a partition queue needs x-single-active-consumer: %w", err))
+		return false, declareError(a, fmt.Errorf("a partition queue needs x-single-active-consumer: %w", err))
 	case code(err) == rmq.PreconditionFailed:
 		c.c.log.Warn("amqpactor: queue exists with other properties; using it as it is",
 			"queue", q.name, "broker", err.Error())
-		c.declared.Store(key, true)
-		return nil
+		c.declared.Store(key, false)
+		return false, nil
 	case code(err) == rmq.AccessRefused:
 		c.c.log.Warn("amqpactor: not allowed to declare the queue; consuming from it as it is",
 			"queue", q.name, "broker", err.Error())
-		return nil
+		return false, nil
 	}
-	return declareError(a, err)
+	return false, declareError(a, err)
 }
 
 // ensureExchange declares the topic exchange name, with the same leniency
@@ -235,45 +243,48 @@ func (c *Conn) declareForSend(ctx context.Context, a address.Address, r route) e
 }
 
 // receiveQueue declares the queue a receiver consumes from and returns its
-// name.
-func (c *Conn) receiveQueue(ctx context.Context, o transport.ReceiverOptions) (string, error) {
+// name, and whether it is known to be a quorum queue (declared as one by
+// this connection), whose x-delivery-count header on a redelivery is the
+// broker's own.
+func (c *Conn) receiveQueue(ctx context.Context, o transport.ReceiverOptions) (string, bool, error) {
 	a := o.Address
 	node, err := address.Render(address.RabbitMQ4, a, address.Receive, o.Subscription)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	switch a.Kind() {
 	case address.KindQueue:
 		quorum := !o.ClassicQueue
 		args, err := queueArguments(o, quorum)
 		if err != nil {
-			return "", declareError(a.String(), err)
+			return "", false, declareError(a.String(), err)
 		}
 		if dl := deadLetterQueue(o, quorum); dl != "" {
 			if err := c.ensureQueue(ctx, a.String(), queueSpec{name: dl, quorum: true}); err != nil {
-				return "", err
+				return "", false, err
 			}
 		}
-		return a.Name(), c.ensureQueue(ctx, a.String(), queueSpec{name: a.Name(), quorum: quorum, args: args, sac: a.SingleActiveConsumer()})
+		asked, err := c.declareQueue(ctx, a.String(), queueSpec{name: a.Name(), quorum: quorum, args: args, sac: a.SingleActiveConsumer()})
+		return a.Name(), quorum && asked, err
 	case address.KindTopic:
 		// The subscription queue lives as long as the subscription: it is
 		// exclusive to this connection and deleted with its consumer.
-		return node.Queue, c.ensureQueue(ctx, a.String(), queueSpec{name: node.Queue, transient: true,
+		return node.Queue, false, c.ensureQueue(ctx, a.String(), queueSpec{name: node.Queue, transient: true,
 			bindTo: node.Exchange, exchangeOf: node.Exchange})
 	}
 	// A raw source is a queue name (or RabbitMQ 4's "/queues/NAME"), which
-	// must exist: it is not ours to declare.
+	// must exist: it is not ours to declare, and its type is not known.
 	q := unescapePath(strings.TrimPrefix(a.Name(), "/queues/"))
 	if strings.HasPrefix(q, "amq.") {
-		return q, nil
+		return q, false, nil
 	}
 	if err := c.declare(ctx, func(ch *rmq.Channel) error {
 		_, err := ch.QueueDeclarePassive(q, false, false, false, false, nil)
 		return err
 	}); err != nil {
-		return "", &transport.LinkError{Address: q, Op: "attach", Err: err}
+		return "", false, &transport.LinkError{Address: q, Op: "attach", Err: err}
 	}
-	return q, nil
+	return q, false, nil
 }
 
 // deadLetterQueue is the queue a receiver's queue dead-letters to: only a
