@@ -25,6 +25,8 @@ import (
 //   - Start fails (a refused connection or attach): the error is Start's;
 //   - the connection goes "failed" (it gave up reconnecting): the error
 //     wraps the connection's last error;
+//   - a subscription goes "failed" (it gave up re-attaching, or its
+//     supervisor gave up on it after repeated failures);
 //   - the connection actor (its child) stops while the App runs;
 //   - the App was already started or stopped when the actor started (an App
 //     starts once), or runs on another actor system.
@@ -51,6 +53,13 @@ type appStartResult struct{ err error }
 // appConnFailed tells the appActor that the connection went "failed".
 type appConnFailed struct{ err error }
 
+// appSubFailed tells the appActor that a subscription went "failed": it
+// gave up re-attaching, or its supervisor gave up on it.
+type appSubFailed struct {
+	path string
+	err  error
+}
+
 func (p *appActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
@@ -61,6 +70,8 @@ func (p *appActor) Receive(ctx actor.Context) {
 		}
 	case *appConnFailed:
 		panic(fmt.Errorf("amqpactor: App.Props: the connection failed: %w", m.err))
+	case *appSubFailed:
+		panic(fmt.Errorf("amqpactor: App.Props: %s failed: %w", m.path, m.err))
 	case *actor.Terminated:
 		// The only child is the connection actor: gone while the App is
 		// not stopping (its restarts ran out, or someone stopped it), the
@@ -76,8 +87,11 @@ func (p *appActor) Receive(ctx actor.Context) {
 func (p *appActor) start(ctx actor.Context) {
 	sys, self := ctx.ActorSystem(), ctx.Self()
 	p.stopWatch = p.app.WatchStateChanges(func(c StateChange) {
-		if c.Kind == "connection" && c.To == actors.StateFailed {
+		switch {
+		case c.Kind == "connection" && c.To == actors.StateFailed:
 			sys.Root.Send(self, &appConnFailed{err: c.Err})
+		case c.Kind == "subscription" && c.To == actors.StateFailed:
+			sys.Root.Send(self, &appSubFailed{path: c.Path, err: c.Err})
 		}
 	})
 	finish, err := p.app.begin(context.Background(), sys, ctx)

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/amqpactor/amqpactor"
+	"github.com/amqpactor/amqpactor/actors"
 	"github.com/amqpactor/amqpactor/inproc"
 	"github.com/amqpactor/amqpactor/transport"
 )
@@ -227,4 +228,41 @@ func TestPropsLostTreeEscalates(t *testing.T) {
 	require.Contains(t, rerr.Error(), "connection actor")
 	require.NoError(t, sys.Root.PoisonFuture(parent).Wait())
 	require.ErrorIs(t, app.Publish(context.Background(), amqpactor.Queue("x"), &amqpactor.Message{}), amqpactor.ErrStopped)
+}
+
+// A subscription its supervisor gives up on (issue 26) is a failure that
+// reaches the top: under App.Props the parent's strategy receives it.
+func TestPropsFailedSubscriptionEscalates(t *testing.T) {
+	noLeaks(t)
+	sys := sharedSystem(t)
+	app := amqpactor.New(inproc.New(), amqpactor.WithActorSystem(sys), amqpactor.WithName("props-sub-failed"))
+	_, err := app.Subscribe(amqpactor.Queue("orders"), func(context.Context, *amqpactor.Message) error { return nil })
+	require.NoError(t, err)
+	d := newDecisions()
+	parent, _ := spawnOwner(t, sys, app, d)
+	var sub *actor.PID
+	require.Eventually(t, func() bool {
+		tree, err := app.Tree(context.Background())
+		if err != nil {
+			return false
+		}
+		n := find(tree, "subscription", "orders")
+		if n == nil || n.State != "attached" {
+			return false
+		}
+		sub = n.ActorPID()
+		return true
+	}, 10*time.Second, 10*time.Millisecond)
+	for range 12 {
+		sys.Root.Send(sub, &actors.Crash{Reason: "test"})
+	}
+	select {
+	case <-d.got:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the parent's supervisor saw no failure")
+	}
+	rerr, ok := d.all()[0].(error)
+	require.True(t, ok)
+	require.Contains(t, rerr.Error(), "subscription:props-sub-failed.orders")
+	require.NoError(t, sys.Root.PoisonFuture(parent).Wait())
 }
