@@ -75,9 +75,16 @@
 //
 //	accepted                      basic.ack
 //	rejected                      basic.nack requeue=false (dead-lettered or dropped)
-//	released                      basic.nack requeue=true
-//	modified                      basic.nack requeue=true
+//	released                      basic.nack requeue=true (delivery-count kept on 4.3+)
+//	modified                      basic.reject requeue=true (delivery-count + 1)
 //	modified{undeliverable-here}  basic.nack requeue=false, as RabbitMQ 4 does over AMQP 1.0
+//
+// A quorum queue counts a basic.reject with requeue in x-delivery-count on
+// every RabbitMQ release, and from 4.3 on it no longer counts a basic.nack
+// with requeue, so modified counts a delivery and released does not, as
+// over AMQP 1.0. RabbitMQ 4.0 counts every return over 0-9-1, released
+// ones too: there the difference cannot be made. What Close gives back
+// after a drain goes back the same way (a modified one counted).
 //
 // Acknowledgements go out from a goroutine of the consumer's own, as one
 // basic.ack with multiple=true for each run of settled delivery tags
@@ -90,10 +97,10 @@
 // consumer (single active consumer) closes its channel at once instead, so
 // that the next consumer cannot take what follows before what it held.
 // Closing the channel gives back what it held, marked redelivered, each
-// message in its place in the queue. Quorum
-// queues count every message that comes back in x-delivery-count, released
-// ones and those of a closed channel too (0-9-1 has no other way back),
-// which is read as the delivery-count; FirstAcquirer is the inverse of the
+// message in its place in the queue. Quorum queues count in
+// x-delivery-count, which is read as the delivery-count, every message a
+// closed channel gives back, and the returns above (released ones on
+// RabbitMQ 4.0 only); FirstAcquirer is the inverse of the
 // redelivered flag. A message over Config.MaxMessageSize arrives as a
 // poison message (transport.Poison), which the runtime rejects alone; it
 // has been read whole by then, as 0-9-1 has no way to refuse it earlier.
