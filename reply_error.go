@@ -35,10 +35,15 @@ const maxTTL = time.Duration(math.MaxUint32) * time.Millisecond
 // absolute-expiry-time (the deadline, which a Responder checks). A broker
 // then drops the request once nobody waits for its reply. A shorter ttl or
 // an earlier expiry the caller set stays; without a deadline nothing is set.
+// A request that expires need not outlive its caller either, so it is
+// transient unless it asks to be Durable.
 func expireAtDeadline(ctx context.Context, m *Message) {
 	dl, ok := ctx.Deadline()
 	if !ok {
 		return
+	}
+	if !m.Durable {
+		m.Transient = true
 	}
 	// A deadline already past still goes as 1 ms: ToAMQP rounds a positive
 	// ttl up to a whole millisecond, and 0 would mean "never expires".

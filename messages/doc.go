@@ -16,8 +16,9 @@
 //	                         sections become one []any
 //	MessageID … GroupID …    properties (GroupID is the partition key)
 //	Headers                  application-properties, and nothing else goes there
-//	Durable, Priority, TTL,  header (none on the wire when every field is the
-//	FirstAcquirer,           AMQP default)
+//	Durable, Transient,      header, always on the wire: durable=true unless
+//	Priority, TTL,           Transient is set and Durable is not
+//	FirstAcquirer,
 //	DeliveryCount
 //	Annotations              message-annotations, string keys sent as symbols
 //	DeliveryAnnotations      delivery-annotations
@@ -118,10 +119,7 @@
 // The broker adds the message annotations x-exchange and x-routing-key to
 // every message it delivers (they then show in Annotations, and are
 // replaced by the broker's new ones when the Message is sent on), sets
-// first-acquirer on a first delivery, and treats a message whose header does
-// not say durable=false as durable, though the AMQP default is false. A
-// Message whose header fields are all defaults goes out without a header, so
-// RabbitMQ keeps it as durable whatever Durable says; any non-default header
-// field (a TTL, say) puts the header on the wire with durable=false, and the
-// message stays transient.
+// first-acquirer on a first delivery. RabbitMQ 4.0 treats a message without
+// a header as durable, 4.2 and later as transient (the AMQP default); since
+// a Message always says which, it is durable on both unless Transient.
 package messages

@@ -29,8 +29,14 @@ type Message struct {
 	// Headers are the application-properties.
 	Headers map[string]any
 
-	// Header section.
+	// Header section. A message is sent durable (the broker keeps it across
+	// a restart) unless Transient is set and Durable is not: brokers differ
+	// on a message without a header (RabbitMQ 4.0 kept it, 4.2 and later
+	// and Artemis do not), so the runtime always says which. On a received
+	// message exactly one of the two is true, so forwarding it keeps its
+	// durability.
 	Durable       bool
+	Transient     bool
 	Priority      uint8
 	TTL           time.Duration
 	FirstAcquirer bool

@@ -28,8 +28,9 @@ import (
 //	CreationTime, ...Expiry  properties; the zero time means absent; milliseconds
 //	GroupSequence            properties; 0 means absent
 //	Headers                  application-properties; AMQP primitives only
-//	Durable, TTL, ...        header section, created only when a field is not
-//	                         the AMQP default
+//	Durable, Transient       header section, always: durable=true unless Transient
+//	                         is set and Durable is not
+//	TTL, ...                 header section
 //	Priority                 header section, see below
 //	Annotations              message-annotations; keys are symbols on the wire
 //	DeliveryAnnotations      delivery-annotations, like Annotations
@@ -198,18 +199,18 @@ func toAMQP(m *messages.Message, b *convBundle, props *convProps) (*amqp.Message
 	if m.TTL < 0 || m.TTL > convMaxTTL {
 		return nil, fmt.Errorf("messages: TTL %v out of range (0 to %v)", m.TTL, convMaxTTL)
 	}
-	if m.Durable || m.FirstAcquirer || m.TTL != 0 || m.DeliveryCount != 0 || (m.Priority != 0 && m.Priority != 4) {
-		h := &b.hdr
-		h.Durable = m.Durable
-		h.Priority = m.Priority
-		if h.Priority == 0 {
-			h.Priority = 4 // not set: go-amqp leaves the default off the wire
-		}
-		h.TTL = (m.TTL + time.Millisecond - 1) / time.Millisecond * time.Millisecond
-		h.FirstAcquirer = m.FirstAcquirer
-		h.DeliveryCount = m.DeliveryCount
-		am.Header = h
+	// The header always goes out, durable unless the user asked otherwise:
+	// without one, RabbitMQ 4.2+ and Artemis store the message transient.
+	h := &b.hdr
+	h.Durable = m.Durable || !m.Transient
+	h.Priority = m.Priority
+	if h.Priority == 0 {
+		h.Priority = 4 // not set: go-amqp leaves the default off the wire
 	}
+	h.TTL = (m.TTL + time.Millisecond - 1) / time.Millisecond * time.Millisecond
+	h.FirstAcquirer = m.FirstAcquirer
+	h.DeliveryCount = m.DeliveryCount
+	am.Header = h
 
 	// Annotations.
 	var err error
@@ -471,8 +472,10 @@ func fromAMQP(am *amqp.Message, m *messages.Message) {
 	}
 
 	// Header.
+	m.Transient = true // no header: AMQP's default, durable=false
 	if h := am.Header; h != nil {
 		m.Durable = h.Durable
+		m.Transient = !h.Durable
 		m.Priority = h.Priority
 		m.TTL = h.TTL
 		m.FirstAcquirer = h.FirstAcquirer

@@ -83,7 +83,7 @@ func FuzzRoundTrip(f *testing.F) {
 			AbsoluteExpiryTime: time.UnixMilli(ms).Add(time.Duration(uint64(n) % uint64(time.Millisecond))),
 			GroupSequence:      uint32(seq),
 			Headers:            map[string]any{hkey: hval, "n": n, "u": seq, "b": userID},
-			Durable:            durable,
+			Transient:          !durable,
 			Priority:           prio,
 			TTL:                time.Duration(ttlMs) * time.Millisecond,
 			DeliveryCount:      count,
@@ -134,6 +134,7 @@ func FuzzRoundTrip(f *testing.F) {
 		}
 
 		require.Equal(t, durable, got.Durable)
+		require.Equal(t, !durable, got.Transient)
 		wantPrio := prio
 		if wantPrio == 0 {
 			wantPrio = 4

@@ -70,7 +70,9 @@ func TestToAMQPFields(t *testing.T) {
 		{"headers", messages.Message{Headers: headers}, amqp.Message{Data: [][]byte{nil}, ApplicationProperties: headers}},
 		{"empty headers are absent", messages.Message{Headers: map[string]any{}}, amqp.Message{Data: [][]byte{nil}}},
 
-		{"durable", messages.Message{Durable: true}, withHeader(amqp.MessageHeader{Durable: true, Priority: 4})},
+		{"durable", messages.Message{Durable: true}, withHeader(amqp.MessageHeader{Priority: 4})},
+		{"transient", messages.Message{Transient: true}, amqp.Message{Data: [][]byte{nil}, Header: &amqp.MessageHeader{Priority: 4}}},
+		{"durable wins over transient", messages.Message{Durable: true, Transient: true}, withHeader(amqp.MessageHeader{Priority: 4})},
 		{"priority 0 is not set", messages.Message{Priority: 0}, amqp.Message{Data: [][]byte{nil}}},
 		{"priority 4 is the default", messages.Message{Priority: 4}, amqp.Message{Data: [][]byte{nil}}},
 		{"priority 9", messages.Message{Priority: 9}, withHeader(amqp.MessageHeader{Priority: 9})},
@@ -88,6 +90,10 @@ func TestToAMQPFields(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			if tt.want.Header == nil {
+				// Every message says whether it is durable (issue 28).
+				tt.want.Header = &amqp.MessageHeader{Durable: true, Priority: 4}
+			}
 			got, err := ToAMQP(&tt.in)
 			require.NoError(t, err)
 			require.Equal(t, &tt.want, got)
@@ -102,7 +108,10 @@ func withProps(p amqp.MessageProperties) amqp.Message {
 	return amqp.Message{Data: [][]byte{nil}, Properties: &p}
 }
 
+// withHeader is a message with header h, durable as every message is
+// unless it asks to be transient.
 func withHeader(h amqp.MessageHeader) amqp.Message {
+	h.Durable = true
 	return amqp.Message{Data: [][]byte{nil}, Header: &h}
 }
 
@@ -112,12 +121,12 @@ func TestFromAMQPFields(t *testing.T) {
 		in   amqp.Message
 		want messages.Message
 	}{
-		{"empty", amqp.Message{}, messages.Message{Priority: 4}},
-		{"one data section", amqp.Message{Data: [][]byte{[]byte("ab")}}, messages.Message{Body: []byte("ab"), Priority: 4}},
-		{"several data sections concatenate", amqp.Message{Data: [][]byte{[]byte("ab"), nil, []byte("cd")}}, messages.Message{Body: []byte("abcd"), Priority: 4}},
-		{"amqp-value", amqp.Message{Value: "v"}, messages.Message{Value: "v", Priority: 4}},
-		{"amqp-sequence", amqp.Message{Sequence: [][]any{{"a", int64(1)}}}, messages.Message{Value: []any{"a", int64(1)}, Priority: 4}},
-		{"several amqp-sequences concatenate", amqp.Message{Sequence: [][]any{{"a"}, {"b", "c"}}}, messages.Message{Value: []any{"a", "b", "c"}, Priority: 4}},
+		{"empty", amqp.Message{}, messages.Message{Priority: 4, Transient: true}},
+		{"one data section", amqp.Message{Data: [][]byte{[]byte("ab")}}, messages.Message{Body: []byte("ab"), Priority: 4, Transient: true}},
+		{"several data sections concatenate", amqp.Message{Data: [][]byte{[]byte("ab"), nil, []byte("cd")}}, messages.Message{Body: []byte("abcd"), Priority: 4, Transient: true}},
+		{"amqp-value", amqp.Message{Value: "v"}, messages.Message{Value: "v", Priority: 4, Transient: true}},
+		{"amqp-sequence", amqp.Message{Sequence: [][]any{{"a", int64(1)}}}, messages.Message{Value: []any{"a", int64(1)}, Priority: 4, Transient: true}},
+		{"several amqp-sequences concatenate", amqp.Message{Sequence: [][]any{{"a"}, {"b", "c"}}}, messages.Message{Value: []any{"a", "b", "c"}, Priority: 4, Transient: true}},
 
 		{"properties", amqp.Message{Properties: &amqp.MessageProperties{
 			MessageID:          "m",
@@ -137,17 +146,17 @@ func TestFromAMQPFields(t *testing.T) {
 			MessageID: "m", UserID: []byte("u"), To: "to", Subject: "subj", ReplyTo: "rt",
 			CorrelationID: uint64(5), ContentType: "text/plain", ContentEncoding: "gzip",
 			AbsoluteExpiryTime: testTime.UTC(), CreationTime: testTime.UTC(),
-			GroupID: "g", GroupSequence: 8, ReplyToGroupID: "rg", Priority: 4,
+			GroupID: "g", GroupSequence: 8, ReplyToGroupID: "rg", Priority: 4, Transient: true,
 		}},
-		{"empty properties", amqp.Message{Properties: &amqp.MessageProperties{}}, messages.Message{Priority: 4}},
-		{"odd message-id type passes through", amqp.Message{Properties: &amqp.MessageProperties{MessageID: int32(3)}}, messages.Message{MessageID: int32(3), Priority: 4}},
+		{"empty properties", amqp.Message{Properties: &amqp.MessageProperties{}}, messages.Message{Priority: 4, Transient: true}},
+		{"odd message-id type passes through", amqp.Message{Properties: &amqp.MessageProperties{MessageID: int32(3)}}, messages.Message{MessageID: int32(3), Priority: 4, Transient: true}},
 
-		{"application-properties", amqp.Message{ApplicationProperties: map[string]any{"k": "v"}}, messages.Message{Headers: map[string]any{"k": "v"}, Priority: 4}},
-		{"empty application-properties", amqp.Message{ApplicationProperties: map[string]any{}}, messages.Message{Priority: 4}},
+		{"application-properties", amqp.Message{ApplicationProperties: map[string]any{"k": "v"}}, messages.Message{Headers: map[string]any{"k": "v"}, Priority: 4, Transient: true}},
+		{"empty application-properties", amqp.Message{ApplicationProperties: map[string]any{}}, messages.Message{Priority: 4, Transient: true}},
 
 		{"header", amqp.Message{Header: &amqp.MessageHeader{Durable: true, Priority: 7, TTL: time.Second, FirstAcquirer: true, DeliveryCount: 3}},
 			messages.Message{Durable: true, Priority: 7, TTL: time.Second, FirstAcquirer: true, DeliveryCount: 3}},
-		{"header priority 0 is reported", amqp.Message{Header: &amqp.MessageHeader{Priority: 0}}, messages.Message{Priority: 0}},
+		{"header priority 0 is reported", amqp.Message{Header: &amqp.MessageHeader{Priority: 0}}, messages.Message{Priority: 0, Transient: true}},
 
 		{"annotation keys", amqp.Message{Annotations: amqp.Annotations{
 			"x-opt-s":          1,
@@ -158,10 +167,10 @@ func TestFromAMQPFields(t *testing.T) {
 			int32(6):           6,
 			uint32(7):          7,
 			true:               8,
-		}}, messages.Message{Annotations: map[string]any{"x-opt-s": 1, "sym": 2, "42": 3, "-1": 4, "5": 5, "6": 6, "7": 7, "true": 8}, Priority: 4}},
-		{"delivery annotations", amqp.Message{DeliveryAnnotations: amqp.Annotations{"d": "v"}}, messages.Message{DeliveryAnnotations: map[string]any{"d": "v"}, Priority: 4}},
-		{"footer", amqp.Message{Footer: amqp.Annotations{uint64(1): "v"}}, messages.Message{Footer: map[string]any{"1": "v"}, Priority: 4}},
-		{"empty annotations", amqp.Message{Annotations: amqp.Annotations{}}, messages.Message{Priority: 4}},
+		}}, messages.Message{Annotations: map[string]any{"x-opt-s": 1, "sym": 2, "42": 3, "-1": 4, "5": 5, "6": 6, "7": 7, "true": 8}, Priority: 4, Transient: true}},
+		{"delivery annotations", amqp.Message{DeliveryAnnotations: amqp.Annotations{"d": "v"}}, messages.Message{DeliveryAnnotations: map[string]any{"d": "v"}, Priority: 4, Transient: true}},
+		{"footer", amqp.Message{Footer: amqp.Annotations{uint64(1): "v"}}, messages.Message{Footer: map[string]any{"1": "v"}, Priority: 4, Transient: true}},
+		{"empty annotations", amqp.Message{Annotations: amqp.Annotations{}}, messages.Message{Priority: 4, Transient: true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -202,9 +211,9 @@ func TestPriorityRoundTrip(t *testing.T) {
 		want    uint8
 		wantHdr bool
 	}{
-		{"unset reads as the default", messages.Message{}, 4, false},
-		{"unset with another header field", messages.Message{Durable: true}, 4, true},
-		{"explicit default", messages.Message{Priority: 4}, 4, false},
+		{"unset reads as the default", messages.Message{}, 4, true},
+		{"unset with another header field", messages.Message{TTL: time.Second}, 4, true},
+		{"explicit default", messages.Message{Priority: 4}, 4, true},
 		{"low", messages.Message{Priority: 1}, 1, true},
 		{"high", messages.Message{Priority: 9}, 9, true},
 		{"max", messages.Message{Priority: 255}, 255, true},

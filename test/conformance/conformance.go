@@ -90,10 +90,6 @@ type Features struct {
 	// other, so a RabbitMQ factory sets its user ("guest"). Nil means the
 	// broker takes any user-id and the suite sends one of its own.
 	UserID []byte
-	// DurableByDefault: the broker delivers a message sent without a
-	// header as durable (RabbitMQ 4 sets durable=true on what it stores).
-	// Without it an unset Durable must read back false.
-	DurableByDefault bool
 	// BrokerDeadLetters: the broker moves what the runtime rejects after
 	// its last attempt to RetryPolicy.DeadLetter itself (RabbitMQ 4 quorum
 	// queues, declared for it), so a dead letter carries the broker's

@@ -84,8 +84,9 @@ func testMessageRoundTrip(e *env) {
 	uuidIDs := &amqpactor.Message{Subject: "uuid-ids", MessageID: uuid, CorrelationID: []byte{9}, Body: []byte("u")}
 	value := &amqpactor.Message{Subject: "value", MessageID: "v", Value: "an amqp-value body"}
 	priority := &amqpactor.Message{Subject: "priority-4", MessageID: "p", Priority: 4, Body: []byte("p")}
+	transient := &amqpactor.Message{Subject: "transient", MessageID: "t", Transient: true, Body: []byte("t")}
 
-	all := []*amqpactor.Message{full, minimal, binIDs, uuidIDs, value, priority}
+	all := []*amqpactor.Message{full, minimal, binIDs, uuidIDs, value, priority, transient}
 	if e.f.Features.AMQP091 {
 		// What a 0-9-1 message cannot carry is refused at publish, naming
 		// what: never sent changed.
@@ -94,7 +95,7 @@ func testMessageRoundTrip(e *env) {
 		err = app.Publish(e.ctx, q, &amqpactor.Message{Subject: "big", Headers: map[string]any{"uint64": uint64(1) << 63}})
 		require.ErrorContains(e, err, "uint64", "a uint64 header beyond int64 over AMQP 0-9-1")
 		delete(headers, "uint64")
-		all = []*amqpactor.Message{full, minimal, binIDs, uuidIDs, priority}
+		all = []*amqpactor.Message{full, minimal, binIDs, uuidIDs, priority, transient}
 	}
 	for _, m := range all {
 		e.publish(app, q, m)
@@ -173,7 +174,13 @@ func testMessageRoundTrip(e *env) {
 	require.NotNil(e, m.Body, "a nil Body reads back as an empty one")
 	require.Empty(e, m.Body)
 	require.EqualValues(e, 4, m.Priority, "an unset priority reads back as the default 4")
-	require.Equal(e, e.f.Features.DurableByDefault, m.Durable, "an unset Durable (Features.DurableByDefault)")
+	// Durable unless asked otherwise, whatever the broker does with a
+	// message that has no header (RabbitMQ 4.2+ keeps it transient).
+	require.True(e, m.Durable, "an unset Durable reads back durable")
+	require.False(e, m.Transient, "an unset Durable reads back durable")
+	tr := got["transient"]
+	require.False(e, tr.Durable, "a Transient message reads back transient")
+	require.True(e, tr.Transient, "a Transient message reads back transient")
 	require.Zero(e, m.TTL)
 	require.Empty(e, m.Headers)
 	require.True(e, m.CreationTime.IsZero())

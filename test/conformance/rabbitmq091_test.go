@@ -27,8 +27,7 @@ func TestRabbitMQ091(t *testing.T) {
 			Transactions:            true,  // tx.select
 			FaultHooks:              false,
 			UserID:                  []byte("guest"),
-			DurableByDefault:        false, // 0-9-1 keeps the delivery-mode as sent
-			BrokerDeadLetters:       true,  // quorum queues declared with x-dead-letter-*
+			BrokerDeadLetters:       true, // quorum queues declared with x-dead-letter-*
 			// RabbitMQ 4.0's quorum queues count every 0-9-1 return; 4.3
 			// no longer counts basic.nack with requeue, which is released.
 			ReleaseCounts: !v.AtLeast(4, 3),

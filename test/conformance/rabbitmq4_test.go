@@ -46,7 +46,6 @@ func TestRabbitMQ4(t *testing.T) {
 			Transactions:            false, // go-amqp has no coordinator link
 			FaultHooks:              false,
 			UserID:                  []byte("guest"),
-			DurableByDefault:        true, // RabbitMQ 4 stores every message as durable
 			BrokerDeadLetters:       true, // quorum queues declared with x-dead-letter-*
 		},
 	})

@@ -180,11 +180,9 @@ func collect(t *testing.T) (amqpactor.Handler, func(ctx context.Context, n int) 
 //     so in the header it delivers, though the AMQP default is false.
 //     Proton leaves a false durable field off the wire, so it cannot send a
 //     non-durable message here; rhea writes the field when it is given.
-//     amqpactor writes no header at all when every header field is the
-//     default, so a Message with only Durable false arrives durable, while
-//     one with a TTL (or another header field) set says durable=false
-//     explicitly (go-amqp always writes the field in a header) and stays
-//     non-durable.
+//     amqpactor always writes a header saying durable=true unless the
+//     Message is Transient (issue 28): RabbitMQ 4.2 and later store a
+//     message without a header as transient.
 //
 // viaBroker applies those changes to what a receiver is expected to see of
 // a message sent to queue q; explicitNotDurable says the sender wrote
@@ -192,9 +190,7 @@ func collect(t *testing.T) (amqpactor.Handler, func(ctx context.Context, n int) 
 func viaBroker(want *amqpactor.Message, q string, explicitNotDurable bool) *amqpactor.Message {
 	w := *want
 	w.FirstAcquirer = true
-	if !explicitNotDurable {
-		w.Durable = true
-	}
+	w.Durable, w.Transient = !explicitNotDurable, explicitNotDurable
 	w.Annotations = map[string]any{"x-exchange": "", "x-routing-key": q}
 	for k, v := range want.Annotations {
 		w.Annotations[k] = v

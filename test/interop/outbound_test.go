@@ -165,10 +165,10 @@ func outboundCases(user, q string) []outboundCase {
 			sections: []string{"header", "message-annotations", "properties", "data"},
 		},
 		{
-			// Durable false with another header field set: the header goes on
-			// the wire and says durable=false, so the message is not durable.
-			name:     "not durable, with a ttl",
-			msg:      &amqpactor.Message{Body: []byte("transient"), TTL: 10*time.Minute + 500*time.Microsecond},
+			// Transient: the header says durable=false, so the message is
+			// not durable on any broker.
+			name:     "transient, with a ttl",
+			msg:      &amqpactor.Message{Body: []byte("transient"), Transient: true, TTL: 10*time.Minute + 500*time.Microsecond},
 			durable:  false,
 			priority: 4,
 			ttl:      ptr(int64(600001)), // rounded up to a whole millisecond

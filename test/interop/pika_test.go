@@ -183,10 +183,15 @@ func pikaOutboundCases(user string) []pikaCase {
 			},
 		},
 		{
-			// Not durable, no priority: delivery-mode 1 and AMQP 1.0's
-			// default priority; no other property and no headers.
+			// Durable unless asked otherwise (issue 28): delivery-mode 2 and
+			// AMQP 1.0's default priority; no other property and no headers.
 			name:  "a body and nothing else",
 			msg:   &amqpactor.Message{Body: []byte("just a body")},
+			props: map[string]any{"priority": 4, "delivery_mode": 2},
+		},
+		{
+			name:  "transient",
+			msg:   &amqpactor.Message{Body: []byte("transient"), Transient: true},
 			props: map[string]any{"priority": 4, "delivery_mode": 1},
 		},
 		{
@@ -196,7 +201,7 @@ func pikaOutboundCases(user string) []pikaCase {
 				"message_id":     fmt.Sprint(uint64(1) << 63),
 				"correlation_id": uuidText,
 				"priority":       4,
-				"delivery_mode":  1,
+				"delivery_mode":  2,
 			},
 			headers: map[string]ptag{
 				"x-amqp-1.0-message-id-type":     ptagOf("str", "ulong"),
@@ -401,7 +406,7 @@ func TestPikaToDial091(t *testing.T) {
 			Annotations: map[string]any{"x-trace": "t-1"},
 		},
 		// No delivery-mode: not durable; no priority: AMQP 1.0's default.
-		"pika-min": {Body: []byte("minimal"), MessageID: "pika-min", Priority: 4, FirstAcquirer: true},
+		"pika-min": {Body: []byte("minimal"), MessageID: "pika-min", Priority: 4, FirstAcquirer: true, Transient: true},
 	}
 
 	var res pikaResult

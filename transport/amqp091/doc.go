@@ -153,7 +153,7 @@
 //	to, reply-to-group-id,         headers x-amqp-1.0-to, x-amqp-1.0-reply-to-group-id,
 //	group-sequence,                x-amqp-1.0-group-sequence,
 //	absolute-expiry-time           x-amqp-1.0-absolute-expiry-time (milliseconds)
-//	header durable                 delivery-mode 2 (1 otherwise)
+//	header durable                 delivery-mode 2; 1 only for a header that says durable=false (Transient)
 //	header priority                priority (0 read back as 1.0's default, 4)
 //	header ttl                     expiration (milliseconds)
 //	header delivery-count          x-delivery-count (a quorum queue's own on redelivery)

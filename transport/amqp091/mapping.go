@@ -130,7 +130,9 @@ func toPublishing(m *amqp.Message) (rmq.Publishing, error) {
 		set(key, hv)
 	}
 	p.Priority = defaultPriority
-	p.DeliveryMode = rmq.Transient
+	// Persistent unless the header says durable=false: a Message always
+	// carries one, and a bare message is kept as the runtime keeps any.
+	p.DeliveryMode = rmq.Persistent
 	if h := m.Header; h != nil {
 		if h.DeliveryCount > 0 {
 			// A copy republished for a retry carries its count; a quorum
@@ -138,8 +140,8 @@ func toPublishing(m *amqp.Message) (rmq.Publishing, error) {
 			set(headerDeliveryCount, int64(h.DeliveryCount))
 		}
 		p.Priority = min(h.Priority, 9) // 0-9-1 priorities are 0..9
-		if h.Durable {
-			p.DeliveryMode = rmq.Persistent
+		if !h.Durable {
+			p.DeliveryMode = rmq.Transient
 		}
 		if h.TTL > 0 {
 			p.Expiration = strconv.FormatInt(h.TTL.Milliseconds(), 10)

@@ -72,11 +72,23 @@ func TestMappingDefaults(t *testing.T) {
 	require.Nil(t, p.Headers)
 	out := fromDelivery(&rmq.Delivery{Priority: p.Priority, DeliveryMode: p.DeliveryMode})
 	require.EqualValues(t, 4, out.Header.Priority)
-	require.False(t, out.Header.Durable)
+	require.Equal(t, rmq.Persistent, p.DeliveryMode, "a bare message is persistent (issue 28)")
+	require.True(t, out.Header.Durable)
 	require.True(t, out.Header.FirstAcquirer)
 	require.Zero(t, out.Header.TTL)
 	require.Nil(t, out.Properties.MessageID)
 	require.Nil(t, out.ApplicationProperties)
+}
+
+// TestMappingTransient: only a header that says durable=false makes a
+// transient 0-9-1 message.
+func TestMappingTransient(t *testing.T) {
+	p, err := toPublishing(&amqp.Message{Header: &amqp.MessageHeader{Priority: 4}})
+	require.NoError(t, err)
+	require.Equal(t, rmq.Transient, p.DeliveryMode)
+	p, err = toPublishing(&amqp.Message{Header: &amqp.MessageHeader{Durable: true, Priority: 4}})
+	require.NoError(t, err)
+	require.Equal(t, rmq.Persistent, p.DeliveryMode)
 }
 
 // TestCheckMessage: what 0-9-1 cannot carry is refused, naming it.
