@@ -190,9 +190,10 @@ func TestLiveQueueDeleted(t *testing.T) {
 }
 
 // brokerCtl runs test/broker/rabbitmq4.sh with args, on the node that
-// AMQPACTOR_RABBIT_VERSION selects.
+// AMQPACTOR_RABBIT_VERSION selects, which must be AMQP_URL's.
 func brokerCtl(t *testing.T, args ...string) {
 	t.Helper()
+	requireScriptNode(t, brokerURL(t))
 	cmd := exec.Command("bash", append([]string{"../broker/rabbitmq4.sh"}, args...)...)
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "rabbitmq4.sh %s: %s", strings.Join(args, " "), out)
