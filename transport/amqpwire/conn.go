@@ -280,8 +280,11 @@ func (c *Conn) Err() error {
 // v1.7 has no coordinator link); the anonymous relay where the peer offers
 // it (relay.go); the broker as its open frame names it.
 func (c *Conn) Features() transport.Features {
-	return transport.Features{DynamicSource: c.dialect == address.Artemis, AnonymousRelay: c.anonymousRelay(),
-		Broker: BrokerOf(c.amqp.Properties())}
+	f := transport.Features{DynamicSource: c.dialect == address.Artemis, AnonymousRelay: c.anonymousRelay()}
+	if c.amqp != nil {
+		f.Broker = BrokerOf(c.amqp.Properties())
+	}
+	return f
 }
 
 // BrokerOf names a broker from the properties of its open (AMQP 1.0) or
