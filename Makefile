@@ -6,7 +6,9 @@
 # release line, which it starts beside 4.0 (AMQPACTOR_RABBIT_VERSION=4.3;
 # AMQP_URL_43 names an existing one instead). Last, as root, it starts a
 # three-node RabbitMQ 4.0 cluster for the cluster tests alone and stops it
-# after them (AMQP_CLUSTER_URLS names an existing one instead).
+# after them (AMQP_CLUSTER_URLS names an existing one instead). The first
+# pass leaves the script to pick the node from AMQP_URL (4.0 unless it names
+# the 4.3 node), so that its rabbitmqctl calls reach the broker under test.
 SHELL := /bin/bash
 GO ?= go
 
@@ -21,7 +23,7 @@ LIVE_PKGS = $(shell grep -rlE --include='*_test.go' 'AMQP_URL|livetest\.URL' . |
 # deadline exceeded" (golang/go#75804).
 test: check
 	@set -euo pipefail; \
-	export AMQPACTOR_RABBIT_VERSION=4.0; \
+	unset AMQPACTOR_RABBIT_VERSION; \
 	if [ -z "$${AMQP_URL:-}" ]; then \
 		if [ "$$(id -u)" = 0 ]; then \
 			bash test/broker/rabbitmq4.sh start; \

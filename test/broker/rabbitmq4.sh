@@ -6,7 +6,8 @@
 # which is not a target) and so that both run side by side:
 #   4.0 (default)  RabbitMQ 4.0.5 from Debian 13 (trixie), node rabbit4@localhost, port 5673
 #   4.3            RabbitMQ 4.3.x from Debian sid, node rabbit43@localhost, port 5674
-# AMQPACTOR_RABBIT_VERSION picks the one every command below acts on.
+# AMQPACTOR_RABBIT_VERSION picks the one every command below acts on; unset,
+# it is 4.3 when AMQP_URL names the 4.3 node's loopback port, 4.0 otherwise.
 # Nothing but the defaults is enabled.
 #
 # Usage:
@@ -33,7 +34,7 @@
 #   rabbitmq4.sh cluster-ctl N ARGS.. run rabbitmqctl against node N
 #
 # Environment:
-#   AMQPACTOR_RABBIT_VERSION 4.0 (default) or 4.3
+#   AMQPACTOR_RABBIT_VERSION 4.0 or 4.3 (default: from AMQP_URL's port, else 4.0)
 #   AMQPACTOR_RABBIT_DIR   chroot directory (default /var/lib/amqpactor/rabbitmq4-chroot,
 #                          /var/lib/amqpactor/rabbitmq43-chroot for 4.3)
 #   AMQPACTOR_RABBIT_PORT  AMQP port on 127.0.0.1 and ::1 (default 5673, 5674 for 4.3)
@@ -47,7 +48,16 @@ set -euo pipefail
 # Each version has a chroot, node name and ports of its own, so the two
 # nodes run side by side and a stop, reset or kill9 of one never meets the
 # other (processes are told apart by their root directory).
-VERSION=${AMQPACTOR_RABBIT_VERSION:-4.0}
+VERSION=${AMQPACTOR_RABBIT_VERSION:-}
+if [ -z "$VERSION" ]; then
+	# A test run pointed at the 4.3 node by AMQP_URL alone must not have
+	# its rabbitmqctl calls (or restarts) land on the 4.0 node.
+	if [[ ${AMQP_URL:-} =~ @(127\.0\.0\.1|localhost|\[::1\]):5674(/|$) ]]; then
+		VERSION=4.3
+	else
+		VERSION=4.0
+	fi
+fi
 case "$VERSION" in
 4.0 | 4)
 	VERSION=4.0
