@@ -114,8 +114,11 @@
 // reply-to is such a token is published on that channel, with reply-to
 // amq.rabbitmq.reply-to, which the broker rewrites into the address the
 // responder replies to. On RabbitMQ 4.0 only a 0-9-1 responder can reply
-// there (direct reply-to is 0-9-1's); a 1.0 requester's reply queue takes
-// replies from either protocol.
+// there (direct reply-to is 0-9-1's), from 4.2 on a 1.0 responder can too;
+// a 1.0 requester's reply queue takes replies from either protocol.
+// Crossing protocols, RabbitMQ 4.0 hands reply-to over as it is; 4.2 and
+// later read a 0-9-1 reply-to as a queue name and a 1.0 one as an address
+// and convert between the two ("/queues/q" reaches 0-9-1 as "q").
 //
 // Conn implements transport.Transactional. A Txn keeps its publishes (at
 // most 65,536 and 64 MiB of bodies) until Commit, which sends them and
