@@ -66,6 +66,7 @@ type App struct {
 	// State changes (state.go): events delivers them while the App
 	// runs; watchers are the WatchStateChanges functions.
 	events       *stateEvents
+	nodes        nodeStates // every node's last state, for Health and Ready
 	stateDropped atomic.Uint64
 	watchMu      sync.Mutex
 	watchers     map[uint64]func(StateChange)
@@ -201,6 +202,11 @@ const maxCheckedAddresses = 4096
 // Publish, Request, Transaction and Subscribe called while Start runs wait
 // for it (bounded by their own context) and then go on, or fail with Start's
 // error.
+//
+// ctx bounds the dial, and each subscription's session begin and attach,
+// together with a bound of their own (30 s), whichever ends first; the close
+// timeout (WithCloseTimeout) never does. What a failed Start closes is
+// bounded by the close timeout.
 func (a *App) Start(ctx context.Context) error {
 	if ctx == nil {
 		return errNil("Start", "context")
@@ -271,7 +277,10 @@ func (a *App) begin(ctx context.Context, sys *actor.ActorSystem, parent actor.Sp
 		MaxSenders:   a.cfg.maxSenders,
 		SenderIdle:   a.cfg.senderIdle,
 		Publish:      a.publishRaw,
-		OnState:      a.events.put,
+		OnState: func(m protocol.StateChange) {
+			a.nodes.record(m)
+			a.events.put(m)
+		},
 	}
 	started := make(chan connection.Started, 1)
 	if parent == nil {
@@ -313,7 +322,7 @@ func (a *App) finishStart(ctx context.Context, connector Connector, root *actor.
 	a.children = res.Children
 	a.mu.Unlock()
 	for _, s := range subs {
-		if err := a.attach(sctx, root, s); err != nil {
+		if err := a.attach(sctx, root, s, false); err != nil {
 			if cause := context.Cause(sctx); errors.Is(cause, ErrStopped) && !errors.Is(err, ErrStopped) {
 				err = fmt.Errorf("%w (%w)", err, cause)
 			}
@@ -646,5 +655,7 @@ func describe(ctx context.Context, sys *actor.ActorSystem, pid *actor.PID) (*Nod
 		}
 		n.Children = append(n.Children, cn)
 	}
+	// Children whose actors stopped for good, shown as they were last.
+	n.Children = append(n.Children, d.Gone...)
 	return n, nil
 }

@@ -27,6 +27,12 @@
 // and WithPropagator; nothing is exported unless a provider is given or set
 // globally. App.AsyncAPI describes the App as an AsyncAPI 3.0 document, and
 // package debug serves it, with the live actor tree, on a debug port.
+//
+// Every wait on the broker is bounded. A dial, a session's begin or a link's
+// attach by the context of the call it is for (Start's, for the connection
+// and the subscriptions it attaches) and by 30 s of its own, whichever ends
+// first; a close by its caller's deadline or WithCloseTimeout.
+//
 // Every state change of the connection, a session or a link (attached,
 // detached, restarting, ..., stopped) is a StateChange, published on the
 // actor system's EventStream and handed to WithStateChanges; package debug

@@ -64,7 +64,9 @@ func WithSenderLimits(maxSenders int, idle time.Duration) Option {
 }
 
 // WithCloseTimeout bounds each link, session and connection close when the
-// caller's context has no deadline. Zero means 5 s.
+// caller's context has no deadline. Zero means 5 s. It bounds closes only:
+// attaches, begins and dials have their caller's context and a bound of
+// their own (see Start).
 func WithCloseTimeout(d time.Duration) Option { return func(c *appConfig) { c.closeTimeout = d } }
 
 // WithName names the App: the root of its actor tree and the prefix of the

@@ -269,16 +269,20 @@ func (a *App) subscribe(addr Address, h Handler, bh BatchHandler, opts []Subscri
 	if !started {
 		return s, nil
 	}
-	ctx, cancel := env.CloseCtx(context.Background())
+	// Subscribe has no context of its own: the attach's own bound is its
+	// bound (actors.Env.AttachCtx), never the close timeout.
+	ctx, cancel := env.AttachCtx(nil)
 	defer cancel()
 	for i, x := range run {
-		if err := a.attach(ctx, root, x); err != nil {
+		if err := a.attach(ctx, root, x, true); err != nil {
 			a.mu.Lock()
 			a.subs = slices.DeleteFunc(a.subs, func(y *Subscription) bool { return slices.Contains(run, y) })
 			a.mu.Unlock()
 			// The partitions attached already detach again: all or none.
+			cctx, ccancel := env.CloseCtx(context.Background())
+			defer ccancel()
 			for _, y := range run[:i] {
-				_ = y.Close(ctx)
+				_ = y.Close(cctx)
 			}
 			return nil, err
 		}
@@ -301,11 +305,14 @@ func (a *App) subName(name string, addr Address) string {
 	return name
 }
 
-// attach subscribes s on the running tree and waits for its first attach.
-func (a *App) attach(ctx context.Context, root *actor.PID, s *Subscription) error {
+// attach subscribes s on the running tree and waits for its first attach,
+// bounded by ctx. With undo a subscription whose first attach failed is taken
+// down again here; Start passes false, since its teardown takes down all.
+func (a *App) attach(ctx context.Context, root *actor.PID, s *Subscription, undo bool) error {
 	done := make(chan error, 1)
 	a.mu.Lock()
 	s.spec.Paused = s.paused
+	s.spec.AttachCtx = ctx
 	a.env.Root.Send(root, &protocol.Subscribe{Spec: s.spec, Done: done})
 	a.mu.Unlock()
 	var err error
@@ -315,8 +322,10 @@ func (a *App) attach(ctx context.Context, root *actor.PID, s *Subscription) erro
 		err = ctx.Err()
 	}
 	if err != nil {
-		if a.stopCtx.Err() != nil {
-			// Stopping: the teardown takes every subscription down.
+		if a.stopCtx.Err() != nil || !undo {
+			// Stopping, or a Start that failed: the teardown takes every
+			// subscription down, within one close timeout, rather than
+			// this one first and the rest after it.
 			return fmt.Errorf("amqpactor: subscribing to %s: %w", s.spec.Address, err)
 		}
 		// Take it down again: a subscription whose first attach failed is

@@ -26,6 +26,9 @@ type Env struct {
 	// CloseTimeout bounds a link/session/connection close when the caller's
 	// context has no deadline (go-amqp's Close can hang otherwise).
 	CloseTimeout time.Duration
+	// AttachTimeout bounds every dial, begin and attach by itself (see
+	// AttachCtx); zero means DefaultAttachTimeout.
+	AttachTimeout time.Duration
 	// Publish sends a message on the app's publisher; workers use it for
 	// retries, Responder for replies.
 	Publish func(ctx context.Context, a address.Address, m *amqp.Message, settled bool) error
@@ -130,6 +133,27 @@ func (e *Env) CloseCtx(ctx context.Context) (context.Context, context.CancelFunc
 		d = 5 * time.Second
 	}
 	return context.WithTimeout(context.WithoutCancel(ctx), d)
+}
+
+// DefaultAttachTimeout is an attach's own bound: go-amqp's and the
+// connectors' dial timeout. A broker recovering a quorum queue may take
+// seconds to answer an attach; a close is quick or hopeless, so the close
+// timeout is no bound for one.
+const DefaultAttachTimeout = 30 * time.Second
+
+// AttachCtx returns the context of a dial, begin or attach: caller's (the
+// Start or Subscribe it is for; nil when the runtime attaches on its own)
+// bounded also by AttachTimeout, whichever ends first. It is never bounded by
+// CloseTimeout.
+func (e *Env) AttachCtx(caller context.Context) (context.Context, context.CancelFunc) {
+	if caller == nil {
+		caller = context.Background()
+	}
+	d := e.AttachTimeout
+	if d <= 0 {
+		d = DefaultAttachTimeout
+	}
+	return context.WithTimeout(caller, d)
 }
 
 // Node names a node of the tree in its state changes: its path from the

@@ -91,3 +91,33 @@ func TestSetStateReportsChangesOnly(t *testing.T) {
 		t.Fatal(state)
 	}
 }
+
+// TestAttachCtx: an attach is bounded by its caller's context and its own
+// bound, whichever ends first, and never by the close timeout.
+func TestAttachCtx(t *testing.T) {
+	env := &Env{CloseTimeout: time.Millisecond, AttachTimeout: time.Hour}
+	ctx, cancel := env.AttachCtx(nil)
+	dl, ok := ctx.Deadline()
+	require.True(t, ok, "an attach is always bounded")
+	require.Greater(t, time.Until(dl), time.Minute, "by its own bound, not the close timeout")
+	cancel()
+
+	caller, stop := context.WithCancel(context.Background())
+	ctx, cancel = env.AttachCtx(caller)
+	defer cancel()
+	stop()
+	<-ctx.Done()
+	require.ErrorIs(t, ctx.Err(), context.Canceled, "the caller's end ends it")
+
+	short, cancelShort := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancelShort()
+	ctx, cancel = (&Env{}).AttachCtx(short)
+	defer cancel()
+	got, _ := ctx.Deadline()
+	want, _ := short.Deadline()
+	require.Equal(t, want, got, "the caller's deadline when it is the earlier")
+	ctx, cancel = (&Env{}).AttachCtx(nil)
+	defer cancel()
+	got, _ = ctx.Deadline()
+	require.WithinDuration(t, time.Now().Add(DefaultAttachTimeout), got, time.Minute, "DefaultAttachTimeout without one")
+}

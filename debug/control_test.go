@@ -123,3 +123,83 @@ func TestPageHasItsPolicy(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, strings.Contains(string(body), "http://") || strings.Contains(string(body), "https://"), "the page names no other site")
 }
+
+// TestControlRefusesAReboundHost: a page of another site whose name was
+// rebound to the debug port's address sends its own name as Host and its own
+// origin; with control on, only loopback hosts and WithAllowedHosts pass.
+func TestControlRefusesAReboundHost(t *testing.T) {
+	app := amqpactor.New(inproc.New(), amqpactor.WithName("rebind"))
+	_, err := app.Subscribe(amqpactor.Queue("orders"), func(ctx context.Context, m *amqpactor.Message) error { return nil },
+		amqpactor.WithSubscriptionName("orders"))
+	require.NoError(t, err)
+	inproctest.Start(t, app)
+	rw := httptest.NewServer(debug.Handler(app, debug.WithControl()))
+	defer rw.Close()
+	allowed := httptest.NewServer(debug.Handler(app, debug.WithControl(), debug.WithAllowedHosts("ops.example.com")))
+	defer allowed.Close()
+	ro := httptest.NewServer(debug.Handler(app))
+	defer ro.Close()
+
+	send := func(method, url, host string) (int, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, method, url, nil)
+		require.NoError(t, err)
+		req.Host = host
+		req.Header.Set(debug.ControlHeader, "page")
+		req.Header.Set("Origin", "http://"+host)
+		req.Header.Set("Sec-Fetch-Site", "same-origin")
+		res, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer res.Body.Close()
+		b, err := io.ReadAll(res.Body)
+		require.NoError(t, err)
+		return res.StatusCode, string(b)
+	}
+	for _, host := range []string{"evil.example", "evil.example:8080", "localhost.evil.example", "127.0.0.1.evil.example", "[::2]:80", "10.0.0.1"} {
+		code, body := send(http.MethodPost, rw.URL+"/subscriptions/orders/pause", host)
+		require.Equal(t, http.StatusForbidden, code, "Host %s: %s", host, body)
+		require.Contains(t, body, "WithAllowedHosts")
+		code, _ = send(http.MethodGet, rw.URL+"/tree", host)
+		require.Equal(t, http.StatusForbidden, code, "Host %s reads nothing either while control is on", host)
+	}
+	require.False(t, paused(t, app, "orders"))
+	code, _ := send(http.MethodGet, ro.URL+"/tree", "evil.example")
+	require.Equal(t, http.StatusOK, code, "without control the handler only reads, for any Host")
+
+	for _, host := range []string{"localhost", "LOCALHOST:9", "app.localhost", "127.0.0.1:1234", "127.9.9.9", "[::1]:80"} {
+		code, body := send(http.MethodPost, rw.URL+"/subscriptions/orders/resume", host)
+		require.Equal(t, http.StatusOK, code, "Host %s: %s", host, body)
+	}
+	code, body := send(http.MethodPost, allowed.URL+"/subscriptions/orders/pause", "ops.example.com:443")
+	require.Equal(t, http.StatusOK, code, body)
+	require.Eventually(t, func() bool { return paused(t, app, "orders") }, 5*time.Second, 5*time.Millisecond)
+	code, _ = send(http.MethodPost, allowed.URL+"/subscriptions/orders/resume", "other.example.com")
+	require.Equal(t, http.StatusForbidden, code)
+}
+
+// TestProbes: /livez follows App.Health and /readyz App.Ready: 503 with
+// the reason before Start and after Stop, 200 while the App runs.
+func TestProbes(t *testing.T) {
+	app := amqpactor.New(inproc.New(), amqpactor.WithName("probes"))
+	_, err := app.Subscribe(amqpactor.Queue("orders"), func(ctx context.Context, m *amqpactor.Message) error { return nil })
+	require.NoError(t, err)
+	srv := httptest.NewServer(debug.Handler(app))
+	defer srv.Close()
+	code, _, body := fetch(t, srv.URL+"/readyz")
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	require.Contains(t, body, "not started")
+	code, _, _ = fetch(t, srv.URL+"/livez")
+	require.Equal(t, http.StatusOK, code, "an App not started yet has not failed")
+	inproctest.Start(t, app)
+	require.Eventually(t, func() bool { code, _, _ := fetch(t, srv.URL+"/readyz"); return code == http.StatusOK }, 5*time.Second, 5*time.Millisecond)
+	code, _, body = fetch(t, srv.URL+"/livez")
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, "ok\n", body)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	require.NoError(t, app.Stop(ctx))
+	code, _, body = fetch(t, srv.URL+"/livez")
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	require.Contains(t, body, "stopped")
+}

@@ -11,6 +11,8 @@
 //	GET /tree          the tree as JSON (?format=text for text)
 //	GET /tree.txt      the tree as indented text
 //	GET /asyncapi.json the AsyncAPI 3.0 document
+//	GET /livez         200 "ok" while App.Health is nil, else 503 and why
+//	GET /readyz        200 "ok" while App.Ready is nil, else 503 and why
 //	GET /events        the App's state changes as server-sent events
 //	                   (?tree=1: with snapshots of the tree)
 //	POST /subscriptions/{name}/pause, /subscriptions/{name}/resume
@@ -25,7 +27,8 @@
 // amqpactor.StateChange) from the moment the client connects, as
 // text/event-stream: one "state" event per change, its data one JSON object
 // ({"path", "kind", "address", "from", "to", "error", "at"}). It ends when
-// the client goes. Each client has a buffer of EventBuffer changes; a client
+// the client goes. At most MaxEventStreams are open at once; a new one past
+// that ends the oldest. Each client has a buffer of EventBuffer changes; a client
 // that falls that far behind gets a last "dropped" event and is
 // disconnected, so a slow client never holds up the App.
 //
@@ -35,7 +38,8 @@
 // running) comes as a snapshot with Error set.
 //
 // Without WithControl the handler only reads: it changes nothing in the
-// App. It shows addresses, counters and last errors, never credentials, but
+// App. With it, every request must name a loopback host, or one given to
+// WithAllowedHosts, in its Host header (against DNS rebinding). It shows addresses, counters and last errors, never credentials, but
 // it is meant for a port that is not public.
 package debug
 
@@ -45,11 +49,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/amqpactor/amqpactor"
@@ -66,6 +70,7 @@ type Option func(*config)
 
 type config struct {
 	control bool
+	hosts   []string
 }
 
 // WithControl turns on the handler's actions: POST
@@ -79,6 +84,17 @@ type config struct {
 // origin: a form or a script of another site cannot act on the App.
 func WithControl() Option {
 	return func(c *config) { c.control = true }
+}
+
+// WithAllowedHosts names the hosts (a name, or a name:port) a request's
+// Host header may give when the handler has WithControl, beside the
+// loopback names and addresses (localhost, *.localhost, 127.0.0.0/8, ::1),
+// which are always allowed. With control on, a request for any other Host
+// is answered 403: a page of another site whose name was rebound to this
+// address (DNS rebinding) sends its own name as Host, and its own origin, so
+// the origin checks alone would pass it.
+func WithAllowedHosts(hosts ...string) Option {
+	return func(c *config) { c.hosts = append(c.hosts, hosts...) }
 }
 
 // ControlHeader must be on every control request; its value is not
@@ -105,6 +121,16 @@ func Handler(app *amqpactor.App, opts ...Option) http.Handler {
 	}
 	errs := watchErrors(app)
 	mux := http.NewServeMux()
+	var h http.Handler = mux
+	if cfg.control {
+		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !allowedHost(r.Host, cfg.hosts) {
+				http.Error(w, fmt.Sprintf("amqpactor debug: Host %q is not allowed (debug.WithAllowedHosts)", r.Host), http.StatusForbidden)
+				return
+			}
+			mux.ServeHTTP(w, r)
+		})
+	}
 	mux.HandleFunc("GET /{$}", servePage)
 	mux.HandleFunc("POST /subscriptions/{name}/{action}", func(w http.ResponseWriter, r *http.Request) {
 		serveControl(w, r, app, cfg.control)
@@ -115,18 +141,15 @@ func Handler(app *amqpactor.App, opts ...Option) http.Handler {
 	mux.HandleFunc("GET /tree.txt", func(w http.ResponseWriter, r *http.Request) {
 		serveTree(w, r, app, true)
 	})
-	var streams atomic.Int32
+	var streams streamSlots
 	mux.HandleFunc("GET /events", func(w http.ResponseWriter, r *http.Request) {
-		// Each stream holds a watcher and, with ?tree, asks every actor
-		// for its node each second: their number is bounded.
-		if streams.Add(1) > MaxEventStreams {
-			streams.Add(-1)
-			http.Error(w, "amqpactor debug: too many /events streams open", http.StatusServiceUnavailable)
-			return
-		}
-		defer streams.Add(-1)
-		serveEvents(w, r, app, r.URL.Query().Get("tree") != "", cfg.control, errs)
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		defer streams.release(streams.take(cancel))
+		serveEvents(w, r.WithContext(ctx), app, r.URL.Query().Get("tree") != "", cfg.control, errs)
 	})
+	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, r *http.Request) { serveProbe(w, app.Health()) })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) { serveProbe(w, app.Ready()) })
 	mux.HandleFunc("GET /asyncapi.json", func(w http.ResponseWriter, r *http.Request) {
 		doc, err := app.AsyncAPI()
 		if err != nil {
@@ -136,12 +159,89 @@ func Handler(app *amqpactor.App, opts ...Option) http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(doc)
 	})
-	return mux
+	return h
+}
+
+// serveProbe answers a probe: 200 "ok", or 503 with why as text.
+func serveProbe(w http.ResponseWriter, err error) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	if err != nil {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = io.WriteString(w, err.Error()+"\n")
+		return
+	}
+	_, _ = io.WriteString(w, "ok\n")
+}
+
+// streamSlots bounds the /events streams of one Handler. Each holds a
+// watcher and, with ?tree, asks every actor for its node each second.
+type streamSlots struct {
+	mu   sync.Mutex
+	next uint64
+	open map[uint64]context.CancelFunc // by the order they came in
+}
+
+// take gives a new stream its slot. When every slot is held, the oldest
+// stream is ended: a client that never reads would otherwise keep its slot
+// for as long as the App is quiet, and a browser's page, cut off, comes back
+// by itself within a second.
+func (s *streamSlots) take(cancel context.CancelFunc) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.open == nil {
+		s.open = make(map[uint64]context.CancelFunc)
+	}
+	if len(s.open) >= MaxEventStreams {
+		oldest := s.next
+		for id := range s.open {
+			oldest = min(oldest, id)
+		}
+		s.open[oldest]()
+		delete(s.open, oldest)
+	}
+	id := s.next
+	s.next++
+	s.open[id] = cancel
+	return id
+}
+
+func (s *streamSlots) release(id uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.open, id)
+}
+
+// allowedHost tells whether host, a request's Host header, names a loopback
+// name or address or one of allowed.
+func allowedHost(host string, allowed []string) bool {
+	name := host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		name = h
+	}
+	name = strings.ToLower(strings.TrimSuffix(strings.Trim(name, "[]"), "."))
+	if name == "localhost" || strings.HasSuffix(name, ".localhost") {
+		return true
+	}
+	if ip := net.ParseIP(name); ip != nil && ip.IsLoopback() {
+		return true
+	}
+	for _, a := range allowed {
+		if strings.EqualFold(a, host) || strings.EqualFold(a, name) {
+			return true
+		}
+	}
+	return false
 }
 
 // MaxEventStreams is how many /events streams one Handler serves at once;
-// past it a request is answered 503.
+// past it a new stream ends the oldest.
 const MaxEventStreams = 16
+
+// EventKeepalive is how often a quiet /events stream is written a comment,
+// so that a client that has gone, or stopped reading, meets the write
+// deadline even when the App changes nothing.
+const EventKeepalive = 15 * time.Second
 
 // EventBuffer is how many state changes may wait to be written to one
 // /events client before it is dropped.
@@ -194,6 +294,8 @@ func serveEvents(w http.ResponseWriter, r *http.Request, app *amqpactor.App, tre
 	fl.Flush()
 	// Snapshots are taken on this goroutine, between writes: while one is
 	// taken, state changes wait in ch, and the order on the wire is kept.
+	keepalive := time.NewTicker(EventKeepalive)
+	defer keepalive.Stop()
 	var tick <-chan time.Time
 	if tree {
 		if !writeSnapshot(w, r, rc, app, control, errs) {
@@ -206,6 +308,12 @@ func serveEvents(w http.ResponseWriter, r *http.Request, app *amqpactor.App, tre
 	}
 	for {
 		select {
+		case <-keepalive.C:
+			_ = rc.SetWriteDeadline(time.Now().Add(EventWriteTimeout))
+			if _, err := io.WriteString(w, ": keepalive\n\n"); err != nil {
+				return
+			}
+			fl.Flush()
 		case <-tick:
 			if !writeSnapshot(w, r, rc, app, control, errs) {
 				return

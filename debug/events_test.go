@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -210,8 +212,10 @@ func TestEventsDropsASlowClient(t *testing.T) {
 	require.Contains(t, w.buf.String(), "event: dropped")
 }
 
-// /events serves at most MaxEventStreams streams at once: the next is
-// answered 503, and a stream that ends frees its place.
+// /events serves at most MaxEventStreams streams at once: the next ends the
+// oldest, so that clients holding streams they never read cannot keep a new
+// one out (issue 29). Raw connections that send a request and never read a
+// byte hold every slot; the next client is served and sees its first event.
 func TestEventsStreamsAreBounded(t *testing.T) {
 	app := amqpactor.New(inproc.New(), amqpactor.WithName("bounded-streams"))
 	inproctest.Start(t, app)
@@ -219,6 +223,19 @@ func TestEventsStreamsAreBounded(t *testing.T) {
 	defer srv.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	var silent []net.Conn
+	for range debug.MaxEventStreams {
+		c, err := net.Dial("tcp", srv.Listener.Addr().String())
+		require.NoError(t, err)
+		_, err = io.WriteString(c, "GET /events HTTP/1.1\r\nHost: localhost\r\n\r\n")
+		require.NoError(t, err)
+		silent = append(silent, c)
+	}
+	defer func() {
+		for _, c := range silent {
+			c.Close()
+		}
+	}()
 	open := func() *http.Response {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/events", nil)
 		require.NoError(t, err)
@@ -226,22 +243,23 @@ func TestEventsStreamsAreBounded(t *testing.T) {
 		require.NoError(t, err)
 		return res
 	}
-	var held []*http.Response
-	for range debug.MaxEventStreams {
+	for range 3 * debug.MaxEventStreams {
 		res := open()
 		require.Equal(t, http.StatusOK, res.StatusCode)
-		held = append(held, res)
+		line, err := bufio.NewReader(res.Body).ReadString('\n')
+		require.NoError(t, err)
+		require.Contains(t, line, "amqpactor state changes")
+		res.Body.Close()
 	}
-	res := open()
-	require.Equal(t, http.StatusServiceUnavailable, res.StatusCode)
-	res.Body.Close()
-	held[0].Body.Close()
-	require.Eventually(t, func() bool {
-		res := open()
-		defer res.Body.Close()
-		return res.StatusCode == http.StatusOK
-	}, 5*time.Second, 10*time.Millisecond, "a closed stream frees its place")
-	for _, r := range held[1:] {
-		r.Body.Close()
+	// The silent connections were ended, oldest first: each reads its
+	// response up to the last chunk, which ends the stream.
+	_ = silent[0].SetReadDeadline(time.Now().Add(5 * time.Second))
+	var got []byte
+	buf := make([]byte, 4096)
+	for !strings.Contains(string(got), "\r\n0\r\n\r\n") {
+		n, err := silent[0].Read(buf)
+		got = append(got, buf[:n]...)
+		require.NoError(t, err, "the oldest silent stream was ended: %q", got)
 	}
+	require.Contains(t, string(got), "200 OK")
 }

@@ -7,6 +7,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -62,6 +64,7 @@ type root struct {
 // subAdded tells the connection actor of a subscription the root spawned.
 type subAdded struct {
 	name string
+	addr string
 	pid  *actor.PID
 	done chan<- error
 }
@@ -87,7 +90,7 @@ func (r *root) Receive(ctx actor.Context) {
 			m.Done <- err
 			return
 		}
-		ctx.Send(r.conn, &subAdded{name: m.Spec.Name, pid: pid, done: m.Done})
+		ctx.Send(r.conn, &subAdded{name: m.Spec.Name, addr: m.Spec.Address.String(), pid: pid, done: m.Done})
 	case *protocol.Drain:
 		r.stopping = true
 		ctx.Forward(r.conn)
@@ -97,6 +100,12 @@ func (r *root) Receive(ctx actor.Context) {
 			// it nothing reconnects, so the App's tree ends here.
 			r.env.Log.Error("amqpactor: the connection actor stopped; stopping the App's tree", "connector", r.connector.String())
 			ctx.Stop(ctx.Self())
+			return
+		}
+		if !r.stopping && r.conn != nil {
+			// A subscription ended: the connection actor knows whether it
+			// asked for that (an Unsubscribe) or its supervisor gave up.
+			ctx.Send(r.conn, &childGone{pid: m.Who})
 		}
 	case *actor.Stopping, *actor.Stopped, *actor.Restarting, *actor.ReceiveTimeout:
 	default:
@@ -123,6 +132,8 @@ type (
 		err  error
 	}
 	closed struct{}
+	// childGone: a child of the root stopped.
+	childGone struct{ pid *actor.PID }
 )
 
 // newConnection returns the props of the connection actor, which children
@@ -148,6 +159,10 @@ type kept struct {
 	children  Children
 	subs      map[string]*actor.PID
 	subOrder  []string
+	// failed are the subscriptions their supervisor gave up on, by name:
+	// the tree keeps showing them, failed, until the App stops.
+	failed  map[string]*protocol.Node
+	subAddr map[string]string // each subscription's address, for its failed node
 
 	conn     transport.Conn
 	state    string
@@ -218,6 +233,8 @@ func (c *connection) Receive(ctx actor.Context) {
 		c.subAdded(ctx, m)
 	case *protocol.Unsubscribe:
 		c.unsubscribe(ctx, m)
+	case *childGone:
+		c.childGone(m.pid)
 	case *unsubscribed:
 		if pid, ok := c.subs[m.name]; ok {
 			ctx.Stop(pid)
@@ -322,7 +339,7 @@ func (h *handoff) abandon() transport.Conn {
 func (c *connection) dial(ctx actor.Context, attempt int) {
 	c.set(protocol.StateAttaching, nil)
 	self, connector, env := ctx.Self(), c.connector, c.env
-	dctx, cancel := env.CloseCtx(context.Background())
+	dctx, cancel := env.AttachCtx(nil)
 	h := &handoff{cancel: cancel}
 	c.dialing = h
 	env.Go(func() {
@@ -475,6 +492,34 @@ func (c *connection) all() []*actor.PID {
 	return pids
 }
 
+// childGone notes a subscription that stopped while it was still in subs:
+// nobody asked it to, so its supervisor gave up on it after repeated
+// failures. Its node turns failed (a StateChange says so, and App.Health
+// names it) and stays in the tree; a Stop no longer waits for it.
+func (c *connection) childGone(pid *actor.PID) {
+	if c.stopping {
+		return
+	}
+	for i, name := range c.subOrder {
+		if !c.subs[name].Equal(pid) {
+			continue
+		}
+		delete(c.subs, name)
+		c.subOrder = append(c.subOrder[:i], c.subOrder[i+1:]...)
+		err := fmt.Errorf("amqpactor: subscription %s stopped by its supervisor after repeated failures (its restart budget is spent)", name)
+		c.env.Log.Error("amqpactor: a subscription failed for good", "subscription", name, "error", err)
+		state := protocol.StateRestarting
+		n := actors.SubscriptionNode(name, c.subAddr[name])
+		c.env.SetState(&state, n, actors.StateFailed, err)
+		if c.failed == nil {
+			c.failed = map[string]*protocol.Node{}
+		}
+		c.failed[name] = &protocol.Node{Name: "subscription:" + name, Kind: "subscription", PID: pid.String(),
+			Address: c.subAddr[name], State: actors.StateFailed, LastError: err.Error()}
+		return
+	}
+}
+
 // subAdded takes in a subscription the root spawned.
 func (c *connection) subAdded(ctx actor.Context, m *subAdded) {
 	if c.stopping {
@@ -484,6 +529,10 @@ func (c *connection) subAdded(ctx actor.Context, m *subAdded) {
 	}
 	c.subs[m.name] = m.pid
 	c.subOrder = append(c.subOrder, m.name)
+	if c.subAddr == nil {
+		c.subAddr = map[string]string{}
+	}
+	c.subAddr[m.name] = m.addr
 	if c.conn != nil {
 		ctx.Send(m.pid, &protocol.ConnUp{Conn: c.conn})
 	}
@@ -565,5 +614,9 @@ func (c *connection) describe(ctx actor.Context) *protocol.Described {
 	if c.lastErr != nil {
 		n.LastError = c.lastErr.Error()
 	}
-	return &protocol.Described{Node: n, Children: c.all(), Self: ctx.Self()}
+	d := &protocol.Described{Node: n, Children: c.all(), Self: ctx.Self()}
+	for _, name := range slices.Sorted(maps.Keys(c.failed)) {
+		d.Gone = append(d.Gone, c.failed[name])
+	}
+	return d
 }

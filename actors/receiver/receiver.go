@@ -231,8 +231,13 @@ func (r *receiver) opts() transport.ReceiverOptions {
 func (r *receiver) attach(ctx actor.Context, attempt int) {
 	r.set(protocol.StateAttaching, nil)
 	self, sess, opts, env := ctx.Self(), r.sess, r.opts(), r.env
+	var caller context.Context
+	if r.gen == 0 && !r.replacement {
+		// The first attach: Start's or Subscribe's context bounds it too.
+		caller = r.spec.AttachCtx
+	}
 	env.Go(func() {
-		actx, cancel := env.CloseCtx(context.Background())
+		actx, cancel := env.AttachCtx(caller)
 		defer cancel()
 		link, err := sess.NewReceiver(actx, opts)
 		env.Root.Send(self, &attachResult{attempt: attempt, link: link, err: err})

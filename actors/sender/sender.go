@@ -598,7 +598,7 @@ func (s *sender) attach(ctx actor.Context) {
 	self, sess, env := ctx.Self(), s.sess, s.env
 	opts := transport.SenderOptions{Address: s.addr}
 	env.Go(func() {
-		actx, cancel := env.CloseCtx(context.Background())
+		actx, cancel := env.AttachCtx(nil)
 		defer cancel()
 		link, err := sess.NewSender(actx, opts)
 		env.Root.Send(self, &attachResult{sess: sess, link: link, err: err})

@@ -49,9 +49,11 @@ type sessionResult struct {
 	err  error
 }
 
-func openSession(env *actors.Env, self *actor.PID, conn transport.Conn) {
+// openSession begins a session on conn, bounded by caller (nil: the
+// runtime's own) and the attach's own bound (actors.Env.AttachCtx).
+func openSession(env *actors.Env, self *actor.PID, conn transport.Conn, caller context.Context) {
 	env.Go(func() {
-		ctx, cancel := env.CloseCtx(context.Background())
+		ctx, cancel := env.AttachCtx(caller)
 		defer cancel()
 		sess, err := conn.NewSession(ctx)
 		env.Root.Send(self, &sessionResult{conn: conn, sess: sess, err: err})

@@ -233,7 +233,7 @@ func (p *publisher) publish(ctx actor.Context, m *protocol.Publish) {
 	}
 	if p.replies && p.sess == nil && p.conn != nil && !p.opening {
 		p.opening = true
-		openSession(p.env, ctx.Self(), p.conn)
+		openSession(p.env, ctx.Self(), p.conn, nil)
 	}
 	if e := p.dedicated[m.Address]; e != nil {
 		p.hand(ctx, e, m)
@@ -381,7 +381,7 @@ func (p *publisher) Receive(ctx actor.Context) {
 			case !p.opening:
 				p.set(protocol.StateAttaching, nil)
 				p.opening = true
-				openSession(p.env, ctx.Self(), k.conn)
+				openSession(p.env, ctx.Self(), k.conn, nil)
 			default:
 				p.set(protocol.StateAttaching, nil)
 			}
@@ -412,13 +412,13 @@ func (p *publisher) Receive(ctx actor.Context) {
 		if !p.replies || len(p.byPID) > 0 {
 			p.set(protocol.StateAttaching, nil)
 			p.opening = true
-			openSession(p.env, ctx.Self(), m.Conn)
+			openSession(p.env, ctx.Self(), m.Conn, nil)
 		}
 	case *retrySession:
 		p.timer = nil
 		if m.conn == p.conn && p.sess == nil && !p.draining && !p.opening {
 			p.opening = true
-			openSession(p.env, ctx.Self(), m.conn)
+			openSession(p.env, ctx.Self(), m.conn, nil)
 		}
 	case *sessionResult:
 		p.opening = false
@@ -459,7 +459,7 @@ func (p *publisher) Receive(ctx actor.Context) {
 		case p.conn == nil || p.timer != nil:
 		case p.lost == 1:
 			p.opening = true
-			openSession(p.env, ctx.Self(), p.conn)
+			openSession(p.env, ctx.Self(), p.conn, nil)
 		default:
 			// New sessions end as soon as they begin (a broker that
 			// ends the session on every refused attach): replacing

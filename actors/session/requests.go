@@ -284,7 +284,7 @@ func (r *requests) attach(ctx actor.Context) {
 	r.set(protocol.StateAttaching, nil)
 	self, conn, env, by := ctx.Self(), r.conn, r.env, r
 	env.Go(func() {
-		actx, cancel := env.CloseCtx(context.Background())
+		actx, cancel := env.AttachCtx(nil)
 		defer cancel()
 		sess, err := conn.NewSession(actx)
 		if err != nil {

@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -59,6 +60,7 @@ type subscription struct {
 	timer      *time.Timer
 	paused     bool
 	draining   bool
+	exiting    bool // this incarnation is restarting or stopping: its children go with it
 	kept       *subKept
 }
 
@@ -79,11 +81,27 @@ func (s *subscription) Receive(ctx actor.Context) {
 			// Restarted on a live connection: no ConnUp will come.
 			s.conn = c
 			s.set(protocol.StateAttaching, nil)
-			openSession(s.env, ctx.Self(), c)
+			openSession(s.env, ctx.Self(), c, s.attachCtx())
 		}
 	case *actors.Crash:
 		panic("amqpactor: subscription " + s.spec.Name + ": " + m.Reason)
+	case *actor.Terminated:
+		// A child this incarnation did not stop was stopped by its
+		// supervisor (it spent its restart budget). Without it nothing
+		// consumes while the node looks attached: escalate, so that the
+		// connection's strategy restarts the subscription with a new
+		// dispatcher, session and link (or, past its own budget, gives up
+		// on it, which the root reports as failed).
+		if s.exiting || s.draining {
+			return
+		}
+		if s.receiver != nil && m.Who.Equal(s.receiver) || s.dispatcher != nil && m.Who.Equal(s.dispatcher) {
+			s.env.Log.Error("amqpactor: a child of the subscription spent its restarts; restarting the subscription",
+				"address", s.spec.Address.String(), "child", m.Who.Id)
+			panic(fmt.Errorf("amqpactor: subscription %s: %s stopped by its supervisor after repeated failures", s.spec.Name, m.Who.Id))
+		}
 	case *actor.Restarting:
+		s.exiting = true
 		s.kept.panics.Add(1)
 		s.kept.started, s.kept.conn, s.kept.paused, s.kept.draining = s.started, s.conn, s.paused, s.draining
 		if s.timer != nil {
@@ -98,11 +116,11 @@ func (s *subscription) Receive(ctx actor.Context) {
 		s.conn = m.Conn
 		s.terminal = 0
 		s.set(protocol.StateAttaching, nil)
-		openSession(s.env, ctx.Self(), m.Conn)
+		openSession(s.env, ctx.Self(), m.Conn, s.attachCtx())
 	case *retrySession:
 		s.timer = nil
 		if m.conn == s.conn && s.sess == nil && !s.draining {
-			openSession(s.env, ctx.Self(), m.conn)
+			openSession(s.env, ctx.Self(), m.conn, s.attachCtx())
 		}
 	case *sessionResult:
 		s.onSession(ctx, m)
@@ -180,6 +198,7 @@ func (s *subscription) Receive(ctx actor.Context) {
 	case *actor.Stopped:
 		s.set(protocol.StateStopped, nil)
 	case *actor.Stopping:
+		s.exiting = true
 		if s.timer != nil {
 			s.timer.Stop()
 		}
@@ -237,6 +256,15 @@ func (s *subscription) onAttached(ctx actor.Context, m *receiver.Attached) {
 // set changes the subscription's state (see actors.Env.SetState).
 func (s *subscription) set(to string, err error) {
 	s.env.SetState(&s.state, actors.SubscriptionNode(s.spec.Name, s.spec.Address.String()), to, err)
+}
+
+// attachCtx is the caller's context while the first attach is under way
+// (Start's or Subscribe's, see SubscriptionSpec.AttachCtx), nil after.
+func (s *subscription) attachCtx() context.Context {
+	if s.started == nil {
+		return nil
+	}
+	return s.spec.AttachCtx
 }
 
 // report answers the first attach, once.

@@ -114,6 +114,11 @@ type SubscriptionSpec struct {
 	Settled    bool // at-most-once
 	Classic    bool // RabbitMQ4: classic queue instead of quorum
 	Paused     bool // attach paused: Pause came before the subscription attached
+	// AttachCtx is the context of the Start or Subscribe that asked for
+	// the subscription: it bounds the first attach (its session's begin
+	// and its link's attach) along with the attach's own bound. Later
+	// attaches, the runtime's own, never use it.
+	AttachCtx context.Context
 	// Ephemeral: a topic is received through a private node of the link's
 	// own instead of the durable subscription node named Node.
 	Ephemeral bool
@@ -272,6 +277,9 @@ type Described struct {
 	// Self, when set, is the PID of the actor that answered, where it is
 	// not the one asked (the App's root forwards to the connection actor).
 	Self *actor.PID
+	// Gone are children whose actors have stopped for good (failed), shown
+	// as they were last.
+	Gone []*Node
 }
 
 // Node is one actor in the tree returned by App.Tree.

@@ -14,6 +14,7 @@ import (
 	rmq "github.com/rabbitmq/amqp091-go"
 
 	"github.com/amqpactor/amqpactor/address"
+	"github.com/amqpactor/amqpactor/internal/secret"
 	"github.com/amqpactor/amqpactor/transport"
 	"github.com/amqpactor/amqpactor/transport/amqpwire"
 )
@@ -36,7 +37,8 @@ type Config = amqpwire.Config
 
 // connector is the transport.Connector of one Config.
 type connector struct {
-	cfg      Config
+	cfg      Config        // without its URL, which url holds
+	url      secret.String // the URL as given, password and all
 	redacted string
 	log      *slog.Logger
 }
@@ -47,7 +49,8 @@ type connector struct {
 func New(cfg Config) transport.Connector {
 	// amqpwire's connector spells the URL without its password, whatever
 	// characters the password holds.
-	c := &connector{cfg: cfg, redacted: amqpwire.New(amqpwire.Config{URL: cfg.URL}).String()}
+	c := &connector{cfg: cfg, url: secret.New(cfg.URL), redacted: amqpwire.New(amqpwire.Config{URL: cfg.URL}).String()}
+	c.cfg.URL, c.cfg.Failover = c.redacted, nil // 0-9-1 has no failover
 	if cfg.Logger != nil {
 		c.log = cfg.Logger.With("broker", c.redacted)
 	} else {
@@ -120,7 +123,7 @@ type endpoint struct {
 
 func (c *connector) parse() (endpoint, error) {
 	var ep endpoint
-	raw := c.cfg.URL
+	raw := c.url()
 	if raw == "" {
 		return ep, &connectError{url: "(empty URL)", msg: "no broker URL"}
 	}
@@ -318,4 +321,15 @@ func closeContext(ctx context.Context) (context.Context, context.CancelFunc) {
 		return ctx, func() {}
 	}
 	return context.WithTimeout(ctx, DefaultCloseTimeout)
+}
+
+// Format prints the connector as its String for every verb but %#v, which
+// shows its Config, redacted (amqpwire.Config's Format): the fields alone
+// would show the password.
+func (c *connector) Format(f fmt.State, verb rune) {
+	if verb == 'v' && f.Flag('#') {
+		fmt.Fprintf(f, "&amqp091.connector{cfg:%#v}", c.cfg)
+		return
+	}
+	fmt.Fprintf(f, fmt.FormatString(f, verb), c.String())
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/amqpactor/amqpactor/address"
+	"github.com/amqpactor/amqpactor/internal/secret"
 	"github.com/amqpactor/amqpactor/transport"
 )
 
@@ -112,7 +113,7 @@ var ErrCleartextCredentials = errors.New("refusing to send a password in clear t
 
 // connector is the transport.Connector for one Config.
 type connector struct {
-	cfg Config
+	cfg Config // with its URLs redacted: targets hold them whole
 	// targets are Config.URL, then Config.Failover, in order.
 	targets []target
 	// current indexes the target that connected last: String names it and
@@ -122,17 +123,18 @@ type connector struct {
 
 // target is one endpoint of a connector.
 type target struct {
-	url, redacted string
-	log           *slog.Logger
+	url      secret.String // the URL as given, password and all
+	redacted string
+	log      *slog.Logger
 }
 
 // New returns a connector for cfg. It never fails: a malformed URL or an
 // unsafe combination of settings is reported by Connect, naming the redacted
 // URL.
 func New(cfg Config) transport.Connector {
-	c := &connector{cfg: cfg}
+	c := &connector{cfg: cfg.redacted()}
 	for _, u := range append([]string{cfg.URL}, cfg.Failover...) {
-		t := target{url: u, redacted: redactURL(u)}
+		t := target{url: secret.New(u), redacted: redactURL(u)}
 		if cfg.Logger != nil {
 			t.log = cfg.Logger.With("broker", t.redacted)
 		} else {

@@ -36,7 +36,7 @@ type endpoint struct {
 
 func (c *connector) parse(t *target) (endpoint, error) {
 	var ep endpoint
-	raw := t.url
+	raw := t.url()
 	if raw == "" {
 		return ep, &connectError{url: "(empty URL)", msg: "no broker URL"}
 	}

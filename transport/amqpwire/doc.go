@@ -40,9 +40,12 @@
 // message instead (transport.Poison says why), in as many frames as the peer
 // sent; the runtime rejects it with amqp:decode-error and the link goes on.
 // Frames over the 64 KiB max-frame-size go-amqp announces, frames the guard
-// cannot follow, and performatives with map keys go-amqp would panic on end
-// the connection (a *GuardError). Conn.PeerOffers reports the capabilities
-// the broker's open offered.
+// cannot follow, performatives with map keys go-amqp would panic on, and
+// dispositions whose range go-amqp would walk for ever or for long (wider
+// than 65,536 delivery-ids, or reaching 4294967295) end the connection (a
+// *GuardError); the close go-amqp sends then carries
+// amqp:connection:framing-error and the reason, and the runtime reconnects.
+// Conn.PeerOffers reports the capabilities the broker's open offered.
 //
 // # Links
 //

@@ -48,7 +48,10 @@ import (
 //     refused when a map in it has a key go-amqp would panic on (a list,
 //     map, array, binary or described key where go-amqp builds a Go map of
 //     interface keys: a modified state's annotations, a map among
-//     properties or error info).
+//     properties or error info), or when it is a disposition whose range
+//     go-amqp would walk for ever or for long (dispositionHonest).
+//   - After a refusal, the close go-amqp writes goes out carrying
+//     amqp:connection:framing-error and the reason (Write).
 //
 // Frames are bounded by the max frame size go-amqp announces
 // (guardMaxFrameSize): a larger size is a protocol violation and ends the
@@ -74,6 +77,10 @@ const keepBuffer = 1 << 20
 // maxReason bounds the reason carried by a poison message.
 const maxReason = 240
 
+// maxCloseReason bounds the description of the close the guard sends; the
+// close then fits a list8.
+const maxCloseReason = 200
+
 // maxGuardMessage is the largest max message size the guard enforces.
 const maxGuardMessage = math.MaxInt32 - guardMaxFrameSize
 
@@ -82,6 +89,7 @@ const minRead = 512
 
 // GuardError is the error go-amqp gets from the connection (and the
 // connection ends with) when the peer sends frames the guard cannot follow.
+// The peer is told in go-amqp's close, as amqp:connection:framing-error.
 type GuardError struct {
 	// Offset is where in the inbound stream the frame starts.
 	Offset int64
@@ -89,7 +97,84 @@ type GuardError struct {
 }
 
 func (e *GuardError) Error() string {
-	return "amqpactor: inbound frame at byte " + strconv.FormatInt(e.Offset, 10) + ": " + e.Reason
+	return "amqpactor: inbound frame at byte " + strconv.FormatInt(e.Offset, 10) + ": " + e.Reason + " (" + framingError + ")"
+}
+
+// framingError is the condition of the close the peer gets when the guard
+// refused its stream.
+const framingError = "amqp:connection:framing-error"
+
+// maxDispositionRange bounds the delivery-ids one disposition may span.
+// go-amqp walks every id of a range, one map lookup each, in the session's
+// mux goroutine and again in each link's, so the width is work a peer
+// orders with a few bytes (first 0, last 4294967295 never ends). The guard
+// sees only inbound frames, so it cannot know what was sent and is still
+// unsettled. A range of 65,536 ids takes go-amqp 0.2 ms (one of a single id
+// 1.8 µs). A peer that settles more at once loses the connection and the
+// runtime reconnects: publishes not yet confirmed are sent again, deliveries
+// not settled come again.
+const maxDispositionRange = 1 << 16
+
+// dispositionHonest refuses a disposition (b at its field list) whose range
+// is wider than maxDispositionRange, or one go-amqp would loop on for ever:
+// its loop runs first..last with a uint32 counter, which never passes
+// 4294967295. A range that wraps below first is width last-first+1 in
+// serial-number arithmetic, and refused the same way when that is too wide.
+func dispositionHonest(b []byte) error {
+	first, last, ok := dispositionRange(b)
+	if !ok {
+		return nil // go-amqp refuses what the guard cannot decode
+	}
+	if width := uint64(last-first) + 1; width > maxDispositionRange {
+		return fmt.Errorf("delivery-ids %d..%d span %d, more than the %d one disposition may settle", first, last, width, maxDispositionRange)
+	}
+	if last == math.MaxUint32 && first <= last {
+		return fmt.Errorf("delivery-ids %d..%d reach %d, which go-amqp cannot settle", first, last, uint32(math.MaxUint32))
+	}
+	return nil
+}
+
+// Write is go-amqp's. Once the guard has refused the peer's stream, go-amqp
+// ends the connection with a bare close; that close tells the peer why.
+func (g *guard) Write(p []byte) (int, error) {
+	if len(p) >= 11 && p[10] == 0x18 && p[8] == 0 && p[9] == 0x53 && p[5] == 0 && p[4] == 2 {
+		if ge := g.failed.Load(); ge != nil {
+			if _, err := g.Conn.Write(closeFrame(ge.Reason)); err != nil {
+				return 0, err
+			}
+			return len(p), nil
+		}
+	}
+	return g.Conn.Write(p)
+}
+
+// closeFrame encodes a close on channel 0 carrying the error
+// {framingError, reason}.
+func closeFrame(reason string) []byte {
+	reason = truncated(reason, maxCloseReason)
+	errList := []byte{0xc0, 0, 2, 0xa3, byte(len(framingError))}
+	errList = append(errList, framingError...)
+	errList = append(errList, 0xa1, byte(len(reason)))
+	errList = append(errList, reason...)
+	errList[1] = byte(len(errList) - 2)
+	body := []byte{0x00, 0x53, 0x18, 0xc0, 0, 1, 0x00, 0x53, 0x1d}
+	body = append(body, errList...)
+	body[4] = byte(len(body) - 5)
+	b := binary.BigEndian.AppendUint32(nil, uint32(8+len(body)))
+	b = append(b, 2, 0, 0, 0)
+	return append(b, body...)
+}
+
+// truncated cuts s to at most n bytes, at a rune boundary.
+func truncated(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n]
+	for !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s
 }
 
 type deliveryKey struct {
@@ -345,6 +430,10 @@ func (g *guard) next() (bool, error) {
 		switch body[2] {
 		case 0x10:
 			g.open(body[3:])
+		case 0x15:
+			if err := dispositionHonest(body[3:]); err != nil {
+				return false, g.fail(start, "disposition on channel %d: %v", channel, err)
+			}
 		case 0x16: // detach: a delivery in progress on the link is gone
 			if h, ok := firstUint(body[3:]); ok {
 				g.forget(deliveryKey{channel, h})
@@ -512,12 +601,7 @@ func (g *guard) open(b []byte) {
 // appendPoison appends the poison message for reason: a delivery-annotations
 // section {PoisonAnnotation: reason} and an amqp-value null body.
 func appendPoison(b []byte, reason string) []byte {
-	if len(reason) > maxReason {
-		reason = reason[:maxReason]
-		for !utf8.ValidString(reason) {
-			reason = reason[:len(reason)-1]
-		}
-	}
+	reason = truncated(reason, maxReason)
 	key := transport.PoisonAnnotation
 	// map32: size counts the count field and the pairs.
 	pairs := 2 + len(key) + 5 + len(reason)

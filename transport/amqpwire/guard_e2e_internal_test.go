@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"math"
 	"net"
 	"strings"
 	"testing"
@@ -213,4 +214,54 @@ func TestGuardUnderGoAMQP(t *testing.T) {
 	}
 	require.NoError(t, conn.Close())
 	require.NoError(t, <-done, "the peer's script")
+}
+
+// serveHostileRange grants go-amqp's sender credit and answers its first
+// transfer with a disposition of the whole delivery-id space, which go-amqp's
+// session would walk for ever; it sends closed the close go-amqp answers with.
+func (p *fakePeer) serveHostileRange(done chan<- error, closed chan<- []byte) {
+	defer peerDone(done)
+	p.handshake(true)
+	p.write(frame(0, 0, performative(0x13, encUint(0), encUint(5000), encUint(1), encUint(5000), encUint(0), encUint(0), encUint(10))))
+	p.expect(0x14)
+	p.write(dispositionFrame(0, true, 0, u32(math.MaxUint32)))
+	closed <- p.expect(0x18)
+	_, _ = io.Copy(io.Discard, p.conn)
+}
+
+// TestGuardEndsConnectionOnDispositionRange: the disposition ends the
+// connection before go-amqp sees it; the send fails rather than waiting for
+// ever, and the peer's close says amqp:connection:framing-error.
+func TestGuardEndsConnectionOnDispositionRange(t *testing.T) {
+	client, server := net.Pipe()
+	defer client.Close()
+	defer server.Close()
+	done := make(chan error, 1)
+	closed := make(chan []byte, 1)
+	go (&fakePeer{conn: server}).serveHostileRange(done, closed)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	g := newGuard(client, 0, rejectBad)
+	conn, err := amqp.NewConn(ctx, g, &amqp.ConnOptions{MaxFrameSize: guardMaxFrameSize, IdleTimeout: -1})
+	require.NoError(t, err)
+	sess, err := conn.NewSession(ctx, nil)
+	require.NoError(t, err)
+	snd, err := sess.NewSender(ctx, "/queues/q", nil)
+	require.NoError(t, err)
+	err = snd.Send(ctx, amqp.NewMessage([]byte("x")), nil)
+	require.Error(t, err)
+	require.NoError(t, ctx.Err(), "the send failed, it did not wait out its context")
+	<-conn.Done()
+	require.Contains(t, conn.Err().Error(), "delivery-ids 0..4294967295")
+	var body []byte
+	select {
+	case body = <-closed:
+	case <-ctx.Done():
+		t.Fatal("the peer got no close")
+	}
+	require.Contains(t, string(body), framingError)
+	require.Contains(t, string(body), "disposition on channel 0")
+	server.Close()
+	<-done
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"math"
 	"net"
 	"strings"
 	"testing"
@@ -499,6 +500,8 @@ func FuzzGuard(f *testing.F) {
 	f.Add(concat(transferFrame(0, xfer{id: 1, more: true}, message("BAD")), transferFrame(0, xfer{continuation: true}, nil)))
 	f.Add(openFrame("A", "B"))
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 2, 0, 0, 0})
+	f.Add(dispositionFrame(0, true, 3, u32(9)))
+	f.Add(dispositionFrame(1, false, 0, u32(math.MaxUint32)))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		g := newGuard(&scriptConn{data: concat(amqpHeader, data), chunk: 7}, 200, rejectBad)
 		out, _ := readAll(g, 100)
@@ -577,4 +580,93 @@ func nestedLists(n int) []byte {
 		b = append([]byte{0xc0, byte(len(b) + 1), 1}, b...)
 	}
 	return b
+}
+
+// dispositionFrame settles first..last (last nil: first alone) as accepted;
+// receiver says the peer is the receiver of the deliveries.
+func dispositionFrame(ch uint16, receiver bool, first uint32, last *uint32) []byte {
+	lastField := null
+	if last != nil {
+		lastField = encUint(*last)
+	}
+	accepted := []byte{0x00, 0x53, 0x24, 0x45}
+	return frame(0, ch, performative(0x15, encBool(receiver), encUint(first), lastField, encBool(true), accepted))
+}
+
+// TestGuardDispositionRanges: a disposition go-amqp would walk for ever, or
+// for longer than maxDispositionRange ids, ends the connection; the peer is
+// then told why in go-amqp's close, as amqp:connection:framing-error.
+func TestGuardDispositionRanges(t *testing.T) {
+	ok := [][]byte{
+		dispositionFrame(0, true, 7, nil),
+		dispositionFrame(0, true, 0, u32(maxDispositionRange-1)),
+		dispositionFrame(1, false, 100, u32(100)),
+		// Wraps through 4294967295: serial-number width 21. go-amqp's loop
+		// does not run for it, so it costs nothing.
+		dispositionFrame(0, true, math.MaxUint32-15, u32(5)),
+		dispositionFrame(0, true, math.MaxUint32-1, nil),
+	}
+	for i, f := range ok {
+		in := concat(amqpHeader, f)
+		out, err := readAll(newTestGuard(in, 3, 0), 512)
+		require.ErrorIs(t, err, io.EOF, "frame %d", i)
+		require.Equal(t, in, out, "frame %d", i)
+	}
+	bad := map[string][]byte{
+		"the whole id space":          dispositionFrame(0, true, 0, u32(math.MaxUint32)),
+		"one id past the bound":       dispositionFrame(0, false, 0, u32(maxDispositionRange)),
+		"last below first":            dispositionFrame(0, true, 5, u32(0)),
+		"4294967295 alone":            dispositionFrame(0, true, math.MaxUint32, nil),
+		"a short range to 4294967295": dispositionFrame(0, true, math.MaxUint32-3, u32(math.MaxUint32)),
+		"a list32 field list": frame(0, 2, []byte{0x00, 0x53, 0x15, 0xd0, 0, 0, 0, 15, 0, 0, 0, 3,
+			0x41, 0x70, 0, 0, 0, 1, 0x70, 0x7f, 0xff, 0xff, 0xff}),
+	}
+	for name, f := range bad {
+		t.Run(name, func(t *testing.T) {
+			out, err := readAll(newTestGuard(concat(amqpHeader, openFrame(), f), 5, 0), 512)
+			var ge *GuardError
+			require.True(t, errors.As(err, &ge), "want a GuardError, got %v", err)
+			require.Contains(t, ge.Reason, "disposition on channel")
+			require.Contains(t, ge.Error(), framingError)
+			require.Equal(t, concat(amqpHeader, openFrame()), out, "nothing of the disposition reaches go-amqp")
+		})
+	}
+}
+
+// recordConn records what is written to it.
+type recordConn struct {
+	net.Conn
+	written bytes.Buffer
+}
+
+func (r *recordConn) Write(p []byte) (int, error) { return r.written.Write(p) }
+
+// TestGuardTellsThePeer: after a refusal the bare close go-amqp writes goes
+// out carrying the framing error and the reason; before it, and every other
+// frame, goes out as written.
+func TestGuardTellsThePeer(t *testing.T) {
+	rec := &recordConn{}
+	g := newGuard(rec, 0, rejectBad)
+	bareClose := frame(0, 0, performative(0x18))
+	flow := flowFrame(0)
+	for _, f := range [][]byte{flow, bareClose} {
+		n, err := g.Write(f)
+		require.NoError(t, err)
+		require.Equal(t, len(f), n)
+	}
+	require.Equal(t, concat(flow, bareClose), rec.written.Bytes(), "nothing refused: frames go out as written")
+
+	rec.written.Reset()
+	g.failed.Store(&GuardError{Offset: 8, Reason: "disposition on channel 0: " + strings.Repeat("é", 300)})
+	for _, f := range [][]byte{flow, bareClose} {
+		n, err := g.Write(f)
+		require.NoError(t, err)
+		require.Equal(t, len(f), n)
+	}
+	out := rec.written.Bytes()
+	require.True(t, bytes.HasPrefix(out, flow))
+	// 200 bytes of the reason: "disposition on channel 0: " and 87 é.
+	desc := "disposition on channel 0: " + strings.Repeat("é", 87)
+	errInfo := append([]byte{0x00, 0x53, 0x1d}, compound8(0xc0, encSym(framingError), encStr(desc))...)
+	require.Equal(t, frame(0, 0, performative(0x18, errInfo)), out[len(flow):])
 }

@@ -537,3 +537,57 @@ func checkPerformative(body []byte) error {
 	}
 	return nil
 }
+
+// dispositionRange decodes first and last of a disposition (fields 1 and 2;
+// last defaults to first); b starts at the list's constructor. checkPerformative
+// has walked the frame already, so only the encodings go-amqp accepts for a
+// uint are taken: anything else is go-amqp's to refuse.
+func dispositionRange(b []byte) (first, last uint32, ok bool) {
+	var pos, end int
+	var count uint32
+	switch {
+	case len(b) >= 3 && b[0] == 0xc0:
+		end, count, pos = 2+int(b[1]), uint32(b[2]), 3
+	case len(b) >= 9 && b[0] == 0xd0:
+		end, count, pos = 5+int(binary.BigEndian.Uint32(b[1:])), binary.BigEndian.Uint32(b[5:]), 9
+	default:
+		return 0, 0, false
+	}
+	if end > len(b) || count < 2 {
+		return 0, 0, false
+	}
+	b = b[:end]
+	if pos = skip(b, pos); pos < 0 {
+		return 0, 0, false
+	}
+	first, pos, ok = uintAt(b, pos)
+	if !ok {
+		return 0, 0, false
+	}
+	last = first
+	if count >= 3 && pos < len(b) && b[pos] != 0x40 {
+		if last, _, ok = uintAt(b, pos); !ok {
+			return 0, 0, false
+		}
+	}
+	return first, last, true
+}
+
+// uintAt decodes the uint at b[pos:] and says where it ends.
+func uintAt(b []byte, pos int) (uint32, int, bool) {
+	if pos >= len(b) {
+		return 0, 0, false
+	}
+	code, v := b[pos], b[pos+1:]
+	switch {
+	case code == 0x43:
+		return 0, pos + 1, true
+	case (code == 0x52 || code == 0x50) && len(v) >= 1:
+		return uint32(v[0]), pos + 2, true
+	case code == 0x60 && len(v) >= 2:
+		return uint32(binary.BigEndian.Uint16(v)), pos + 3, true
+	case code == 0x70 && len(v) >= 4:
+		return binary.BigEndian.Uint32(v), pos + 5, true
+	}
+	return 0, 0, false
+}
