@@ -23,6 +23,7 @@ type appConfig struct {
 	otel         otelConfig
 	onState      func(StateChange)
 	stopTimeout  time.Duration
+	supervisor   actor.SupervisorStrategy
 }
 
 // DefaultStopTimeout bounds the stop of Run without WithStopTimeout.
@@ -32,6 +33,19 @@ const DefaultStopTimeout = 30 * time.Second
 // handlers get the graceful part of it to finish, then what is unsettled
 // goes back to the broker. Zero (or negative) means DefaultStopTimeout.
 func WithStopTimeout(d time.Duration) Option { return func(c *appConfig) { c.stopTimeout = d } }
+
+// WithSupervisorStrategy decides for the failures of every actor under the
+// App's connection actor: the publisher, requests, txn and subscription
+// actors, and the senders, receivers, dispatchers and partitions under
+// them. A failure is a panic (and protoactor's SupervisorEvent for each
+// decision is on the actor system's EventStream); a child its strategy
+// stops is noticed by its parent, which fails in turn (see App.Health).
+// The connection actor itself is resumed after a panic, never restarted:
+// a restart would stop every session and link under it. Nil, or no option,
+// means a restart per failure, at most 10 a minute per actor.
+func WithSupervisorStrategy(s actor.SupervisorStrategy) Option {
+	return func(c *appConfig) { c.supervisor = s }
+}
 
 // WithLogger sets the logger. The zero value logs nothing.
 func WithLogger(l *slog.Logger) Option { return func(c *appConfig) { c.log = l } }

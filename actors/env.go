@@ -42,6 +42,9 @@ type Env struct {
 	// means the defaults of package session.
 	MaxSenders int
 	SenderIdle time.Duration
+	// Supervisor decides for the failures of every actor under the
+	// connection (WithSupervisorStrategy); nil means Supervisor().
+	Supervisor actor.SupervisorStrategy
 	// OnState takes every state change of a node (SetState). It is called
 	// from the actor's Receive, so it must never block; nil drops them.
 	OnState func(protocol.StateChange)
@@ -90,11 +93,23 @@ func (e *Env) MarkStopped() {
 }
 
 // Props returns the props of an actor of the App, on the App's mailbox dispatcher (Mailboxes).
+//
+// Every actor supervises its children with the App's strategy (Supervisor,
+// or the default of package actors), so one strategy decides at every level.
 func (e *Env) Props(producer func() actor.Actor, opts ...actor.PropsOption) *actor.Props {
 	if e.Mailboxes != nil {
 		opts = append(opts, actor.WithDispatcher(e.Mailboxes))
 	}
+	opts = append([]actor.PropsOption{actor.WithSupervisor(e.strategy())}, opts...)
 	return actor.PropsFromProducer(producer, opts...)
+}
+
+// strategy is the App's supervisor strategy: Supervisor, or the default.
+func (e *Env) strategy() actor.SupervisorStrategy {
+	if e != nil && e.Supervisor != nil {
+		return e.Supervisor
+	}
+	return defaultSupervisor
 }
 
 // Go runs f in a goroutine the App waits for when it stops, so nothing an
@@ -225,11 +240,11 @@ func (e *Env) After(d time.Duration, pid *actor.PID, msg any) *time.Timer {
 // Supervisor is the strategy of every actor that has children: a child that
 // panics is restarted, and one that keeps failing (10 times within a
 // minute) is stopped so the failure reaches the tree instead of spinning.
-func Supervisor() actor.SupervisorStrategy {
-	return actor.NewOneForOneStrategy(10, time.Minute, func(reason any) actor.Directive {
-		return actor.RestartDirective
-	})
-}
+func Supervisor() actor.SupervisorStrategy { return defaultSupervisor }
+
+var defaultSupervisor = actor.NewOneForOneStrategy(10, time.Minute, func(reason any) actor.Directive {
+	return actor.RestartDirective
+})
 
 // DrainAll sends a drain like d (its contexts, not its Done) to each pid
 // and waits until all have answered or d.Ctx ends. It blocks: call it from a

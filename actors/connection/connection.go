@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -40,16 +41,38 @@ type Started struct {
 // New returns the props of the App's root actor; started receives the
 // result of the first dial.
 //
-// The root spawns the publisher, the requests and txn actors, the
-// subscriptions and, last, the connection actor, which dials, reconnects
-// and orders the graceful stop. The connection actor is their sibling, not
-// their parent: protoactor stops an actor's children when it restarts it,
-// so a panicking connection actor would take every link with it. The root
-// only spawns and forwards; it holds no connection and never blocks.
+// The root spawns the connection actor and forwards to it; the connection
+// actor spawns, and its strategy (the App's) decides for, the publisher,
+// the requests and txn actors and every subscription, so the tree App.Tree
+// draws is protoactor's. The connection actor itself is never restarted:
+// protoactor stops an actor's children when it restarts it, and its
+// children are every session and link of the App. The root resumes it
+// after a panic instead (resumer), and stops it past the restart budget,
+// which ends the App's tree. The root holds no connection and never blocks.
 func New(env *actors.Env, c transport.Connector, started chan<- Started) *actor.Props {
 	return env.Props(func() actor.Actor {
 		return &root{env: env, connector: c, started: started}
-	}, actor.WithSupervisor(actors.Supervisor()))
+	}, actor.WithSupervisor(resumer{max: 10, within: time.Minute}))
+}
+
+// resumer supervises the connection actor (see New): a panic resumes it,
+// the message it panicked on lost, within max failures in within; past
+// that it is stopped. protoactor's SupervisorEvent reports each decision.
+type resumer struct {
+	max    int
+	within time.Duration
+}
+
+func (s resumer) HandleFailure(sys *actor.ActorSystem, sup actor.Supervisor, child *actor.PID, rs *actor.RestartStatistics, reason, _ any) {
+	rs.Fail()
+	if rs.NumberOfFailures(s.within) > s.max {
+		sys.EventStream.Publish(&actor.SupervisorEvent{Child: child, Reason: reason, Directive: actor.StopDirective})
+		sup.StopChildren(child)
+		return
+	}
+	sys.EventStream.Publish(&actor.SupervisorEvent{Child: child, Reason: reason, Directive: actor.ResumeDirective})
+	sup.ResumeChildren(child)
+	sys.Root.Send(child, &resumed{reason: reason})
 }
 
 // root is the App's root actor (see New).
@@ -61,36 +84,10 @@ type root struct {
 	stopping  bool
 }
 
-// subAdded tells the connection actor of a subscription the root spawned.
-type subAdded struct {
-	name string
-	addr string
-	pid  *actor.PID
-	done chan<- error
-}
-
 func (r *root) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		ch := Children{Senders: session.NewSenders(), Replies: session.NewReplies()}
-		ch.Publisher = spawn(ctx, session.NewPublisher(r.env, ch.Senders), "publisher")
-		ch.Requests = spawn(ctx, session.NewRequests(r.env, ch.Replies), "requests")
-		ch.Txn = spawn(ctx, txn.New(r.env, r.connector.String()), "txn")
-		r.conn = spawn(ctx, newConnection(r.env, r.connector, r.started, ch), "connection")
-	case *protocol.Subscribe:
-		if r.stopping {
-			m.Done <- protocol.ErrStopped
-			return
-		}
-		pid, err := ctx.SpawnNamed(session.NewSubscription(r.env, m.Spec, m.Done), "subscription:"+m.Spec.Name)
-		if errors.Is(err, actor.ErrNameExists) {
-			err = fmt.Errorf("amqpactor: subscription %q exists", m.Spec.Name)
-		}
-		if err != nil {
-			m.Done <- err
-			return
-		}
-		ctx.Send(r.conn, &subAdded{name: m.Spec.Name, addr: m.Spec.Address.String(), pid: pid, done: m.Done})
+		r.conn = spawn(ctx, newConnection(r.env, r.connector, r.started), "connection")
 	case *protocol.Drain:
 		r.stopping = true
 		ctx.Forward(r.conn)
@@ -100,17 +97,11 @@ func (r *root) Receive(ctx actor.Context) {
 			// it nothing reconnects, so the App's tree ends here.
 			r.env.Log.Error("amqpactor: the connection actor stopped; stopping the App's tree", "connector", r.connector.String())
 			ctx.Stop(ctx.Self())
-			return
-		}
-		if !r.stopping && r.conn != nil {
-			// A subscription ended: the connection actor knows whether it
-			// asked for that (an Unsubscribe) or its supervisor gave up.
-			ctx.Send(r.conn, &childGone{pid: m.Who})
 		}
 	case *actor.Stopping, *actor.Stopped, *actor.Restarting, *actor.ReceiveTimeout:
 	default:
-		// Describe, Pause, Resume, Unsubscribe, a child's Reconnect: the
-		// connection actor's, with the sender kept for its answer.
+		// Subscribe, Describe, Pause, Resume, Unsubscribe: the connection
+		// actor's, with the sender kept for its answer.
 		ctx.Forward(r.conn)
 	}
 }
@@ -132,21 +123,19 @@ type (
 		err  error
 	}
 	closed struct{}
-	// childGone: a child of the root stopped.
-	childGone struct{ pid *actor.PID }
+	// resumed: the root resumed the connection actor after a panic.
+	resumed struct{ reason any }
 )
 
-// newConnection returns the props of the connection actor, which children
-// names the root's children.
+// newConnection returns the props of the connection actor.
 //
-// A connection actor that panics is restarted by the root's strategy: on
+// A connection actor that panics is resumed by the root (see New); the
+// message it panicked on is lost. Should a strategy restart it instead, on
 // Restarting the dying incarnation stops its timer, gives up a dial under
-// way and ends its watcher; the next incarnation keeps the connection (no
-// child hears of the restart), the subscriptions and the counters, watches
-// the connection again, or dials when there was none. The message it
-// panicked on is lost.
-func newConnection(env *actors.Env, c transport.Connector, started chan<- Started, children Children) *actor.Props {
-	k := &kept{env: env, connector: c, started: started, children: children, subs: map[string]*actor.PID{}}
+// way and ends its watcher, and the next incarnation keeps the connection
+// and the counters and watches the connection again, or dials.
+func newConnection(env *actors.Env, c transport.Connector, started chan<- Started) *actor.Props {
+	k := &kept{env: env, connector: c, started: started, subs: map[string]*actor.PID{}}
 	return env.Props(func() actor.Actor { return &connection{kept: k} })
 }
 
@@ -190,6 +179,13 @@ type connection struct {
 func (c *connection) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
+		if c.children.Publisher == nil {
+			ch := Children{Senders: session.NewSenders(), Replies: session.NewReplies()}
+			ch.Publisher = spawn(ctx, session.NewPublisher(c.env, ch.Senders), "publisher")
+			ch.Requests = spawn(ctx, session.NewRequests(c.env, ch.Replies), "requests")
+			ch.Txn = spawn(ctx, txn.New(c.env, c.connector.String()), "txn")
+			c.children = ch
+		}
 		switch {
 		case c.conn != nil:
 			// Restarted on a live connection: watch it again.
@@ -202,8 +198,24 @@ func (c *connection) Receive(ctx actor.Context) {
 		c.panics++
 		c.let()
 		c.set(protocol.StateRestarting, nil)
+	case *resumed:
+		c.panics++
+		if c.conn == nil && c.dialing == nil && !c.stopping {
+			// Waiting out a backoff: a panic is no reason to wait on.
+			if c.timer != nil {
+				c.timer.Stop()
+				c.timer = nil
+			}
+			c.dial(ctx, 1)
+		}
+		c.env.Log.Warn("amqpactor: the connection actor panicked and was resumed", "connector", c.connector.String(),
+			"reason", fmt.Sprint(m.reason))
 	case *actors.Crash:
 		panic("amqpactor: connection: " + m.Reason)
+	case *protocol.Subscribe:
+		c.subscribe(ctx, m)
+	case *actor.Terminated:
+		c.childGone(ctx, m.Who)
 	case *dialed:
 		c.onDialed(ctx, m)
 	case *lost:
@@ -229,12 +241,8 @@ func (c *connection) Receive(ctx actor.Context) {
 		if !c.stopping && c.conn == nil {
 			c.dial(ctx, m.attempt)
 		}
-	case *subAdded:
-		c.subAdded(ctx, m)
 	case *protocol.Unsubscribe:
 		c.unsubscribe(ctx, m)
-	case *childGone:
-		c.childGone(m.pid)
 	case *unsubscribed:
 		if pid, ok := c.subs[m.name]; ok {
 			ctx.Stop(pid)
@@ -496,9 +504,31 @@ func (c *connection) all() []*actor.PID {
 // nobody asked it to, so its supervisor gave up on it after repeated
 // failures. Its node turns failed (a StateChange says so, and App.Health
 // names it) and stays in the tree; a Stop no longer waits for it.
-func (c *connection) childGone(pid *actor.PID) {
+func (c *connection) childGone(ctx actor.Context, pid *actor.PID) {
 	if c.stopping {
 		return
+	}
+	// The publisher, requests and txn actors serve every call of the App,
+	// which sends to their PIDs: one its supervisor gave up on comes back
+	// at once under its name (so the PID the App holds is its again).
+	for _, w := range []struct {
+		pid   *actor.PID
+		props func() *actor.Props
+	}{
+		{c.children.Publisher, func() *actor.Props { return session.NewPublisher(c.env, c.children.Senders) }},
+		{c.children.Requests, func() *actor.Props { return session.NewRequests(c.env, c.children.Replies) }},
+		{c.children.Txn, func() *actor.Props { return txn.New(c.env, c.connector.String()) }},
+	} {
+		if w.pid.Equal(pid) {
+			c.env.Log.Error("amqpactor: an actor of the connection spent its restarts; starting it again", "actor", pid.Id)
+			c.panics++
+			name := pid.Id[strings.LastIndex(pid.Id, "/")+1:]
+			np := spawn(ctx, w.props(), name)
+			if c.conn != nil {
+				ctx.Send(np, &protocol.ConnUp{Conn: c.conn})
+			}
+			return
+		}
 	}
 	for i, name := range c.subOrder {
 		if !c.subs[name].Equal(pid) {
@@ -520,21 +550,31 @@ func (c *connection) childGone(pid *actor.PID) {
 	}
 }
 
-// subAdded takes in a subscription the root spawned.
-func (c *connection) subAdded(ctx actor.Context, m *subAdded) {
+// subscribe spawns the subscription of m, which answers m.Done once its
+// first attach is done.
+func (c *connection) subscribe(ctx actor.Context, m *protocol.Subscribe) {
 	if c.stopping {
-		// The drain began after the root spawned it: it never attaches.
-		ctx.Stop(m.pid) // it answers its Subscribe ErrStopped
+		m.Done <- protocol.ErrStopped
 		return
 	}
-	c.subs[m.name] = m.pid
-	c.subOrder = append(c.subOrder, m.name)
+	name := m.Spec.Name
+	pid, err := ctx.SpawnNamed(session.NewSubscription(c.env, m.Spec, m.Done), "subscription:"+name)
+	if errors.Is(err, actor.ErrNameExists) {
+		err = fmt.Errorf("amqpactor: subscription %q exists", name)
+	}
+	if err != nil {
+		m.Done <- err
+		return
+	}
+	delete(c.failed, name)
+	c.subs[name] = pid
+	c.subOrder = append(c.subOrder, name)
 	if c.subAddr == nil {
 		c.subAddr = map[string]string{}
 	}
-	c.subAddr[m.name] = m.addr
+	c.subAddr[name] = m.Spec.Address.String()
 	if c.conn != nil {
-		ctx.Send(m.pid, &protocol.ConnUp{Conn: c.conn})
+		ctx.Send(pid, &protocol.ConnUp{Conn: c.conn})
 	}
 }
 

@@ -117,7 +117,7 @@ func newPublisher(env *actors.Env, table *Senders, replies bool, shared *pubShar
 	return env.Props(func() actor.Actor {
 		return &publisher{env: env, table: table, route: r, replies: replies, max: maxSenders, idle: idle,
 			dedicated: map[address.Address]*entry{}, byPID: map[string]*entry{}, shared: shared, kept: k}
-	}, actor.WithSupervisor(actors.Supervisor()))
+	})
 }
 
 type retrySession struct{ conn transport.Conn }

@@ -29,7 +29,7 @@ func NewSubscription(env *actors.Env, spec *protocol.SubscriptionSpec, started c
 	k := &subKept{started: started, paused: spec.Paused}
 	return env.Props(func() actor.Actor {
 		return &subscription{env: env, spec: spec, started: k.started, kept: k}
-	}, actor.WithSupervisor(actors.Supervisor()))
+	})
 }
 
 // subKept is what one subscription's incarnations share; only the actor's
