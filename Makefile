@@ -1,19 +1,29 @@
 # make test: everything the project checks, on a fresh machine. As root it
-# starts the RabbitMQ 4 test broker (test/broker/rabbitmq4.sh) and runs the
+# starts the RabbitMQ 4.0 test broker (test/broker/rabbitmq4.sh) and runs the
 # live suites against it; without root or a broker they skip loudly, and
-# under REQUIRE_LIVE=1 (CI) a skip is a failure. Last, as root, it starts a
-# three-node RabbitMQ 4 cluster for the cluster tests alone and stops it
-# after them (AMQP_CLUSTER_URLS names an existing one instead).
+# under REQUIRE_LIVE=1 (CI) a skip is a failure. Then it runs the live
+# suites and fault injection a second time on RabbitMQ 4.3, the current
+# release line, which it starts beside 4.0 (AMQPACTOR_RABBIT_VERSION=4.3;
+# AMQP_URL_43 names an existing one instead). Last, as root, it starts a
+# three-node RabbitMQ 4.0 cluster for the cluster tests alone and stops it
+# after them (AMQP_CLUSTER_URLS names an existing one instead). The first
+# pass leaves the script to pick the node from AMQP_URL (4.0 unless it names
+# the 4.3 node), so that its rabbitmqctl calls reach the broker under test.
 SHELL := /bin/bash
 GO ?= go
 
-.PHONY: test check broker-start broker-stop cluster-start cluster-stop examples bench
+# The live packages: those whose tests read AMQP_URL. Fault injection and
+# the cluster tests run on their own, after them.
+LIVE_PKGS = $(shell grep -rlE --include='*_test.go' 'AMQP_URL|livetest\.URL' . | grep -v '/node_modules/' | xargs -n1 dirname | sort -u | grep -v -E '^\./test/(faults|cluster)$$')
+
+.PHONY: test test-live43 check broker-start broker-stop broker43-start broker43-stop cluster-start cluster-stop examples bench
 
 # The fuzz targets run for a count of inputs, not a time: go1.26's fuzzing
 # coordinator can fail a run at the end of -fuzztime with a bare "context
 # deadline exceeded" (golang/go#75804).
 test: check
 	@set -euo pipefail; \
+	unset AMQPACTOR_RABBIT_VERSION; \
 	if [ -z "$${AMQP_URL:-}" ]; then \
 		if [ "$$(id -u)" = 0 ]; then \
 			bash test/broker/rabbitmq4.sh start; \
@@ -36,6 +46,7 @@ test: check
 		echo "make test: fault injection (cuts, broker restarts) runs alone, after the suites that share the broker" >&2; \
 		$(GO) test -race -count=1 -p 1 ./test/faults/; \
 	fi; \
+	$(MAKE) --no-print-directory test-live43; \
 	if [ -d test/cluster ]; then \
 		if [ -n "$${AMQP_CLUSTER_URLS:-}" ]; then \
 			$(GO) test -race -count=1 -p 1 -timeout 10m ./test/cluster/; \
@@ -50,6 +61,32 @@ test: check
 		fi; \
 	fi
 
+# test-live43: the live suites, interop and fault injection on RabbitMQ 4.3
+# (make test runs it after the 4.0 pass). The fault tests restart the node
+# through test/broker/rabbitmq4.sh, so AMQPACTOR_RABBIT_VERSION=4.3 goes
+# with AMQP_URL; they refuse to restart a node other than the one it names.
+test-live43:
+	@set -euo pipefail; \
+	u="$${AMQP_URL_43:-}"; \
+	if [ -z "$$u" ]; then \
+		if [ "$$(id -u)" = 0 ]; then \
+			AMQPACTOR_RABBIT_VERSION=4.3 bash test/broker/rabbitmq4.sh start; \
+			AMQPACTOR_RABBIT_VERSION=4.3 bash test/broker/rabbitmq4.sh reset; \
+			u="$$(AMQPACTOR_RABBIT_VERSION=4.3 bash test/broker/rabbitmq4.sh url)"; \
+		elif [ "$${REQUIRE_LIVE:-}" = 1 ]; then \
+			echo "make test: REQUIRE_LIVE=1 but not root, so no RabbitMQ 4.3 test broker (set AMQP_URL_43 to use one)" >&2; exit 1; \
+		else \
+			echo "make test: not root, so no RabbitMQ 4.3 test broker: the second live pass is SKIPPED (set AMQP_URL_43 to use one)" >&2; exit 0; \
+		fi; \
+	fi; \
+	echo "make test: the live suites again, on RabbitMQ 4.3" >&2; \
+	export AMQP_URL="$$u" AMQPACTOR_RABBIT_VERSION=4.3; \
+	$(GO) test -race -count=1 $(LIVE_PKGS); \
+	if [ -d test/faults ]; then \
+		echo "make test: fault injection on RabbitMQ 4.3" >&2; \
+		$(GO) test -race -count=1 -p 1 ./test/faults/; \
+	fi
+
 check:
 	@bad="$$(gofmt -l . | grep -v '/node_modules/' || true)"; \
 	if [ -n "$$bad" ]; then echo "gofmt would change:"; echo "$$bad"; exit 1; fi
@@ -61,6 +98,12 @@ broker-start:
 
 broker-stop:
 	bash test/broker/rabbitmq4.sh stop
+
+broker43-start:
+	AMQPACTOR_RABBIT_VERSION=4.3 bash test/broker/rabbitmq4.sh start
+
+broker43-stop:
+	AMQPACTOR_RABBIT_VERSION=4.3 bash test/broker/rabbitmq4.sh stop
 
 cluster-start:
 	bash test/broker/rabbitmq4.sh cluster-start

@@ -73,7 +73,8 @@ type AddressError = address.Error
 
 // Node is one node of the actor tree returned by App.Tree: its Name, Kind,
 // PID (as text), Address, State (see StateChange), Restarts, LastError,
-// Counters and Children, all with JSON tags; ActorPID returns the node's
+// Counters, Children and, on the connection node, the Broker reached
+// (product and version, "RabbitMQ 4.3.6"), all with JSON tags; ActorPID returns the node's
 // actor as an *actor.PID. The actors build it, so it is defined with their
 // protocol, which is internal: this alias is how users name it.
 type Node = protocol.Node

@@ -393,6 +393,9 @@ func writeNode(b *strings.Builder, n *amqpactor.Node, depth int) {
 	if n.Address != "" {
 		b.WriteString(" " + n.Address)
 	}
+	if n.Broker != "" {
+		fmt.Fprintf(b, " broker=%q", n.Broker)
+	}
 	if n.Restarts > 0 {
 		fmt.Fprintf(b, " restarts=%d", n.Restarts)
 	}

@@ -120,12 +120,12 @@ func TestHandlerServesTreeAndAsyncAPI(t *testing.T) {
 func TestWriteTree(t *testing.T) {
 	var b strings.Builder
 	require.NoError(t, debug.WriteTree(&b, &amqpactor.Node{
-		Name: "root", Kind: "connection", State: "attached", Address: "inproc",
+		Name: "root", Kind: "connection", State: "attached", Address: "inproc", Broker: "RabbitMQ 4.3.6",
 		Children: []*amqpactor.Node{{
 			Name: "sender:orders", Kind: "sender", State: "restarting", Address: "queue:orders", Restarts: 2,
 			LastError: "detached", Counters: map[string]uint64{"published": 3, "confirmed": 2, "credit": 0},
 		}},
 	}))
-	require.Equal(t, "root (connection) [attached] inproc\n"+
+	require.Equal(t, "root (connection) [attached] inproc broker=\"RabbitMQ 4.3.6\"\n"+
 		"  sender:orders (sender) [restarting] queue:orders restarts=2 confirmed=2 published=3 lastError=\"detached\"\n", b.String())
 }

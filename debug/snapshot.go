@@ -30,6 +30,7 @@ type SnapshotNode struct {
 	Name      string `json:"name"`
 	Kind      string `json:"kind,omitempty"`
 	Address   string `json:"address,omitempty"`
+	Broker    string `json:"broker,omitempty"` // the connection node's (Node.Broker)
 	State     string `json:"state,omitempty"`
 	Restarts  int    `json:"restarts"`
 	LastError string `json:"lastError,omitempty"`
@@ -91,7 +92,7 @@ func (e *errorTimes) snapshot(n *amqpactor.Node, parent string, now time.Time) *
 	if parent != "" {
 		path = parent + "/" + n.Name
 	}
-	s := &SnapshotNode{Path: path, Name: n.Name, Kind: n.Kind, Address: n.Address, State: n.State,
+	s := &SnapshotNode{Path: path, Name: n.Name, Kind: n.Kind, Address: n.Address, Broker: n.Broker, State: n.State,
 		Restarts: n.Restarts, LastError: n.LastError, Counters: n.Counters}
 	if n.LastError != "" {
 		at := e.at(path, n.LastError, now)

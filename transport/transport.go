@@ -45,6 +45,11 @@ type Features struct {
 	// messages for any node, each naming its destination in properties.to;
 	// the Sender is then a Relay.
 	AnonymousRelay bool
+	// Broker names the peer as it introduced itself when the connection
+	// opened: its product and version properties ("RabbitMQ 4.3.6"), or
+	// empty where it sent neither. Behaviour that changed between
+	// releases is told apart by it.
+	Broker string
 }
 
 // Conn is one AMQP connection.

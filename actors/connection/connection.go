@@ -162,6 +162,9 @@ type kept struct {
 	stopping bool
 	// connectedAt is when the current connection came up.
 	connectedAt time.Time
+	// broker is what the last connection's peer called itself (shown by
+	// the node while it reconnects, too).
+	broker string
 }
 
 // connection is one incarnation: what it holds besides kept belongs to
@@ -425,6 +428,7 @@ func (c *connection) onDialed(ctx actor.Context, m *dialed) {
 	}
 	c.conn = conn
 	c.connectedAt = time.Now()
+	c.broker = conn.Features().Broker
 	c.set(protocol.StateAttached, nil)
 	c.watch(ctx, conn)
 	up := &protocol.ConnUp{Conn: conn}
@@ -645,6 +649,7 @@ func (c *connection) describe(ctx actor.Context) *protocol.Described {
 		Name: "connection", Kind: "connection", PID: ctx.Self().String(),
 		Address: c.connector.String(), State: c.state, Restarts: c.restarts + c.panics,
 		Counters: map[string]uint64{"reconnects": uint64(c.restarts), "panics": uint64(c.panics)},
+		Broker:   c.broker,
 	}
 	if c.lastErr != nil {
 		n.LastError = c.lastErr.Error()

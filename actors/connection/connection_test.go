@@ -241,3 +241,17 @@ func TestRestartWhileReconnectingDialsAgain(t *testing.T) {
 	require.EqualValues(t, 1, node(t, sys, pid).Counters["panics"])
 	require.NoError(t, faketransport.Drain(t, sys, pid))
 }
+
+// TestNodeShowsTheBroker: the connection node names the broker the
+// connection reached, as its open said, and keeps it while it is down.
+func TestNodeShowsTheBroker(t *testing.T) {
+	sys, env := faketransport.NewSystem(t)
+	c := &faketransport.Connector{Features: transport.Features{Broker: "RabbitMQ 4.3.6"}}
+	pid, s := start(t, sys, env, c)
+	require.NoError(t, s.Err)
+	require.Equal(t, "RabbitMQ 4.3.6", node(t, sys, pid).Broker)
+	c.FailDials(errors.New("refused"))
+	c.Last().Drop("network cut")
+	require.Eventually(t, func() bool { return node(t, sys, pid).State != protocol.StateAttached }, faketransport.Bound, tick)
+	require.Equal(t, "RabbitMQ 4.3.6", node(t, sys, pid).Broker, "the broker last reached, while reconnecting")
+}

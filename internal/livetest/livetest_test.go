@@ -47,3 +47,29 @@ func TestURL(t *testing.T) {
 		t.Fatal("an unset AMQP_URL under REQUIRE_LIVE=1 must fail")
 	}
 }
+
+func TestParseVersion(t *testing.T) {
+	for in, want := range map[string]Version{"4.0.5": {4, 0}, "4.3.6": {4, 3}, "4.3": {4, 3}, "4.10.0-rc.1": {4, 10}, "4.2+1": {4, 2}} {
+		got, err := ParseVersion(in)
+		if err != nil || got != want {
+			t.Errorf("ParseVersion(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "4", "x.y", "4.x"} {
+		if v, err := ParseVersion(in); err == nil {
+			t.Errorf("ParseVersion(%q) = %v; want an error", in, v)
+		}
+	}
+	if !(Version{4, 3}).AtLeast(4, 2) || (Version{4, 0}).AtLeast(4, 3) || !(Version{5, 0}).AtLeast(4, 3) {
+		t.Error("AtLeast")
+	}
+}
+
+func TestRabbitMQVersionLive(t *testing.T) {
+	u := URL(t, "the broker version probe")
+	v := RabbitMQ(t, u)
+	if !v.AtLeast(4, 0) {
+		t.Fatalf("the test broker is RabbitMQ %v; the targets are 4.0 and later", v)
+	}
+	t.Logf("the test broker is RabbitMQ %v", v)
+}

@@ -297,6 +297,10 @@ type Node struct {
 	LastError string            `json:"lastError,omitempty"`
 	Counters  map[string]uint64 `json:"counters,omitempty"`
 	Children  []*Node           `json:"children,omitempty"`
+	// Broker, on the connection node, names the broker last reached as
+	// its open said ("RabbitMQ 4.3.6"); empty before the first connection
+	// and on every other node.
+	Broker string `json:"broker,omitempty"`
 
 	// pidAddress and pidID are the PID's fields as structured data, set
 	// by SetActorPID when the tree is described; never parsed from PID.

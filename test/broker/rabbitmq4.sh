@@ -1,16 +1,23 @@
 #!/usr/bin/env bash
-# rabbitmq4.sh — the RabbitMQ 4.0 test broker for amqpactor's live suites.
+# rabbitmq4.sh — the RabbitMQ 4 test brokers for amqpactor's live suites.
 #
-# RabbitMQ 4.0 speaks AMQP 1.0 natively. It is taken from Debian 13 (trixie)
-# and run in a chroot so that it works on older hosts (Debian 12 ships 3.10,
-# which is not a target). Nothing but the defaults is enabled.
+# RabbitMQ 4 speaks AMQP 1.0 natively. Two versions are targets, each in a
+# chroot of its own so that it works on older hosts (Debian 12 ships 3.10,
+# which is not a target) and so that both run side by side:
+#   4.0 (default)  RabbitMQ 4.0.5 from Debian 13 (trixie), node rabbit4@localhost, port 5673
+#   4.3            RabbitMQ 4.3.x from Debian sid, node rabbit43@localhost, port 5674
+# AMQPACTOR_RABBIT_VERSION picks the one every command below acts on; unset,
+# it is 4.3 when AMQP_URL names the 4.3 node's loopback port, 4.0 otherwise.
+# Nothing but the defaults is enabled.
 #
 # Usage:
 #   rabbitmq4.sh start       install (once) and start the broker; reuse one that already answers
 #   rabbitmq4.sh stop        stop the broker, but only if this script started it
 #   rabbitmq4.sh url         print the AMQP URL of the broker (guest/guest on loopback)
 #   rabbitmq4.sh status      say whether the broker answers and who started it
-#   rabbitmq4.sh ctl ARGS..  run rabbitmqctl -n rabbit4@localhost ARGS inside the chroot
+#   rabbitmq4.sh version     print the selected version (4.0 or 4.3)
+#   rabbitmq4.sh ctl ARGS..  run rabbitmqctl against the selected node (rabbit4@localhost
+#                            or rabbit43@localhost) inside its chroot
 #   rabbitmq4.sh reset       wipe the broker this script started to an empty node
 #   rabbitmq4.sh kill9       crash the broker: kill -9 its Erlang VM (and the chroot's epmd);
 #                            `start` brings it back (fault-injection tests)
@@ -27,25 +34,54 @@
 #   rabbitmq4.sh cluster-ctl N ARGS.. run rabbitmqctl against node N
 #
 # Environment:
-#   AMQPACTOR_RABBIT_DIR   chroot directory (default /var/lib/amqpactor/rabbitmq4-chroot)
-#   AMQPACTOR_RABBIT_PORT  AMQP port on 127.0.0.1 and ::1 (default 5673)
-#   AMQPACTOR_CLUSTER_PORT AMQP port of cluster node 1; nodes 2 and 3 take the next two (default 5691)
+#   AMQPACTOR_RABBIT_VERSION 4.0 or 4.3 (default: from AMQP_URL's port, else 4.0)
+#   AMQPACTOR_RABBIT_DIR   chroot directory (default /var/lib/amqpactor/rabbitmq4-chroot,
+#                          /var/lib/amqpactor/rabbitmq43-chroot for 4.3)
+#   AMQPACTOR_RABBIT_PORT  AMQP port on 127.0.0.1 and ::1 (default 5673, 5674 for 4.3)
+#   AMQPACTOR_CLUSTER_PORT AMQP port of cluster node 1; nodes 2 and 3 take the next two
+#                          (default 5691, 5701 for 4.3)
 #
-# Needs root (chroot, mount). Progress goes to stderr; only `url`, `ctl`,
+# Needs root (chroot, mount). Progress goes to stderr; only `url`, `version`, `ctl`,
 # `cluster-urls` and `cluster-ctl` write to stdout.
 set -euo pipefail
 
-DIR=${AMQPACTOR_RABBIT_DIR:-/var/lib/amqpactor/rabbitmq4-chroot}
-PORT=${AMQPACTOR_RABBIT_PORT:-5673}
-NODE=rabbit4@localhost
-SUITE=trixie
+# Each version has a chroot, node name and ports of its own, so the two
+# nodes run side by side and a stop, reset or kill9 of one never meets the
+# other (processes are told apart by their root directory).
+VERSION=${AMQPACTOR_RABBIT_VERSION:-}
+if [ -z "$VERSION" ]; then
+	# A test run pointed at the 4.3 node by AMQP_URL alone must not have
+	# its rabbitmqctl calls (or restarts) land on the 4.0 node.
+	if [[ ${AMQP_URL:-} =~ @(127\.0\.0\.1|localhost|\[::1\]):5674(/|$) ]]; then
+		VERSION=4.3
+	else
+		VERSION=4.0
+	fi
+fi
+case "$VERSION" in
+4.0 | 4)
+	VERSION=4.0
+	DEFAULT_DIR=/var/lib/amqpactor/rabbitmq4-chroot DEFAULT_PORT=5673 NODE=rabbit4@localhost SUITE=trixie
+	DIST_BASE=25673 EPMD_BASE=14369 DEFAULT_CLUSTER_PORT=5691 CLUSTER_DIST_BASE=25691 CLUSTER_EPMD_BASE=14469
+	;;
+4.3)
+	DEFAULT_DIR=/var/lib/amqpactor/rabbitmq43-chroot DEFAULT_PORT=5674 NODE=rabbit43@localhost SUITE=sid
+	DIST_BASE=25674 EPMD_BASE=14370 DEFAULT_CLUSTER_PORT=5701 CLUSTER_DIST_BASE=25701 CLUSTER_EPMD_BASE=14479
+	;;
+*)
+	printf 'rabbitmq4.sh: error: AMQPACTOR_RABBIT_VERSION=%s is not a target; want 4.0 or 4.3\n' "$VERSION" >&2
+	exit 2
+	;;
+esac
+DIR=${AMQPACTOR_RABBIT_DIR:-$DEFAULT_DIR}
+PORT=${AMQPACTOR_RABBIT_PORT:-$DEFAULT_PORT}
 MARKER="$DIR/var/lib/rabbitmq/amqpactor-started"
 
 # Bounds on every wait, in seconds.
 APT_TIMEOUT=600
 DEBOOTSTRAP_TIMEOUT=1200
 STARTUP_TIMEOUT=120
-CLUSTER_PORT=${AMQPACTOR_CLUSTER_PORT:-5691}
+CLUSTER_PORT=${AMQPACTOR_CLUSTER_PORT:-$DEFAULT_CLUSTER_PORT}
 CLUSTER_BASE=/var/lib/rabbitmq/cluster
 CLUSTER_MARKER="$DIR$CLUSTER_BASE/amqpactor-started"
 STOP_TIMEOUT=60
@@ -90,6 +126,10 @@ installed() {
 		chroot "$DIR" dpkg-query -W -f='${Status}' rabbitmq-server 2>/dev/null | grep -q 'install ok installed'
 }
 
+installed_version() {
+	chroot "$DIR" dpkg-query -W -f='${Version}' rabbitmq-server 2>/dev/null || echo unknown
+}
+
 ensure_debootstrap() {
 	command -v debootstrap >/dev/null 2>&1 && return 0
 	command -v apt-get >/dev/null 2>&1 || die "debootstrap is missing and there is no apt-get to install it"
@@ -109,7 +149,7 @@ ensure_installed() {
 		return 0
 	fi
 	ensure_debootstrap
-	log "installing Debian $SUITE with rabbitmq-server into $DIR (about 40 s and 370 MB)"
+	log "installing Debian $SUITE with rabbitmq-server into $DIR (about 40 s and 400 MB)"
 	mkdir -p "$DIR"
 	if ! timeout "$DEBOOTSTRAP_TIMEOUT" debootstrap --variant=minbase --include=rabbitmq-server "$SUITE" "$DIR" >&2; then
 		die "debootstrap failed; see $DIR/debootstrap/debootstrap.log (remove $DIR to start over)"
@@ -131,7 +171,7 @@ ensure_proc() {
 }
 
 ensure_hosts() {
-	# The node is rabbit4@localhost: the chroot must resolve localhost itself.
+	# The node is rabbit4@localhost (rabbit43@localhost): the chroot must resolve localhost itself.
 	local hosts="$DIR/etc/hosts"
 	if ! grep -Eq '^[[:space:]]*127\.0\.0\.1[[:space:]]+(.*[[:space:]])?localhost([[:space:]]|$)' "$hosts" 2>/dev/null; then
 		log "adding localhost to $hosts"
@@ -230,8 +270,8 @@ cmd_start() {
 	fi
 
 	local dist_port epmd_port
-	dist_port=$(free_port 25673)
-	epmd_port=$(free_port 14369)
+	dist_port=$(free_port "$DIST_BASE")
+	epmd_port=$(free_port "$EPMD_BASE")
 	[ "$dist_port" != "$epmd_port" ] || die "port search returned the same port twice"
 	write_config "$dist_port" "$epmd_port"
 	rm -f "$MARKER"
@@ -268,7 +308,7 @@ cmd_start() {
 	done
 	answers 127.0.0.1 "$PORT" || die "the node started but nothing answers on 127.0.0.1:$PORT"
 	echo "beam_pid=$(beam_pid)" >>"$MARKER"
-	log "RabbitMQ is up: $(cmd_url)"
+	log "RabbitMQ $VERSION is up ($(installed_version)): $(cmd_url)"
 }
 
 cmd_stop() {
@@ -481,8 +521,8 @@ cmd_cluster_start() {
 		! answers 127.0.0.1 "$(cport "$n")" || die "port $(cport "$n") is taken (set AMQPACTOR_CLUSTER_PORT)"
 	done
 	local epmd_port d1 d2 d3
-	epmd_port=$(free_port 14469)
-	d1=$(free_port 25691)
+	epmd_port=$(free_port "$CLUSTER_EPMD_BASE")
+	d1=$(free_port "$CLUSTER_DIST_BASE")
 	d2=$(free_port $((d1 + 1)))
 	d3=$(free_port $((d2 + 1)))
 	rm -rf "${DIR:?}$CLUSTER_BASE"
@@ -565,6 +605,7 @@ case "${1:-}" in
 start) cmd_start ;;
 stop) cmd_stop ;;
 url) cmd_url ;;
+version) echo "$VERSION" ;;
 status) cmd_status ;;
 kill9) cmd_kill9 ;;
 reset) cmd_reset ;;
@@ -586,7 +627,7 @@ ctl)
 	ctl "$@"
 	;;
 *)
-	echo "usage: $0 start|stop|reset|url|status|kill9|ctl ARGS..|cluster-start|cluster-stop|cluster-kill N|cluster-restart N|cluster-urls|cluster-ctl N ARGS.." >&2
+	echo "usage: $0 start|stop|reset|url|version|status|kill9|ctl ARGS..|cluster-start|cluster-stop|cluster-kill N|cluster-restart N|cluster-urls|cluster-ctl N ARGS.." >&2
 	exit 2
 	;;
 esac

@@ -97,9 +97,10 @@ type Features struct {
 	// it the runtime publishes the copy, and the suite asserts them.
 	BrokerDeadLetters bool
 	// ReleaseCounts: a released message comes back with its delivery-count
-	// one higher, like a modified one (RabbitMQ over AMQP 0-9-1: a
-	// basic.nack with requeue, or a closed channel, is the only way back,
-	// and quorum queues count every one in x-delivery-count; a message
+	// one higher, like a modified one (RabbitMQ 4.0 over AMQP 0-9-1: a
+	// basic.nack or basic.reject with requeue, or a closed channel, is the
+	// only way back, and its quorum queues count every one in
+	// x-delivery-count; RabbitMQ 4.3 does not count basic.nack; a message
 	// released as its consumer closes may be counted twice, when the
 	// broker hands it back to that consumer before the close returns it).
 	// Without it released leaves the count as it was.

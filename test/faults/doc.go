@@ -9,5 +9,7 @@
 // tabulates them. The live tests read AMQP_URL (RabbitMQ 4) and skip
 // loudly without it, or fail under REQUIRE_LIVE=1. The broker restart
 // tests need root and test/broker/rabbitmq4.sh; they leave the broker
-// running.
+// running. They restart the node the script selects (RabbitMQ 4.0, or 4.3
+// with AMQPACTOR_RABBIT_VERSION=4.3) and fail at once when that is not the
+// broker AMQP_URL names.
 package faults

@@ -189,12 +189,34 @@ func TestLiveQueueDeleted(t *testing.T) {
 	t.Logf("FIGURES %s: lost_after_recreate=0 link_error=%q restarts=%d resumed_after=%s", t.Name(), errSeen, restarts, resumed.Round(time.Millisecond))
 }
 
-// brokerCtl runs test/broker/rabbitmq4.sh with args.
+// brokerCtl runs test/broker/rabbitmq4.sh with args, on the node that
+// AMQPACTOR_RABBIT_VERSION selects, which must be AMQP_URL's.
 func brokerCtl(t *testing.T, args ...string) {
 	t.Helper()
+	requireScriptNode(t, brokerURL(t))
 	cmd := exec.Command("bash", append([]string{"../broker/rabbitmq4.sh"}, args...)...)
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "rabbitmq4.sh %s: %s", strings.Join(args, " "), out)
+}
+
+// requireScriptNode fails unless the script's selected node is the broker
+// of u: a restart of another node would break whoever else uses it and
+// test nothing here.
+func requireScriptNode(t *testing.T, u string) {
+	t.Helper()
+	out, err := exec.Command("bash", "../broker/rabbitmq4.sh", "url").Output()
+	require.NoError(t, err, "rabbitmq4.sh url")
+	script, want := hostPort(t, strings.TrimSpace(string(out))), hostPort(t, u)
+	require.Equal(t, want, script,
+		"AMQP_URL names %s but test/broker/rabbitmq4.sh would restart the node on %s: set AMQPACTOR_RABBIT_VERSION (now %q) to that broker's version",
+		want, script, os.Getenv("AMQPACTOR_RABBIT_VERSION"))
+}
+
+func hostPort(t *testing.T, raw string) string {
+	t.Helper()
+	pu, err := url.Parse(raw)
+	require.NoError(t, err, "a broker URL")
+	return pu.Host
 }
 
 func needRoot(t *testing.T) {
@@ -210,6 +232,7 @@ func needRoot(t *testing.T) {
 func restartScenario(t *testing.T, down, up []string) {
 	u := brokerURL(t)
 	needRoot(t)
+	requireScriptNode(t, u)
 	restored := false
 	t.Cleanup(func() {
 		if !restored {

@@ -55,6 +55,9 @@ type env struct {
 	user string
 	peer peer
 	mgmt *amqpwire.Management
+	// release is the broker's RabbitMQ release: what it stores as durable
+	// changed in 4.2 (stored).
+	release livetest.Version
 }
 
 func newEnv(t *testing.T, p peer) *env {
@@ -74,7 +77,7 @@ func newEnv(t *testing.T, p peer) *env {
 			t.Errorf("close the management connection: %v", err)
 		}
 	})
-	return &env{t: t, url: u, user: urlUser(t, u), peer: p, mgmt: conn.Management()}
+	return &env{t: t, url: u, user: urlUser(t, u), peer: p, mgmt: conn.Management(), release: livetest.RabbitMQ(t, u)}
 }
 
 // queue returns a fresh queue name, deleted when the test ends (after the
@@ -182,20 +185,30 @@ func collect(t *testing.T) (amqpactor.Handler, func(ctx context.Context, n int) 
 //     non-durable message here; rhea writes the field when it is given.
 //     amqpactor always writes a header saying durable=true unless the
 //     Message is Transient (issue 28): RabbitMQ 4.2 and later store a
-//     message without a header as transient.
+//     message without a header as transient (env.stored).
 //
 // viaBroker applies those changes to what a receiver is expected to see of
-// a message sent to queue q; explicitNotDurable says the sender wrote
-// durable=false on the wire.
-func viaBroker(want *amqpactor.Message, q string, explicitNotDurable bool) *amqpactor.Message {
+// a message sent to queue q; durable is what the broker stored it as.
+func viaBroker(want *amqpactor.Message, q string, durable bool) *amqpactor.Message {
 	w := *want
 	w.FirstAcquirer = true
-	w.Durable, w.Transient = !explicitNotDurable, explicitNotDurable
+	w.Durable, w.Transient = durable, !durable
 	w.Annotations = map[string]any{"x-exchange": "", "x-routing-key": q}
 	for k, v := range want.Annotations {
 		w.Annotations[k] = v
 	}
 	return &w
+}
+
+// stored says whether the broker keeps a message that peer p sent with
+// header h as durable. RabbitMQ 4.0 does unless the header says
+// durable=false (which Proton cannot write); from 4.2 on only a header that
+// says durable=true makes it so.
+func (e *env) stored(p peer, h *peerHeader) bool {
+	if e.release.AtLeast(4, 2) {
+		return h != nil && h.Durable != nil && *h.Durable
+	}
+	return !(p.explicitFalse && h != nil && h.Durable != nil && !*h.Durable) // RabbitMQ 4.0
 }
 
 // brokerAnnotations are the message annotations RabbitMQ 4.0 adds, as a

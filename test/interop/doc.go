@@ -21,6 +21,8 @@
 //	bash test/broker/rabbitmq4.sh start
 //	AMQP_URL=$(bash test/broker/rabbitmq4.sh url) REQUIRE_LIVE=1 go test -race ./test/interop/
 //
-// Without AMQP_URL, or without a peer, the tests skip loudly; under
+// The same on RabbitMQ 4.3 with AMQPACTOR_RABBIT_VERSION=4.3 before both
+// script commands; what differs between the releases, the tests learn
+// from the broker and say. Without AMQP_URL, or without a peer, the tests skip loudly; under
 // REQUIRE_LIVE=1 (CI) a skip is a failure.
 package interop

@@ -67,8 +67,7 @@ func TestForwardedThroughAmqpactor(t *testing.T) {
 				t.Fatalf("the peer received %d messages, want %d", len(res.Messages), len(cases))
 			}
 			for i, c := range cases {
-				explicit := p.explicitFalse && c.spec.Header != nil && c.spec.Header.Durable != nil && !*c.spec.Header.Durable
-				checkSeen(t, p, c.name, out, res.Messages[i], forwarded(c.spec, explicit))
+				checkSeen(t, p, c.name, out, res.Messages[i], forwarded(c.spec, e.stored(p, c.spec.Header)))
 			}
 		})
 	}
@@ -76,8 +75,8 @@ func TestForwardedThroughAmqpactor(t *testing.T) {
 
 // forwarded is what a peer sees of spec after amqpactor received it and
 // published it on (see TestForwardedThroughAmqpactor).
-func forwarded(spec peerMsg, explicitNotDurable bool) outboundCase {
-	w := outboundCase{durable: !explicitNotDurable, priority: 4, props: spec.Properties}
+func forwarded(spec peerMsg, durable bool) outboundCase {
+	w := outboundCase{durable: durable, priority: 4, props: spec.Properties}
 	if h := spec.Header; h != nil {
 		if h.Priority != nil && *h.Priority != 0 {
 			w.priority = *h.Priority

@@ -286,8 +286,7 @@ func TestPeerToAmqpactor(t *testing.T) {
 					t.Errorf("%s: no message with message-id %s arrived", c.name, show(c.want.MessageID))
 					continue
 				}
-				explicit := p.explicitFalse && c.spec.Header != nil && c.spec.Header.Durable != nil && !*c.spec.Header.Durable
-				for _, d := range diffMessage(viaBroker(c.want, q, explicit), m) {
+				for _, d := range diffMessage(viaBroker(c.want, q, e.stored(p, c.spec.Header)), m) {
 					t.Errorf("%s: %s", c.name, d)
 				}
 			}

@@ -3,6 +3,10 @@ package amqp091
 import (
 	"context"
 	"sync"
+
+	rmq "github.com/rabbitmq/amqp091-go"
+
+	"github.com/amqpactor/amqpactor/transport"
 )
 
 // maxDoneGap bounds how many settled delivery tags the acker remembers past
@@ -27,7 +31,8 @@ type acker struct {
 	ch   *chanAcks
 
 	mu      sync.Mutex
-	pending []uint64 // acknowledged by the runtime, not sent yet
+	pending []uint64        // acknowledged by the runtime, not sent yet
+	counted map[uint64]bool // modified while the receiver stopped: given back counted
 	wake    chan struct{}
 	done    chan struct{} // closed by stop
 
@@ -89,6 +94,52 @@ func (a *acker) ack(tag uint64) {
 	case a.wake <- struct{}{}:
 	default:
 	}
+}
+
+// settleFrame sends what settles tag with a negative outcome o. Modified
+// goes back with basic.reject and requeue, which RabbitMQ counts in
+// x-delivery-count on every release; released with basic.nack and requeue,
+// which RabbitMQ 4.3 no longer counts (4.0 counts every return, either
+// way). Rejected and modified{undeliverable-here} are not requeued.
+func settleFrame(ch *rmq.Channel, tag uint64, o transport.Outcome) error {
+	switch {
+	case o.Kind == transport.Modified && !o.UndeliverableHere:
+		return ch.Reject(tag, true)
+	case o.Kind == transport.Released:
+		return ch.Nack(tag, false, true)
+	default:
+		return ch.Nack(tag, false, false)
+	}
+}
+
+// holdBack notes that tag, settled with o after the receiver stopped
+// taking deliveries, is to be given back by its Close (giveBackFrame).
+func (a *acker) holdBack(tag uint64, o transport.Outcome) {
+	if a == nil || o.Kind != transport.Modified {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.counted == nil {
+		a.counted = map[uint64]bool{}
+	}
+	a.counted[tag] = true
+}
+
+// giveBackFrame returns tag to its queue as the receiver's Close gives it
+// back: counted if it was modified (holdBack), as released otherwise (it
+// was never settled, or released).
+func (a *acker) giveBackFrame(ch *rmq.Channel, tag uint64) error {
+	o := transport.Outcome{Kind: transport.Released}
+	if a != nil {
+		a.mu.Lock()
+		if a.counted[tag] {
+			o.Kind = transport.Modified
+			delete(a.counted, tag)
+		}
+		a.mu.Unlock()
+	}
+	return settleFrame(ch, tag, o)
 }
 
 // nack sends a negative acknowledgement of tag now (through f), in order

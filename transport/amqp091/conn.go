@@ -12,6 +12,7 @@ import (
 	rmq "github.com/rabbitmq/amqp091-go"
 
 	"github.com/amqpactor/amqpactor/transport"
+	"github.com/amqpactor/amqpactor/transport/amqpwire"
 )
 
 // Conn is one AMQP 0-9-1 connection. It implements transport.Conn and
@@ -70,9 +71,9 @@ func (c *Conn) Err() error {
 
 // Features: a direct reply-to consumer stands for a dynamic node; every
 // channel can be put in tx.select mode; no anonymous relay (a Sender is
-// per address).
+// per address); the broker as its connection.start names it.
 func (c *Conn) Features() transport.Features {
-	return transport.Features{DynamicSource: true, Transactions: true}
+	return transport.Features{DynamicSource: true, Transactions: true, Broker: amqpwire.BrokerOf(c.conn.Properties)}
 }
 
 // String names the broker (without credentials).

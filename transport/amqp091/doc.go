@@ -77,9 +77,16 @@
 //
 //	accepted                      basic.ack
 //	rejected                      basic.nack requeue=false (dead-lettered or dropped)
-//	released                      basic.nack requeue=true
-//	modified                      basic.nack requeue=true
+//	released                      basic.nack requeue=true (delivery-count kept on 4.3+)
+//	modified                      basic.reject requeue=true (delivery-count + 1)
 //	modified{undeliverable-here}  basic.nack requeue=false, as RabbitMQ 4 does over AMQP 1.0
+//
+// A quorum queue counts a basic.reject with requeue in x-delivery-count on
+// every RabbitMQ release, and from 4.3 on it no longer counts a basic.nack
+// with requeue, so modified counts a delivery and released does not, as
+// over AMQP 1.0. RabbitMQ 4.0 counts every return over 0-9-1, released
+// ones too: there the difference cannot be made. What Close gives back
+// after a drain goes back the same way (a modified one counted).
 //
 // Acknowledgements go out from a goroutine of the consumer's own, as one
 // basic.ack with multiple=true for each run of settled delivery tags
@@ -92,11 +99,11 @@
 // consumer (single active consumer) closes its channel at once instead, so
 // that the next consumer cannot take what follows before what it held.
 // Closing the channel gives back what it held, marked redelivered, each
-// message in its place in the queue. Quorum
-// queues count every message that comes back in x-delivery-count, released
-// ones and those of a closed channel too (0-9-1 has no other way back),
-// which is read as the delivery-count of a redelivery from a quorum queue
-// this connection declared as one. Anywhere else the header is a
+// message in its place in the queue. Quorum queues count in
+// x-delivery-count every message a closed channel gives back and the
+// returns above (released ones on RabbitMQ 4.0 only), which is read as the
+// delivery-count of a redelivery from a quorum queue this connection
+// declared as one. Anywhere else the header is a
 // publisher's: RabbitMQ 4.0 hands it on unchanged on a first delivery from
 // a quorum queue, and on every delivery from a classic one, so there the
 // delivery-count is 0 (a classic queue keeps no count), whatever the
@@ -133,8 +140,11 @@
 // reply-to is such a token is published on that channel, with reply-to
 // amq.rabbitmq.reply-to, which the broker rewrites into the address the
 // responder replies to. On RabbitMQ 4.0 only a 0-9-1 responder can reply
-// there (direct reply-to is 0-9-1's); a 1.0 requester's reply queue takes
-// replies from either protocol.
+// there (direct reply-to is 0-9-1's), from 4.2 on a 1.0 responder can too;
+// a 1.0 requester's reply queue takes replies from either protocol.
+// Crossing protocols, RabbitMQ 4.0 hands reply-to over as it is; 4.2 and
+// later read a 0-9-1 reply-to as a queue name and a 1.0 one as an address
+// and convert between the two ("/queues/q" reaches 0-9-1 as "q").
 //
 // Conn implements transport.Transactional. A Txn keeps its publishes (at
 // most 65,536 and 64 MiB of bodies) until Commit, which sends them and

@@ -69,15 +69,15 @@ func interopMessage(now time.Time) *amqpactor.Message {
 }
 
 // requireCrossed asserts the fields RabbitMQ 4 converts between AMQP 1.0
-// and 0-9-1, both ways.
-func requireCrossed(t *testing.T, sent, got *amqpactor.Message, binaryAsString bool) {
+// and 0-9-1, both ways; reply-to is to arrive as replyTo.
+func requireCrossed(t *testing.T, sent, got *amqpactor.Message, binaryAsString bool, replyTo string) {
 	t.Helper()
 	require.Equal(t, sent.Body, got.Body, "body")
 	require.Equal(t, sent.MessageID, got.MessageID, "message-id")
 	require.Equal(t, sent.CorrelationID, got.CorrelationID, "correlation-id")
 	require.Equal(t, sent.ContentType, got.ContentType, "content-type")
 	require.Equal(t, sent.ContentEncoding, got.ContentEncoding, "content-encoding")
-	require.Equal(t, sent.ReplyTo, got.ReplyTo, "reply-to")
+	require.Equal(t, replyTo, got.ReplyTo, "reply-to")
 	require.Equal(t, sent.GroupID, got.GroupID, "group-id (0-9-1 app-id)")
 	require.Equal(t, sent.UserID, got.UserID, "user-id")
 	require.True(t, sent.CreationTime.Truncate(time.Second).Equal(got.CreationTime), "creation-time to the second (0-9-1 timestamp): sent %v, got %v", sent.CreationTime, got.CreationTime)
@@ -101,24 +101,41 @@ func requireCrossed(t *testing.T, sent, got *amqpactor.Message, binaryAsString b
 // converts. The subject crosses one way only: RabbitMQ hands 0-9-1's type
 // to an AMQP 1.0 reader as the annotation x-basic-type, and drops 1.0's
 // subject on the way to 0-9-1; an AMQP 1.0 binary header arrives in 0-9-1
-// as a string.
+// as a string. RabbitMQ 4.0 hands reply-to over as it is; 4.2 and later
+// read a 0-9-1 reply-to as a queue name and a 1.0 one as an address, and
+// convert between the two (each expectation below says which release it
+// holds for).
 func TestLiveInterop(t *testing.T) {
 	url := livetest.URL(t, "the AMQP 0-9-1 / 1.0 interop test")
+	v := livetest.RabbitMQ(t, url)
+	converts := v.AtLeast(4, 2)
 	c091 := amqpactor.Dial091(url)
 	c10 := amqpactor.Dial(url, amqpactor.WithDialect(amqpactor.RabbitMQ4))
 	now := time.Date(2025, 3, 14, 15, 9, 26, 535897932, time.UTC)
 
 	t.Run("0-9-1 to 1.0", func(t *testing.T) {
 		sent := interopMessage(now)
+		want := sent.ReplyTo // RabbitMQ 4.0
+		if converts {
+			// RabbitMQ 4.2+: the 0-9-1 reply-to is a queue name, so the
+			// address form itself is the name, percent-encoded.
+			want = "/queues/%2Fqueues%2Freply-here"
+		}
 		got := crossing(t, c091, c10, sent)
-		requireCrossed(t, sent, got, false)
+		requireCrossed(t, sent, got, false, want)
+		t.Logf("RabbitMQ %v: 0-9-1 reply-to %q arrives over 1.0 as %q", v, sent.ReplyTo, got.ReplyTo)
 		require.Equal(t, sent.Subject, got.Annotations["x-basic-type"], "subject, as 0-9-1's type")
 		t.Logf("0-9-1 -> 1.0: headers %v, annotations %v", got.Headers, got.Annotations)
 	})
 	t.Run("1.0 to 0-9-1", func(t *testing.T) {
 		sent := interopMessage(now)
+		want := sent.ReplyTo // RabbitMQ 4.0
+		if converts {
+			want = "reply-here" // RabbitMQ 4.2+: the queue the address names
+		}
 		got := crossing(t, c10, c091, sent)
-		requireCrossed(t, sent, got, true)
+		requireCrossed(t, sent, got, true, want)
+		t.Logf("RabbitMQ %v: 1.0 reply-to %q arrives over 0-9-1 as %q", v, sent.ReplyTo, got.ReplyTo)
 		require.Empty(t, got.Subject, "RabbitMQ 4 does not convert the subject")
 		t.Logf("1.0 -> 0-9-1: headers %v, annotations %v", got.Headers, got.Annotations)
 	})
@@ -128,9 +145,10 @@ func TestLiveInterop(t *testing.T) {
 // Responder on the other. A 1.0 requester's reply queue is an ordinary
 // queue a 0-9-1 responder publishes to. A 0-9-1 requester's direct
 // reply-to address cannot be answered over 1.0 on RabbitMQ 4.0, which has
-// direct reply-to on 0-9-1 only.
+// direct reply-to on 0-9-1 only; from 4.2 on it can.
 func TestLiveInteropRequestReply(t *testing.T) {
 	url := livetest.URL(t, "the AMQP 0-9-1 / 1.0 request/reply interop test")
+	v := livetest.RabbitMQ(t, url)
 	c091 := amqpactor.Dial091(url)
 	c10 := amqpactor.Dial(url, amqpactor.WithDialect(amqpactor.RabbitMQ4))
 	run := func(t *testing.T, requester, responder amqpactor.Connector) error {
@@ -165,10 +183,14 @@ func TestLiveInteropRequestReply(t *testing.T) {
 		require.NoError(t, run(t, c10, c091))
 	})
 	t.Run("0-9-1 requester, 1.0 responder", func(t *testing.T) {
+		err := run(t, c091, c10)
+		if v.AtLeast(4, 2) {
+			require.NoError(t, err, "a 0-9-1 request answered over 1.0 (RabbitMQ %v)", v)
+			return
+		}
 		// RabbitMQ 4.0 has direct reply-to on 0-9-1 only: the reply
 		// published over 1.0 never reaches the requester, who waits out
 		// its context.
-		err := run(t, c091, c10)
-		require.ErrorIs(t, err, context.DeadlineExceeded, "a 0-9-1 request answered over 1.0 (RabbitMQ 4.0)")
+		require.ErrorIs(t, err, context.DeadlineExceeded, "a 0-9-1 request answered over 1.0 (RabbitMQ %v)", v)
 	})
 }

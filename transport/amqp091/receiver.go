@@ -272,10 +272,11 @@ func (r *Receiver) take(d *rmq.Delivery) *amqp.Message {
 }
 
 // Settle acknowledges m: accepted is basic.ack, rejected basic.nack
-// without requeue (the queue dead-letters or drops it), released and
-// modified basic.nack with requeue (a quorum queue counts it in
-// x-delivery-count); modified{undeliverable-here} is not requeued, as
-// RabbitMQ 4 does over AMQP 1.0. A pre-settled message needs nothing.
+// without requeue (the queue dead-letters or drops it), modified
+// basic.reject with requeue (a quorum queue counts it in x-delivery-count)
+// and released basic.nack with requeue (counted on RabbitMQ 4.0 only);
+// modified{undeliverable-here} is not requeued, as RabbitMQ 4 does over
+// AMQP 1.0 (settleFrame). A pre-settled message needs nothing.
 func (r *Receiver) Settle(ctx context.Context, m *amqp.Message, o transport.Outcome) error {
 	if m == nil {
 		return errors.New("amqpactor: settle: nil message")
@@ -301,6 +302,7 @@ func (r *Receiver) Settle(ctx context.Context, m *amqp.Message, o transport.Outc
 		// this consumer, behind what followed it (an order inversion for a
 		// single-active-consumer queue, seen when a replica stops).
 		r.deferred = append(r.deferred, tag)
+		r.acks.holdBack(tag, o)
 	}
 	r.mu.Unlock()
 	if !ok {
@@ -315,10 +317,8 @@ func (r *Receiver) Settle(ctx context.Context, m *amqp.Message, o transport.Outc
 	case transport.Accepted:
 		// Sent by the acker, with others where it can (acks.go).
 		r.acks.ack(tag)
-	case transport.Rejected:
-		err = r.acks.nack(tag, func() error { return r.s.ch.Nack(tag, false, false) })
-	case transport.Released, transport.Modified:
-		err = r.acks.nack(tag, func() error { return r.s.ch.Nack(tag, false, requeue) })
+	case transport.Rejected, transport.Released, transport.Modified:
+		err = r.acks.nack(tag, func() error { return settleFrame(r.s.ch, tag, o) })
 	default:
 		return fmt.Errorf("amqpactor: settle on %s: unknown outcome kind %d", r.addr, o.Kind)
 	}
@@ -419,7 +419,7 @@ func (r *Receiver) giveBack(ctx context.Context) {
 	slices.Sort(tags)
 	_ = r.s.acks.do(func() error {
 		for _, tag := range tags {
-			if err := r.s.ch.Nack(tag, false, true); err != nil {
+			if err := r.acks.giveBackFrame(r.s.ch, tag); err != nil {
 				return err // the channel has ended, which gives them back
 			}
 		}

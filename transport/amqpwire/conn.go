@@ -278,9 +278,22 @@ func (c *Conn) Err() error {
 // Features: dynamic sources only on Artemis (RabbitMQ 4.0 answers
 // amqp:not-implemented, Service Bus has none); transactions nowhere (go-amqp
 // v1.7 has no coordinator link); the anonymous relay where the peer offers
-// it (relay.go).
+// it (relay.go); the broker as its open frame names it.
 func (c *Conn) Features() transport.Features {
-	return transport.Features{DynamicSource: c.dialect == address.Artemis, AnonymousRelay: c.anonymousRelay()}
+	f := transport.Features{DynamicSource: c.dialect == address.Artemis, AnonymousRelay: c.anonymousRelay()}
+	if c.amqp != nil {
+		f.Broker = BrokerOf(c.amqp.Properties())
+	}
+	return f
+}
+
+// BrokerOf names a broker from the properties of its open (AMQP 1.0) or
+// connection.start (0-9-1): "product version", either alone when the
+// other is missing, "" without both.
+func BrokerOf(props map[string]any) string {
+	product, _ := props["product"].(string)
+	version, _ := props["version"].(string)
+	return strings.TrimSpace(product + " " + version)
 }
 
 // PeerOffers reports whether the broker's open frame offered capability

@@ -9,6 +9,7 @@ import (
 	"github.com/Azure/go-amqp"
 
 	"github.com/amqpactor/amqpactor/address"
+	"github.com/amqpactor/amqpactor/internal/livetest"
 	"github.com/amqpactor/amqpactor/transport"
 	"github.com/amqpactor/amqpactor/transport/amqpwire"
 )
@@ -77,10 +78,13 @@ func TestLiveRelay(t *testing.T) {
 }
 
 // TestLiveNamedSenderToMissingQueue records how RabbitMQ 4 refuses a named
-// sender to a queue that does not exist: it ends the whole session, so
-// every other link on it ends too. This is why replies without the
-// anonymous relay go on a session of their own.
+// sender to a queue that does not exist. Up to 4.2 it ends the whole
+// session, so every other link on it ends too: this is why replies without
+// the anonymous relay go on a session of their own. From 4.3 on it refuses
+// the link alone and the session goes on (each expectation below says
+// which release it holds for).
 func TestLiveNamedSenderToMissingQueue(t *testing.T) {
+	v := livetest.RabbitMQ(t, liveURL(t))
 	conn := connect(t)
 	ctx := testContext(t)
 	s, err := conn.NewSession(ctx)
@@ -93,9 +97,19 @@ func TestLiveNamedSenderToMissingQueue(t *testing.T) {
 	var ae *amqp.Error
 	expect(t, errors.As(err, &ae) && ae.Condition == amqp.ErrCondNotFound, "attach to a missing queue: %v", err)
 	var se *amqp.SessionError
-	expect(t, errors.As(err, &se), "RabbitMQ 4 ends the session on a refused attach: %v", err)
-	_, err = bystander.Send(ctx, text("x"), false)
-	expect(t, err != nil, "the bystander link on that session ended with it")
+	if v.AtLeast(4, 3) {
+		expect(t, !errors.As(err, &se), "RabbitMQ %v refuses the link alone: %v", v, err)
+		rc, err := bystander.Send(ctx, text("x"), false)
+		must(t, err, "RabbitMQ "+v.String()+": the bystander link on that session goes on")
+		o, err := rc.Wait(ctx)
+		must(t, err, "outcome")
+		expect(t, o.Kind == transport.Accepted, "RabbitMQ %v: the bystander's send: %v", v, o)
+	} else {
+		// RabbitMQ 4.0.
+		expect(t, errors.As(err, &se), "RabbitMQ %v ends the session on a refused attach: %v", v, err)
+		_, err = bystander.Send(ctx, text("x"), false)
+		expect(t, err != nil, "RabbitMQ %v: the bystander link on that session ended with it", v)
+	}
 	_, err = conn.Management().QueueInfo(ctx, missing)
 	expect(t, amqpwire.IsStatus(err, 404), "nothing was declared: %v", err)
 }
