@@ -256,6 +256,10 @@ func (r *requests) Receive(ctx actor.Context) {
 			Restarts: int(r.kept.panics.Load()), Counters: counters}
 		if r.link != nil {
 			n.Address = r.link.Address()
+			n.ReplyNode = "dynamic"
+			if rn, ok := r.link.(interface{ ReplyNode() string }); ok {
+				n.ReplyNode = rn.ReplyNode()
+			}
 		}
 		if r.lastErr != nil {
 			n.LastError = r.lastErr.Error()

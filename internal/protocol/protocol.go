@@ -301,6 +301,12 @@ type Node struct {
 	// its open said ("RabbitMQ 4.3.6"); empty before the first connection
 	// and on every other node.
 	Broker string `json:"broker,omitempty"`
+	// ReplyNode, on the requests node, says what the replies come through:
+	// "direct-reply-to" (RabbitMQ 4.2+, and 0-9-1), "temporary-queue" (a
+	// RabbitMQ 4.1 dynamic source), "reply-queue" (a queue the runtime
+	// declared: RabbitMQ 4.0) or "dynamic" (the broker's dynamic node:
+	// Artemis, the in-process broker); empty before the reply link attaches.
+	ReplyNode string `json:"replyNode,omitempty"`
 
 	// pidAddress and pidID are the PID's fields as structured data, set
 	// by SetActorPID when the tree is described; never parsed from PID.

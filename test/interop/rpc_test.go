@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -180,8 +181,14 @@ func TestAmqpactorRequestsPeerResponds(t *testing.T) {
 				if seen.Properties != nil && seen.Properties.ReplyTo != nil {
 					replyTo = *seen.Properties.ReplyTo
 				}
-				if !strings.HasPrefix(replyTo, "/queues/amqpactor.reply.") {
-					t.Errorf("request %d: reply-to %q, want the App's reply queue /queues/amqpactor.reply.…", i+1, replyTo)
+				// RabbitMQ 4.2 and later give the App direct reply-to, no
+				// queue at all; 4.0 the App's own reply queue (issue 28).
+				wantReply := "/queues/amqpactor.reply."
+				if e.release.AtLeast(4, 2) {
+					wantReply = "/queues/amq.rabbitmq.reply-to."
+				}
+				if !strings.HasPrefix(replyTo, wantReply) {
+					t.Errorf("request %d: reply-to %q, want %s… on RabbitMQ %v", i+1, replyTo, wantReply, e.release)
 					continue
 				}
 				// What the peer saw of the request: the ids, reply-to and the
@@ -224,7 +231,12 @@ func TestAmqpactorRequestsPeerResponds(t *testing.T) {
 					Priority:      4,
 				}
 				// The peer's reply has no header.
-				for _, d := range diffMessage(viaBroker(want, strings.TrimPrefix(replyTo, "/queues/"), e.stored(p, nil)), replies[i]) {
+				// The routing key is the queue's name, percent-decoded.
+				key, err := url.PathUnescape(strings.TrimPrefix(replyTo, "/queues/"))
+				if err != nil {
+					t.Fatalf("reply-to %q: %v", replyTo, err)
+				}
+				for _, d := range diffMessage(viaBroker(want, key, e.stored(p, nil)), replies[i]) {
 					t.Errorf("reply %d: %s", i+1, d)
 				}
 			}

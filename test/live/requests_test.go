@@ -14,6 +14,7 @@ import (
 
 	"github.com/amqpactor/amqpactor"
 	"github.com/amqpactor/amqpactor/internal/brokeradmin"
+	"github.com/amqpactor/amqpactor/internal/livetest"
 	"github.com/amqpactor/amqpactor/transport/amqpwire"
 )
 
@@ -194,4 +195,62 @@ func latencies(took []time.Duration) string {
 	return fmt.Sprintf("first %v; the other %d: min %v, median %v, p90 %v, max %v",
 		took[0].Round(time.Microsecond), n, rest[0].Round(time.Microsecond), rest[n/2].Round(time.Microsecond),
 		rest[n*9/10].Round(time.Microsecond), rest[n-1].Round(time.Microsecond))
+}
+
+// The reply node follows the broker's release (issue 28): direct reply-to
+// on RabbitMQ 4.2 and later (no queue at all), the App's reply queue on
+// 4.0, and the requests node says which. 1,000 round trips pass on both,
+// over AMQP 1.0 and over 0-9-1 (direct reply-to on every release).
+func TestLiveReplyNodeByRelease(t *testing.T) {
+	u := brokerURL(t)
+	v := livetest.RabbitMQ(t, u)
+	for _, proto := range []string{"amqp10", "amqp091"} {
+		t.Run(proto, func(t *testing.T) {
+			q := amqpactor.Queue(unique("live.replynode"))
+			var app *amqpactor.App
+			if proto == "amqp091" {
+				app = amqpactor.New(amqpactor.Dial091(u), amqpactor.WithCloseTimeout(5*time.Second))
+			} else {
+				app = newApp(t, u, nil)
+			}
+			_, err := app.Subscribe(q, amqpactor.Responder(func(ctx context.Context, req *amqpactor.Message) (*amqpactor.Message, error) {
+				return &amqpactor.Message{Body: req.Body}, nil
+			}))
+			require.NoError(t, err)
+			start(t, app)
+			t.Cleanup(func() { _ = brokeradmin.DeleteQueue(context.Background(), admin(t, u), q.Name()) })
+			ctx := bound(t)
+			const n = 1000
+			var wg sync.WaitGroup
+			var failed atomic.Int64
+			for w := range 8 {
+				wg.Go(func() {
+					for i := w; i < n; i += 8 {
+						body := []byte(fmt.Sprint(i))
+						rep, err := app.Request(ctx, q, &amqpactor.Message{Body: body})
+						if err != nil || string(rep.Body) != string(body) {
+							failed.Add(1)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			require.Zero(t, failed.Load(), "round trips that failed")
+			tree, err := app.Tree(ctx)
+			require.NoError(t, err)
+			var req *amqpactor.Node
+			for _, c := range tree.Children {
+				if c.Kind == "requests" {
+					req = c
+				}
+			}
+			require.NotNil(t, req)
+			want := amqpwire.ReplyQueue
+			if proto == "amqp091" || v.AtLeast(4, 2) {
+				want = amqpwire.ReplyDirect
+			}
+			require.Equal(t, want, req.ReplyNode, "RabbitMQ %v over %s: the requests node's reply node (address %s)", v, proto, req.Address)
+			t.Logf("FIGURES %s: RabbitMQ %v, reply node %s, %d round trips", t.Name(), v, req.ReplyNode, n)
+		})
+	}
 }

@@ -116,6 +116,15 @@ type Receiver struct {
 
 var _ transport.Receiver = (*Receiver)(nil)
 
+// ReplyNode is "direct-reply-to" for a Dynamic receiver (0-9-1's replies
+// always come by direct reply-to), empty otherwise.
+func (r *Receiver) ReplyNode() string {
+	if r.queue == DirectReplyTo {
+		return "direct-reply-to"
+	}
+	return ""
+}
+
 // Address is the address as given (a direct reply-to address when
 // Dynamic: a request naming it as reply-to is published on this
 // receiver's channel, as direct reply-to needs).

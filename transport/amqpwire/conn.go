@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -294,6 +295,53 @@ func BrokerOf(props map[string]any) string {
 	product, _ := props["product"].(string)
 	version, _ := props["version"].(string)
 	return strings.TrimSpace(product + " " + version)
+}
+
+// The reply nodes a RabbitMQ 4 broker gives a dynamic receiver (a request's
+// reply-to), by release: ReplyNode says which this connection's broker has.
+const (
+	// ReplyQueue: a private classic queue the runtime declares (4.0).
+	ReplyQueue = "reply-queue"
+	// ReplyTemporaryQueue: a dynamic source with capability
+	// temporary-queue, an exclusive queue the broker makes (4.1).
+	ReplyTemporaryQueue = "temporary-queue"
+	// ReplyDirect: direct reply-to, a dynamic source with capability
+	// rabbitmq:volatile-queue; no queue at all (4.2 and later).
+	ReplyDirect = "direct-reply-to"
+)
+
+// ReplyNode is the kind of reply node the connection's broker gives a
+// dynamic receiver under the RabbitMQ4 dialect, from the release its open
+// frame names; a release it cannot read gets the reply queue, which every
+// release has.
+func (c *Conn) ReplyNode() string {
+	if c.amqp == nil {
+		return ReplyQueue
+	}
+	major, minor, ok := rabbitRelease(c.amqp.Properties())
+	switch {
+	case !ok || major < 4 || major == 4 && minor == 0:
+		return ReplyQueue
+	case major == 4 && minor == 1:
+		return ReplyTemporaryQueue
+	default:
+		return ReplyDirect
+	}
+}
+
+// rabbitRelease reads major.minor from a RabbitMQ open's version property.
+func rabbitRelease(props map[string]any) (major, minor int, ok bool) {
+	if p, _ := props["product"].(string); !strings.EqualFold(p, "RabbitMQ") {
+		return 0, 0, false
+	}
+	v, _ := props["version"].(string)
+	parts := strings.SplitN(v, ".", 3)
+	if len(parts) < 2 {
+		return 0, 0, false
+	}
+	major, err1 := strconv.Atoi(parts[0])
+	minor, err2 := strconv.Atoi(parts[1])
+	return major, minor, err1 == nil && err2 == nil
 }
 
 // PeerOffers reports whether the broker's open frame offered capability

@@ -211,14 +211,31 @@ func (s *Session) NewReceiver(ctx context.Context, o transport.ReceiverOptions) 
 		opts.SettlementMode = &rsm
 	}
 
-	var source string
+	var source, replyNode string
+	if o.Dynamic {
+		replyNode = "dynamic"
+	}
 	switch {
 	case o.Dynamic && d == address.RabbitMQ4:
-		q, err := s.conn.declareReplyQueue(ctx)
-		if err != nil {
-			return nil, err
+		replyNode = s.conn.ReplyNode()
+		switch replyNode {
+		case ReplyDirect:
+			// Direct reply-to: no queue at all; replies come pre-settled.
+			opts.DynamicAddress = true
+			opts.SourceCapabilities = []string{"rabbitmq:volatile-queue"}
+			opts.SourceExpiryPolicy = amqp.ExpiryPolicyLinkDetach
+			ssm := amqp.SenderSettleModeSettled
+			opts.RequestedSenderSettleMode = &ssm
+		case ReplyTemporaryQueue:
+			opts.DynamicAddress = true
+			opts.SourceCapabilities = []string{"temporary-queue"}
+		default:
+			q, err := s.conn.declareReplyQueue(ctx)
+			if err != nil {
+				return nil, err
+			}
+			source = q
 		}
-		source = q
 	case o.Dynamic:
 		opts.DynamicAddress = true
 	default:
@@ -257,16 +274,17 @@ func (s *Session) NewReceiver(ctx context.Context, o transport.ReceiverOptions) 
 	if opts.DynamicAddress {
 		addr = rcv.Address()
 	}
-	return &Receiver{r: rcv, addr: addr, window: o.Credit, conn: s.conn}, nil
+	return &Receiver{r: rcv, addr: addr, window: o.Credit, conn: s.conn, replyNode: replyNode}, nil
 }
 
 // Receiver is a receiver link with manual credit. It implements
 // transport.Receiver.
 type Receiver struct {
-	r      *amqp.Receiver
-	addr   string
-	window uint32
-	conn   *Conn
+	r         *amqp.Receiver
+	addr      string
+	window    uint32
+	conn      *Conn
+	replyNode string // a dynamic receiver's kind of node (Conn.ReplyNode)
 
 	received atomic.Uint64 // transfers returned by Receive
 
@@ -276,6 +294,11 @@ type Receiver struct {
 }
 
 var _ transport.Receiver = (*Receiver)(nil)
+
+// ReplyNode says what kind of node a dynamic receiver got (ReplyDirect,
+// ReplyTemporaryQueue, ReplyQueue, or "dynamic" off RabbitMQ 4); empty
+// for any other receiver.
+func (r *Receiver) ReplyNode() string { return r.replyNode }
 
 // Address is the source as attached (the broker's address when Dynamic).
 func (r *Receiver) Address() string { return r.addr }

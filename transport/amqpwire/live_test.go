@@ -282,6 +282,7 @@ func TestLiveBadCredentials(t *testing.T) {
 }
 
 func TestLiveDynamicReplyQueue(t *testing.T) {
+	v := livetest.RabbitMQ(t, liveURL(t))
 	conn := connect(t)
 	expect(t, !conn.Features().DynamicSource, "RabbitMQ 4 reports dynamic sources")
 	expect(t, !conn.Features().Transactions, "transactions reported")
@@ -290,11 +291,30 @@ func TestLiveDynamicReplyQueue(t *testing.T) {
 
 	s := session(t, conn)
 	ctx := testContext(t)
-	rcv, err := s.NewReceiver(ctx, transport.ReceiverOptions{Dynamic: true, Credit: 1})
+	rcv, err := s.NewReceiver(ctx, transport.ReceiverOptions{Dynamic: true, Settled: true, Credit: 1})
 	must(t, err, "attach a dynamic receiver")
 	addr := rcv.Address()
-	expect(t, strings.HasPrefix(addr, "/queues/"+amqpwire.ReplyQueuePrefix), "reply address %q", addr)
 	must(t, rcv.IssueCredit(1), "issue credit")
+	if v.AtLeast(4, 2) {
+		// RabbitMQ 4.2 and later: direct reply-to, no queue at all; a
+		// reply goes through the anonymous terminus, addressed by its to.
+		expect(t, conn.ReplyNode() == amqpwire.ReplyDirect, "RabbitMQ %v: reply node %s", v, conn.ReplyNode())
+		expect(t, strings.HasPrefix(addr, "/queues/amq.rabbitmq.reply-to."), "RabbitMQ %v: reply address %q", v, addr)
+		relay, err := s.NewSender(ctx, transport.SenderOptions{})
+		must(t, err, "attach to the anonymous terminus")
+		rc, err := relay.(transport.Relay).SendTo(ctx, address.Raw(addr), text("reply"), false)
+		must(t, err, "send to the reply address")
+		o, err := rc.Wait(ctx)
+		must(t, err, "outcome")
+		expect(t, o.Kind == transport.Accepted, "outcome %v", o)
+		m := receive(t, rcv, 10*time.Second)
+		expect(t, bodyOf(m) == "reply", "received %q", bodyOf(m))
+		must(t, rcv.Close(ctx), "close the dynamic receiver")
+		return
+	}
+	// RabbitMQ 4.0: a private classic queue the runtime declares.
+	expect(t, conn.ReplyNode() == amqpwire.ReplyQueue, "RabbitMQ %v: reply node %s", v, conn.ReplyNode())
+	expect(t, strings.HasPrefix(addr, "/queues/"+amqpwire.ReplyQueuePrefix), "reply address %q", addr)
 
 	snd := newSender(t, s, address.Raw(addr))
 	rc, err := snd.Send(ctx, text("reply"), false)
@@ -304,7 +324,6 @@ func TestLiveDynamicReplyQueue(t *testing.T) {
 	expect(t, o.Kind == transport.Accepted, "outcome %v", o)
 	m := receive(t, rcv, 10*time.Second)
 	expect(t, bodyOf(m) == "reply", "received %q", bodyOf(m))
-	must(t, rcv.Settle(ctx, m, transport.Outcome{Kind: transport.Accepted}), "settle")
 	must(t, rcv.Close(ctx), "close the dynamic receiver")
 
 	// Auto-delete: the queue ends with its only consumer.
