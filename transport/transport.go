@@ -161,7 +161,18 @@ type ReceiverOptions struct {
 	// dead-letter arguments. Zero declares no dead-lettering.
 	DeadLetter    address.Address
 	DeliveryLimit uint32
+
+	// OnActive, when set, is told whether the broker holds this receiver
+	// as the active consumer of a single-active-consumer queue, each time
+	// the broker says so (RabbitMQ 4.3's link state property
+	// rabbitmq:active). It is called from the transport's goroutine and
+	// must not block. Brokers that say nothing never call it.
+	OnActive func(active bool)
 }
+
+// ActiveProperty is the link state property by which RabbitMQ 4.3 tells a
+// receiver of a single-active-consumer queue whether it is the active one.
+const ActiveProperty = "rabbitmq:active"
 
 // Receiver is a receiver link with manual credit: the peer sends only what
 // IssueCredit has granted.

@@ -92,6 +92,19 @@ type detachedLink struct {
 	state             string
 }
 
+// StateStandby is the state of a receiver whose broker holds another
+// consumer active on its single-active-consumer queue (RabbitMQ 4.3).
+const StateStandby = "standby"
+
+// linkActive names one attach, so that what the broker says of a link's
+// activity is taken for that link only.
+type linkActive struct {
+	// said is what the broker said last: 0 nothing yet, 1 active, 2
+	// standby. Kept here too, since it may say so before the attach's
+	// answer reaches the actor.
+	said atomic.Int32
+}
+
 // gens numbers the links of every receiver in the process (see Restarts).
 var gens atomic.Uint64
 
@@ -100,6 +113,12 @@ type (
 		attempt int
 		link    transport.Receiver
 		err     error
+		active  *linkActive // what the broker says of the link's activity
+	}
+	// activeChanged: the broker said whether link is the active consumer.
+	activeChanged struct {
+		link   *linkActive
+		active bool
 	}
 	linkEnded struct {
 		link uint64
@@ -155,6 +174,10 @@ type receiver struct {
 	alsoDone    []chan<- error // drains that came while drain was in progress
 	paused      atomic.Bool
 	timer       *time.Timer
+	// active names the current link's attach; activeKnown and isActive
+	// are what the broker last said of it (a single-active-consumer queue).
+	active                *linkActive
+	activeKnown, isActive bool
 	kept        *kept
 
 	*counters // the kept ones: a restart keeps counting
@@ -191,6 +214,10 @@ func (r *receiver) Receive(ctx actor.Context) {
 		}
 	case *linkEnded:
 		r.onLinkEnded(ctx, m)
+	case *activeChanged:
+		if m.link == r.active && r.link != nil {
+			r.showActive(m.link.said.Load())
+		}
 	case *reattach:
 		if !r.stopping && r.link == nil {
 			r.attach(ctx, m.attempt)
@@ -237,12 +264,12 @@ func (r *receiver) set(to string, err error) {
 	r.env.SetState(&r.state, n, to, err)
 }
 
-func (r *receiver) opts() transport.ReceiverOptions {
+func (r *receiver) opts(self *actor.PID, la *linkActive) transport.ReceiverOptions {
 	node := r.spec.Node
 	if node == "" {
 		node = r.spec.Name
 	}
-	return transport.ReceiverOptions{
+	o := transport.ReceiverOptions{
 		Address:      r.spec.Address,
 		Subscription: node,
 		Ephemeral:    r.spec.Ephemeral,
@@ -254,11 +281,26 @@ func (r *receiver) opts() transport.ReceiverOptions {
 		DeadLetter:     r.spec.DeadLetter,
 		DeliveryLimit:  r.spec.DeliveryLimit,
 	}
+	if r.spec.Address.SingleActiveConsumer() {
+		// A partition queue: the broker may say whether this replica is
+		// its active consumer (RabbitMQ 4.3).
+		root := r.env.Root
+		o.OnActive = func(active bool) {
+			if active {
+				la.said.Store(1)
+			} else {
+				la.said.Store(2)
+			}
+			root.Send(self, &activeChanged{link: la, active: active})
+		}
+	}
+	return o
 }
 
 func (r *receiver) attach(ctx actor.Context, attempt int) {
 	r.set(protocol.StateAttaching, nil)
-	self, sess, opts, env := ctx.Self(), r.sess, r.opts(), r.env
+	la := &linkActive{}
+	self, sess, opts, env := ctx.Self(), r.sess, r.opts(ctx.Self(), la), r.env
 	var caller context.Context
 	if r.gen == 0 && !r.replacement {
 		// The first attach: Start's or Subscribe's context bounds it too.
@@ -268,7 +310,7 @@ func (r *receiver) attach(ctx actor.Context, attempt int) {
 		actx, cancel := env.AttachCtx(caller)
 		defer cancel()
 		link, err := sess.NewReceiver(actx, opts)
-		env.Root.Send(self, &attachResult{attempt: attempt, link: link, err: err})
+		env.Root.Send(self, &attachResult{attempt: attempt, link: link, err: err, active: la})
 	})
 }
 
@@ -323,9 +365,13 @@ func (r *receiver) onAttach(ctx actor.Context, m *attachResult) {
 		return
 	}
 	r.link = m.link
+	r.active, r.activeKnown, r.isActive = m.active, false, false
 	r.gen = gens.Add(1)
 	r.attempt, r.terminal = 0, 0
 	r.set(protocol.StateAttached, nil)
+	if m.active != nil {
+		r.showActive(m.active.said.Load())
+	}
 	base := r.env.Base
 	if base == nil {
 		base = context.Background()
@@ -777,6 +823,20 @@ func (r *receiver) unsettledNow() uint64 {
 	return uint64(max(r.inflight.unsettled.Load(), 0))
 }
 
+// showActive shows what the broker said of the link's activity (see
+// linkActive.said): RabbitMQ 4.3 says whether this replica consumes the
+// partition queue or stands by.
+func (r *receiver) showActive(said int32) {
+	switch said {
+	case 1:
+		r.activeKnown, r.isActive = true, true
+		r.set(protocol.StateAttached, nil)
+	case 2:
+		r.activeKnown, r.isActive = true, false
+		r.set(StateStandby, nil)
+	}
+}
+
 func (r *receiver) describe(ctx actor.Context) *protocol.Described {
 	n := &protocol.Node{
 		Name:     "receiver",
@@ -803,6 +863,12 @@ func (r *receiver) describe(ctx actor.Context) *protocol.Described {
 	}
 	if r.paused.Load() {
 		n.Counters["paused"] = 1
+	}
+	if r.activeKnown {
+		n.Counters["active"] = 0
+		if r.isActive {
+			n.Counters["active"] = 1
+		}
 	}
 	if r.lastErr != nil {
 		n.LastError = r.lastErr.Error()

@@ -2,13 +2,17 @@ package live
 
 import (
 	"context"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/amqpactor/amqpactor"
 	"github.com/amqpactor/amqpactor/internal/brokeradmin"
 	"github.com/amqpactor/amqpactor/internal/fleettest"
+	"github.com/amqpactor/amqpactor/internal/livetest"
 	"github.com/amqpactor/amqpactor/transport/amqpwire"
 )
 
@@ -51,4 +55,117 @@ func TestPartitionedFleet(t *testing.T) {
 			require.Zero(t, info.Messages, "queue %s", info.Name)
 		}
 	})
+}
+
+// TestPartitionActiveOrStandby: two replicas of one App subscribe to
+// Partitioned(NAME, 4). RabbitMQ 4.3 tells each receiver of a
+// single-active-consumer queue whether it is the active one
+// (rabbitmq:active): the tree shows each partition active on one replica
+// (counter active=1) and standby on the other (state standby, active=0).
+// RabbitMQ 4.0 says nothing: no receiver shows an active counter there.
+func TestPartitionActiveOrStandby(t *testing.T) {
+	u := brokerURL(t)
+	v := livetest.RabbitMQ(t, u)
+	addr := amqpactor.Partitioned(unique("standby"), 4)
+	t.Cleanup(func() {
+		mgmt(t, u, func(ctx context.Context, m *amqpwire.Management) {
+			for i := range addr.Partitions() {
+				_ = brokeradmin.DeleteQueue(ctx, m, addr.Partition(i).Name())
+			}
+		})
+	})
+	name := unique("standby-svc")
+	var apps []*amqpactor.App
+	for range 2 {
+		app := amqpactor.New(amqpactor.Dial(u, amqpactor.WithDialect(amqpactor.RabbitMQ4)), amqpactor.WithName(name))
+		_, err := app.Subscribe(addr, func(context.Context, *amqpactor.Message) error { return nil })
+		require.NoError(t, err)
+		start(t, app)
+		apps = append(apps, app)
+	}
+	// receiversOf returns each partition's receiver node in app's tree.
+	receiversOf := func(app *amqpactor.App) map[string]*amqpactor.Node {
+		out := map[string]*amqpactor.Node{}
+		tree, err := app.Tree(bound(t))
+		require.NoError(t, err)
+		var walk func(n *amqpactor.Node)
+		walk = func(n *amqpactor.Node) {
+			if n.Kind == "receiver" && strings.Contains(n.Address, addr.Name()+".p") {
+				out[strings.Fields(n.Address)[0]] = n
+			}
+			for _, c := range n.Children {
+				walk(c)
+			}
+		}
+		walk(tree)
+		return out
+	}
+	receivers := func() [2]map[string]*amqpactor.Node {
+		return [2]map[string]*amqpactor.Node{receiversOf(apps[0]), receiversOf(apps[1])}
+	}
+	if !v.AtLeast(4, 3) {
+		rs := receivers()
+		for i := range rs {
+			require.Len(t, rs[i], 4)
+			for p, n := range rs[i] {
+				_, has := n.Counters["active"]
+				require.False(t, has, "RabbitMQ %v says nothing of activity, yet %s shows %v", v, p, n.Counters)
+			}
+		}
+		return
+	}
+	require.Eventually(t, func() bool {
+		rs := receivers()
+		if len(rs[0]) != 4 || len(rs[1]) != 4 {
+			return false
+		}
+		for p := range rs[0] {
+			a, b := rs[0][p], rs[1][p]
+			if a == nil || b == nil {
+				return false
+			}
+			aa, okA := a.Counters["active"]
+			ba, okB := b.Counters["active"]
+			if !okA || !okB || aa+ba != 1 {
+				return false
+			}
+			standby := a
+			if aa == 1 {
+				standby = b
+			}
+			if standby.State != "standby" {
+				return false
+			}
+		}
+		return true
+	}, 20*time.Second, 20*time.Millisecond, "each partition active on one replica and standby on the other (RabbitMQ %v)", v)
+	for p, n := range receiversOf(apps[1]) {
+		t.Logf("replica 2, %s: %s %v", p, n.State, n.Counters["active"])
+	}
+	// The other replica takes over when the first stops: a StateChange
+	// marks each switch from standby to attached.
+	var mu sync.Mutex
+	switched := map[string]bool{}
+	stop := apps[1].WatchStateChanges(func(sc amqpactor.StateChange) {
+		if sc.Kind == "receiver" && sc.From == "standby" && sc.To == "attached" {
+			mu.Lock()
+			switched[sc.Path] = true
+			mu.Unlock()
+		}
+	})
+	defer stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	require.NoError(t, apps[0].Stop(ctx))
+	require.Eventually(t, func() bool {
+		for _, n := range receiversOf(apps[1]) {
+			if n.Counters["active"] != 1 || n.State != "attached" {
+				return false
+			}
+		}
+		return true
+	}, 20*time.Second, 20*time.Millisecond, "the second replica holds every partition")
+	mu.Lock()
+	defer mu.Unlock()
+	require.NotEmpty(t, switched, "a StateChange from standby to attached")
 }

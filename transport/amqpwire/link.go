@@ -262,6 +262,13 @@ func (s *Session) NewReceiver(ctx context.Context, o transport.ReceiverOptions) 
 		opts.SourceCapabilities = node.Capabilities
 	}
 
+	if on := o.OnActive; on != nil {
+		opts.OnLinkStateProperties = func(props map[string]any) {
+			if active, ok := props[transport.ActiveProperty].(bool); ok {
+				on(active)
+			}
+		}
+	}
 	rcv, err := s.s.NewReceiver(ctx, source, opts)
 	if err != nil {
 		name := source
