@@ -178,7 +178,7 @@ type receiver struct {
 	// are what the broker last said of it (a single-active-consumer queue).
 	active                *linkActive
 	activeKnown, isActive bool
-	kept        *kept
+	kept                  *kept
 
 	*counters // the kept ones: a restart keeps counting
 }
