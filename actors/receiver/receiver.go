@@ -321,10 +321,11 @@ func (r *receiver) onAttach(ctx actor.Context, m *attachResult) {
 	// A paused receiver owes the new link its window: the settler grants
 	// it on Resume. Under a budget the first grant is one credit, and the
 	// settler grants the rest once the first delivery has told its size.
-	owed := r.spec.Credit
+	owed, window := r.spec.Credit, uint32(0)
 	if !r.paused.Load() {
 		k := in.budget.Grant(r.spec.Credit)
 		owed -= k
+		window = owed
 		if err := link.IssueCredit(k); err != nil {
 			r.env.Root.Send(self, &linkEnded{link: gen, err: err})
 		}
@@ -332,7 +333,7 @@ func (r *receiver) onAttach(ctx actor.Context, m *attachResult) {
 	// After the first grant: the settler's grants and this one share the
 	// link's budget account, which is one goroutine's to grant from.
 	r.env.Go(func() { r.pump(in, link, pumpCtx) })
-	r.env.Go(func() { r.settler(self, in, link, gen, q, owed) })
+	r.env.Go(func() { r.settler(self, in, link, gen, q, owed, window) })
 	ctx.Send(ctx.Parent(), &Attached{})
 }
 
@@ -537,7 +538,10 @@ func (r *receiver) rejectPoison(in *inflight, raw *amqp.Message, reason string) 
 // credit not granted yet (the link attached paused, or under a budget). A
 // budget may grant less than is owed: the settler then grants at every
 // settle, and waits for other links' settles too (the budget's Wake).
-func (r *receiver) settler(self *actor.PID, in *inflight, link transport.Receiver, gen uint64, q *workq.Q[settleItem], owed uint32) {
+// attachOwed is the part of the attach's window that the budget's slow
+// start held back: it is granted even while paused, as the attach would
+// have granted it.
+func (r *receiver) settler(self *actor.PID, in *inflight, link transport.Receiver, gen uint64, q *workq.Q[settleItem], owed, attachOwed uint32) {
 	defer unregister(in)
 	bl := in.budget
 	// Everything the link held or reserved goes back when it ends: settles
@@ -548,17 +552,21 @@ func (r *receiver) settler(self *actor.PID, in *inflight, link transport.Receive
 	settled := owed
 	short := false // the budget granted less than was owed
 	grant := func() error {
-		if settled == 0 || (settled < threshold && !short) || r.paused.Load() {
+		want := settled
+		if r.paused.Load() {
+			want = min(settled, attachOwed)
+		}
+		if want == 0 || (want < threshold && !short) {
 			return nil
 		}
-		k := bl.Grant(settled)
-		if k < settled {
+		k := bl.Grant(want)
+		if k < want {
 			// Ask to be woken before asking again, so that a settle in
 			// between is not missed.
 			bl.Await()
-			k += bl.Grant(settled - k)
+			k += bl.Grant(want - k)
 		}
-		short = k < settled
+		short = k < want
 		if k == 0 {
 			return nil
 		}
@@ -566,6 +574,7 @@ func (r *receiver) settler(self *actor.PID, in *inflight, link transport.Receive
 			return err
 		}
 		settled -= k
+		attachOwed -= min(k, attachOwed)
 		return nil
 	}
 	// One bound for the dispositions of many batches, renewed once half of
