@@ -107,7 +107,8 @@ func TestMaxInFlightBytesBoundsBlockedHandlers(t *testing.T) {
 	}, 30*time.Second, 10*time.Millisecond)
 
 	grown := int64(heapInuse()) - int64(base) - int64(stored)
-	t.Logf("heap in use beyond the broker's copies, handlers blocked: %.1f MiB (budget %d MiB)", float64(grown)/(1<<20), limit>>20)
+	t.Logf("handlers blocked: heap in use beyond the broker's copies %.1f MiB, budget counter %d KiB (peak %d KiB, limit %d MiB)",
+		float64(grown)/(1<<20), tree.Counters["inflight_bytes"]>>10, tree.Counters["inflight_bytes_peak"]>>10, limit>>20)
 	var delivered, perLink uint64
 	for _, r := range nodesOf(tree, "receiver", nil) {
 		delivered += r.Counters["delivered"]
