@@ -140,3 +140,132 @@ func TestMaxInFlightBytesBoundsBlockedHandlers(t *testing.T) {
 	// limit, and counted by the receivers that hold it.
 	require.LessOrEqual(t, tree.Counters["inflight_bytes"], uint64(limit))
 }
+
+// subReceiver is the receiver node of the subscription on addr.
+func subReceiver(t *testing.T, app *amqpactor.App, addr string) *amqpactor.Node {
+	t.Helper()
+	tree, err := app.Tree(context.Background())
+	require.NoError(t, err)
+	for _, r := range nodesOf(tree, "receiver", nil) {
+		if r.Address == addr || len(r.Address) > len(addr) && r.Address[:len(addr)+1] == addr+" " {
+			return r
+		}
+	}
+	return nil
+}
+
+func publishN(t *testing.T, b *inproc.Broker, q amqpactor.Address, n, size int) {
+	t.Helper()
+	body := make([]byte, size)
+	for range n {
+		require.NoError(t, b.Publish(q, &amqp.Message{Data: [][]byte{body}}))
+	}
+}
+
+// TestMaxInFlightBytesReleasedWhenLinkEnds: a link the broker detaches while
+// its handlers hold the whole budget gives its bytes back at once, so its
+// replacement gets the budget again (a leak would leave it one credit).
+func TestMaxInFlightBytesReleasedWhenLinkEnds(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"))
+	const size, limit, n = 64 << 10, 1 << 20, 40
+	b := inproc.New()
+	app := amqpactor.New(b, amqpactor.WithMaxInFlightBytes(limit), amqpactor.WithBackoff(time.Millisecond, 10*time.Millisecond))
+	q := amqpactor.Queue("budget-detach")
+	block := make(chan struct{})
+	var handled atomic.Int64
+	_, err := app.Subscribe(q, func(ctx context.Context, m *amqpactor.Message) error {
+		select {
+		case <-block:
+		case <-ctx.Done():
+			return ctx.Err() // the link ended: the broker has it back
+		}
+		handled.Add(1)
+		return nil
+	}, amqpactor.WithCredit(256))
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, app.Start(ctx))
+	defer func() { require.NoError(t, app.Stop(ctx)) }()
+	var unblock sync.Once
+	defer unblock.Do(func() { close(block) })
+
+	publishN(t, b, q, n, size)
+	full := func() bool {
+		r := subReceiver(t, app, q.String())
+		return r != nil && r.Counters["unsettled"] == limit/size && r.Counters["inflight_bytes"] == limit
+	}
+	require.Eventually(t, full, 10*time.Second, time.Millisecond, "the link holds the whole budget")
+	require.Equal(t, 1, b.DetachLinks(q, "amqp:internal-error", "test detach"))
+	require.Eventually(t, func() bool {
+		r := subReceiver(t, app, q.String())
+		return r != nil && r.State == "attached" && r.Restarts > 0
+	}, 10*time.Second, time.Millisecond, "re-attached")
+	require.Eventually(t, full, 10*time.Second, time.Millisecond, "the new link holds the whole budget again")
+	tree, err := app.Tree(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, limit, tree.Counters["inflight_bytes"], "nothing of the old link is still counted")
+	require.LessOrEqual(t, tree.Counters["inflight_bytes_peak"], uint64(limit+size))
+
+	unblock.Do(func() { close(block) })
+	require.Eventually(t, func() bool { return handled.Load() == n }, 20*time.Second, time.Millisecond)
+}
+
+// TestMaxInFlightBytesWakesOtherLinks: a link that the budget keeps short
+// is given credit when another link settles, not only at its own settles
+// (here it never settles: its handlers block).
+func TestMaxInFlightBytesWakesOtherLinks(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"))
+	const size, limit = 64 << 10, 1 << 20
+	b := inproc.New()
+	app := amqpactor.New(b, amqpactor.WithMaxInFlightBytes(limit))
+	qa, qb := amqpactor.Queue("budget-a"), amqpactor.Queue("budget-b")
+	blockA, blockB := make(chan struct{}), make(chan struct{})
+	var handled atomic.Int64
+	handler := func(block chan struct{}) amqpactor.Handler {
+		return func(ctx context.Context, m *amqpactor.Message) error {
+			select {
+			case <-block:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			handled.Add(1)
+			return nil
+		}
+	}
+	_, err := app.Subscribe(qa, handler(blockA))
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, app.Start(ctx))
+	defer func() { require.NoError(t, app.Stop(ctx)) }()
+	var unblockA, unblockB sync.Once
+	defer unblockB.Do(func() { close(blockB) })
+	defer unblockA.Do(func() { close(blockA) })
+
+	// Alone, a holds the whole budget.
+	publishN(t, b, qa, limit/size, size)
+	require.Eventually(t, func() bool {
+		r := subReceiver(t, app, qa.String())
+		return r != nil && r.Counters["unsettled"] == limit/size
+	}, 10*time.Second, time.Millisecond)
+	_, err = app.Subscribe(qb, handler(blockB))
+	require.NoError(t, err)
+	publishN(t, b, qb, 32, size)
+	// b gets its one credit past the budget, and no more while a holds it.
+	require.Eventually(t, func() bool {
+		r := subReceiver(t, app, qb.String())
+		return r != nil && r.Counters["unsettled"] == 1
+	}, 10*time.Second, time.Millisecond)
+	require.Equal(t, 31, b.QueueDepth(qb.Name()), "no credit for b while the budget is spent")
+
+	unblockA.Do(func() { close(blockA) })
+	require.Eventually(t, func() bool { return handled.Load() == limit/size }, 10*time.Second, time.Millisecond)
+	// a's settles woke b: it holds its share now, its handlers still blocked.
+	require.Eventually(t, func() bool {
+		r := subReceiver(t, app, qb.String())
+		return r != nil && r.Counters["unsettled"] == limit/2/size
+	}, 10*time.Second, time.Millisecond, "b given its share when a settled")
+	unblockB.Do(func() { close(blockB) })
+	require.Eventually(t, func() bool { return handled.Load() == limit/size+32 }, 10*time.Second, time.Millisecond)
+}
