@@ -638,7 +638,6 @@ func (a *App) budgetCounters(n *Node) {
 	b := env.Budget
 	n.Counters["inflight_bytes"] = uint64(max(b.InFlight(), 0))
 	n.Counters["inflight_bytes_peak"] = uint64(max(b.Peak(), 0))
-	n.Counters["max_inflight_bytes"] = uint64(b.Limit())
 }
 
 // childDescribeBound bounds the ask of each child in a Tree; a child past
