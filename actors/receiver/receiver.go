@@ -637,12 +637,15 @@ func (r *receiver) settler(self *actor.PID, in *inflight, link transport.Receive
 				bl.Settled(size)
 				settled++
 			}
+			// At each settle, not once a batch: a grant of everything a
+			// batch settled can leave less than half a window owed, which a
+			// batch handler waiting for a full window never settles.
+			if err := grant(); err != nil {
+				r.env.Root.Send(self, &linkEnded{link: gen, err: err})
+				return
+			}
 		}
 		if closed {
-			return
-		}
-		if err := grant(); err != nil {
-			r.env.Root.Send(self, &linkEnded{link: gen, err: err})
 			return
 		}
 	}
