@@ -321,11 +321,11 @@ func (r *receiver) onAttach(ctx actor.Context, m *attachResult) {
 	// A paused receiver owes the new link its window: the settler grants
 	// it on Resume. Under a budget the first grant is one credit, and the
 	// settler grants the rest once the first delivery has told its size.
-	owed, window := r.spec.Credit, uint32(0)
+	owed, attachOwed := r.spec.Credit, uint32(0)
 	if !r.paused.Load() {
 		k := in.budget.Grant(r.spec.Credit)
 		owed -= k
-		window = owed
+		attachOwed = owed
 		if err := link.IssueCredit(k); err != nil {
 			r.env.Root.Send(self, &linkEnded{link: gen, err: err})
 		}
@@ -333,7 +333,7 @@ func (r *receiver) onAttach(ctx actor.Context, m *attachResult) {
 	// After the first grant: the settler's grants and this one share the
 	// link's budget account, which is one goroutine's to grant from.
 	r.env.Go(func() { r.pump(in, link, pumpCtx) })
-	r.env.Go(func() { r.settler(self, in, link, gen, q, owed, window) })
+	r.env.Go(func() { r.settler(self, in, link, gen, q, owed, attachOwed) })
 	ctx.Send(ctx.Parent(), &Attached{})
 }
 
