@@ -6,7 +6,8 @@
 // Three goroutines serve the actor and report to it by message: the attach
 // call, the pump (blocked in the link's Receive) and the settler (which sends
 // dispositions and owns the credit count, so credit is granted only for
-// deliveries whose disposition is on the wire). Deliveries do not pass
+// deliveries whose disposition is on the wire, and only what the App's byte
+// budget, package budget, has room for). Deliveries do not pass
 // through the actor: the pump routes each to its partition and the worker
 // settles it through the link's inflight (its deliveries not settled yet),
 // which queues it for the settler; the actor owns the link's life (attach,
