@@ -18,6 +18,7 @@ import (
 	"github.com/amqpactor/amqpactor/actors"
 	"github.com/amqpactor/amqpactor/actors/connection"
 	"github.com/amqpactor/amqpactor/address"
+	"github.com/amqpactor/amqpactor/internal/budget"
 	"github.com/amqpactor/amqpactor/internal/protocol"
 )
 
@@ -277,6 +278,7 @@ func (a *App) begin(ctx context.Context, sys *actor.ActorSystem, parent actor.Sp
 		MaxSenders:   a.cfg.maxSenders,
 		SenderIdle:   a.cfg.senderIdle,
 		Supervisor:   a.cfg.supervisor,
+		Budget:       budget.New(maxInFlight(a.cfg.maxInFlight)),
 		Publish:      a.publishRaw,
 		OnState: func(m protocol.StateChange) {
 			a.nodes.record(m)
@@ -607,7 +609,36 @@ func (a *App) Tree(ctx context.Context) (*Node, error) {
 		}
 		return nil, ErrStopped
 	}
-	return describe(ctx, sys, root)
+	n, err := describe(ctx, sys, root)
+	if err == nil {
+		a.budgetCounters(n)
+	}
+	return n, err
+}
+
+// maxInFlight is the budget of WithMaxInFlightBytes(n).
+func maxInFlight(n int64) int64 {
+	if n == 0 {
+		return DefaultMaxInFlightBytes
+	}
+	return n
+}
+
+// budgetCounters puts the App's bytes in flight on the root of its tree:
+// the budget is the App's, not the connection actor's.
+func (a *App) budgetCounters(n *Node) {
+	a.mu.Lock()
+	env := a.env
+	a.mu.Unlock()
+	if env == nil || env.Budget == nil {
+		return
+	}
+	if n.Counters == nil {
+		n.Counters = map[string]uint64{}
+	}
+	b := env.Budget
+	n.Counters["inflight_bytes"] = uint64(max(b.InFlight(), 0))
+	n.Counters["inflight_bytes_peak"] = uint64(max(b.Peak(), 0))
 }
 
 // childDescribeBound bounds the ask of each child in a Tree; a child past

@@ -31,7 +31,10 @@
 // Every wait on the broker is bounded. A dial, a session's begin or a link's
 // attach by the context of the call it is for (Start's, for the connection
 // and the subscriptions it attaches) and by 30 s of its own, whichever ends
-// first; a close by its caller's deadline or WithCloseTimeout.
+// first; a close by its caller's deadline or WithCloseTimeout. Memory held
+// by deliveries is bounded too: WithMaxInFlightBytes (256 MiB by default)
+// withholds credit while the bytes received and not settled, plus those the
+// credit out may bring, would pass it, across all subscriptions.
 //
 // Every state change of the connection, a session or a link (attached,
 // detached, restarting, ..., stopped) is a StateChange, published on the

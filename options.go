@@ -24,7 +24,29 @@ type appConfig struct {
 	onState      func(StateChange)
 	stopTimeout  time.Duration
 	supervisor   actor.SupervisorStrategy
+	maxInFlight  int64
 }
+
+// DefaultMaxInFlightBytes is the budget of WithMaxInFlightBytes when it is
+// not given.
+const DefaultMaxInFlightBytes = 256 << 20
+
+// WithMaxInFlightBytes bounds the bytes of deliveries the App holds at once,
+// across all its subscriptions: received and not settled yet, plus the
+// credit granted for more (reserved at the largest delivery each link has
+// seen). Credit is withheld while the budget is spent, whatever WithCredit
+// says, so memory stays bounded whatever the message size and the number of
+// subscriptions. A link's first grant is one credit (its message size is not
+// known yet), each link grants within its share of n (n over the number of
+// links), and a link with nothing held and no credit always gets one, so the
+// bound is n plus one message per link, for messages no larger than the
+// largest their link has seen. A delivery counts the length of its data
+// sections (at least one byte). Zero means DefaultMaxInFlightBytes (256 MiB);
+// negative means no budget (credit alone bounds each link). The tree shows
+// inflight_bytes on its root and on each receiver. Over Dial091 it bounds
+// what the handlers hold, not what amqp091-go buffers: the broker sends up to
+// the prefetch (WithCredit) whatever the budget.
+func WithMaxInFlightBytes(n int64) Option { return func(c *appConfig) { c.maxInFlight = n } }
 
 // DefaultStopTimeout bounds the stop of Run without WithStopTimeout.
 const DefaultStopTimeout = 30 * time.Second

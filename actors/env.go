@@ -12,6 +12,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/amqpactor/amqpactor/address"
+	"github.com/amqpactor/amqpactor/internal/budget"
 	"github.com/amqpactor/amqpactor/internal/protocol"
 	"github.com/amqpactor/amqpactor/transport"
 )
@@ -49,6 +50,9 @@ type Env struct {
 	// OnState takes every state change of a node (SetState). It is called
 	// from the actor's Receive, so it must never block; nil drops them.
 	OnState func(protocol.StateChange)
+	// Budget bounds the bytes of deliveries every receiver of the App holds
+	// and has credit out for (WithMaxInFlightBytes); nil bounds nothing.
+	Budget *budget.Budget
 
 	wg sync.WaitGroup
 

@@ -6,7 +6,8 @@
 // Three goroutines serve the actor and report to it by message: the attach
 // call, the pump (blocked in the link's Receive) and the settler (which sends
 // dispositions and owns the credit count, so credit is granted only for
-// deliveries whose disposition is on the wire). Deliveries do not pass
+// deliveries whose disposition is on the wire, and only what the App's byte
+// budget, package budget, has room for). Deliveries do not pass
 // through the actor: the pump routes each to its partition and the worker
 // settles it through the link's inflight (its deliveries not settled yet),
 // which queues it for the settler; the actor owns the link's life (attach,
@@ -31,6 +32,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/amqpactor/amqpactor/actors"
+	"github.com/amqpactor/amqpactor/internal/budget"
 	"github.com/amqpactor/amqpactor/internal/protocol"
 	"github.com/amqpactor/amqpactor/internal/workq"
 	"github.com/amqpactor/amqpactor/messages"
@@ -134,7 +136,8 @@ type (
 	settleItem struct {
 		raw     *amqp.Message
 		outcome messages.Outcome
-		// resume grants the credit held back while paused.
+		// resume grants the credit held back while paused, or held back
+		// until the link's first delivery told the budget its size.
 		resume bool
 		// txn: a transaction has settled the delivery already (Claim); the
 		// settler only counts its credit.
@@ -388,20 +391,24 @@ func (r *receiver) onAttach(ctx actor.Context, m *attachResult) {
 		register(in)
 	}
 	in.open.Store(1) // the pump's
+	in.budget = r.env.Budget.Link()
 	r.inflight = in
-	r.env.Go(func() { r.pump(in, link, pumpCtx) })
 	// A paused receiver owes the new link its window: the settler grants
-	// it on Resume.
-	var owed uint32
-	if r.paused.Load() {
-		owed = r.spec.Credit
-	}
-	r.env.Go(func() { r.settler(self, in, link, gen, q, owed) })
-	if owed == 0 {
-		if err := link.IssueCredit(r.spec.Credit); err != nil {
+	// it on Resume. Under a budget the first grant is one credit, and the
+	// settler grants the rest once the first delivery has told its size.
+	owed, attachOwed := r.spec.Credit, uint32(0)
+	if !r.paused.Load() {
+		k := in.budget.Grant(r.spec.Credit)
+		owed -= k
+		attachOwed = owed
+		if err := link.IssueCredit(k); err != nil {
 			r.env.Root.Send(self, &linkEnded{link: gen, err: err})
 		}
 	}
+	// After the first grant: the settler's grants and this one share the
+	// link's budget account, which is one goroutine's to grant from.
+	r.env.Go(func() { r.pump(in, link, pumpCtx) })
+	r.env.Go(func() { r.settler(self, in, link, gen, q, owed, attachOwed) })
 	ctx.Send(ctx.Parent(), &Attached{})
 }
 
@@ -428,6 +435,9 @@ type inflight struct {
 	// link is what the deliveries came on, for a transaction that settles
 	// one of them (Find).
 	link transport.Receiver
+	// budget is the link's account in the App's byte budget (nil without
+	// one): the pump counts arrivals, the settler settles and grants.
+	budget *budget.Link
 
 	// held is every delivery not settled yet, a ring through the
 	// Deliveries with held as its head (tracked is false for a link that
@@ -553,6 +563,10 @@ func (r *receiver) pump(in *inflight, link transport.Receiver, ctx context.Conte
 			return
 		}
 		r.delivered.Add(1)
+		if in.budget.Arrived(budget.Size(raw)) {
+			// The size is known now: the settler may grant the rest.
+			in.q.Push(settleItem{resume: true})
+		}
 		if reason, ok := transport.Poison(raw); ok {
 			r.rejectPoison(in, raw, reason)
 			continue
@@ -596,12 +610,48 @@ func (r *receiver) rejectPoison(in *inflight, raw *amqp.Message, reason string) 
 // settler sends dispositions in order and grants credit: each time half the
 // window has been settled it grants that much again, so the broker is never
 // more than one window ahead and a held delivery keeps its credit. owed is
-// credit not granted yet (the link attached paused).
-func (r *receiver) settler(self *actor.PID, in *inflight, link transport.Receiver, gen uint64, q *workq.Q[settleItem], owed uint32) {
+// credit not granted yet (the link attached paused, or under a budget). A
+// budget may grant less than is owed: the settler then grants at every
+// settle, and waits for other links' settles too (the budget's Wake).
+// attachOwed is the part of the attach's window that the budget's slow
+// start held back: it is granted even while paused, as the attach would
+// have granted it.
+func (r *receiver) settler(self *actor.PID, in *inflight, link transport.Receiver, gen uint64, q *workq.Q[settleItem], owed, attachOwed uint32) {
 	defer unregister(in)
+	bl := in.budget
+	// Everything the link held or reserved goes back when it ends: settles
+	// that come after its queue closed are dropped, not counted.
+	defer bl.Close()
 	window := r.spec.Credit
 	threshold := max(window/2, 1)
 	settled := owed
+	short := false // the budget granted less than was owed
+	grant := func() error {
+		want := settled
+		if r.paused.Load() {
+			want = min(settled, attachOwed)
+		}
+		if want == 0 || (want < threshold && !short) {
+			return nil
+		}
+		k := bl.Grant(want)
+		if k < want {
+			// Ask to be woken before asking again, so that a settle in
+			// between is not missed.
+			bl.Await()
+			k += bl.Grant(want - k)
+		}
+		short = k < want
+		if k == 0 {
+			return nil
+		}
+		if err := link.IssueCredit(k); err != nil {
+			return err
+		}
+		settled -= k
+		attachOwed -= min(k, attachOwed)
+		return nil
+	}
 	// One bound for the dispositions of many batches, renewed once half of
 	// it has gone: a context per message was a tenth of the CPU, and one
 	// per batch still an allocation every few messages.
@@ -609,7 +659,16 @@ func (r *receiver) settler(self *actor.PID, in *inflight, link transport.Receive
 	var renew time.Time
 	cancel := context.CancelFunc(func() {})
 	defer func() { cancel() }()
-	for range q.Ready() {
+	for {
+		select {
+		case <-q.Ready():
+		case <-bl.Wake():
+			if err := grant(); err != nil {
+				r.env.Root.Send(self, &linkEnded{link: gen, err: err})
+				return
+			}
+			continue
+		}
 		items, closed := q.Take()
 		if sctx != nil && time.Now().After(renew) {
 			cancel()
@@ -635,6 +694,9 @@ func (r *receiver) settler(self *actor.PID, in *inflight, link transport.Receive
 				return
 			case it.resume:
 			default:
+				// Before the disposition: a transport that recycles a
+				// settled transfer may reuse its data at once.
+				size := budget.Size(it.raw)
 				if !r.spec.Settled && !it.txn {
 					if sctx == nil {
 						sctx, cancel = r.env.CloseCtx(context.Background())
@@ -647,14 +709,15 @@ func (r *receiver) settler(self *actor.PID, in *inflight, link transport.Receive
 						r.env.Log.Debug("amqpactor: settle failed", "address", r.spec.Address.String(), "error", err)
 					}
 				}
+				bl.Settled(size)
 				settled++
 			}
-			if settled >= threshold && !r.paused.Load() {
-				if err := link.IssueCredit(settled); err != nil {
-					r.env.Root.Send(self, &linkEnded{link: gen, err: err})
-					return
-				}
-				settled = 0
+			// At each settle, not once a batch: a grant of everything a
+			// batch settled can leave less than half a window owed, which a
+			// batch handler waiting for a full window never settles.
+			if err := grant(); err != nil {
+				r.env.Root.Send(self, &linkEnded{link: gen, err: err})
+				return
 			}
 		}
 		if closed {
@@ -857,6 +920,10 @@ func (r *receiver) describe(ctx actor.Context) *protocol.Described {
 			"late":      r.dropped.Load(),
 			"poison":    r.poison.Load(),
 		},
+	}
+	if r.inflight != nil && r.inflight.budget != nil {
+		// Held and reserved: what this link counts in the App's budget.
+		n.Counters["inflight_bytes"] = uint64(max(r.inflight.budget.Bytes(), 0))
 	}
 	if r.link != nil {
 		n.Address += " (" + r.link.Address() + ")"
