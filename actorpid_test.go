@@ -2,6 +2,7 @@ package amqpactor_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,7 +15,8 @@ import (
 )
 
 // Every node of a started App's tree carries a PID that answers a request:
-// the Describe the tree itself asks, sent to Node.ActorPID.
+// the Describe the tree itself asks, sent to Node.ActorPID; and every
+// node's PID extends its parent's.
 func TestNodeActorPIDAnswers(t *testing.T) {
 	defer goleak.VerifyNone(t, ignoreThrottle)
 	sys := sharedSystem(t)
@@ -49,6 +51,10 @@ func TestNodeActorPIDAnswers(t *testing.T) {
 		require.Equal(t, n.Name, d.Node.Name)
 		kinds[n.Kind]++
 		for _, c := range n.Children {
+			// The tree drawn is protoactor's own (issue 26): a child's PID
+			// extends its parent's.
+			require.True(t, strings.HasPrefix(c.ActorPID().Id, pid.Id+"/"),
+				"%s (%s) is drawn under %s (%s)", c.Name, c.ActorPID().Id, n.Name, pid.Id)
 			walk(c)
 		}
 	}

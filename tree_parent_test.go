@@ -18,44 +18,6 @@ import (
 	"github.com/amqpactor/amqpactor/inproc"
 )
 
-// The tree App.Tree draws is protoactor's own (issue 26): every node's PID
-// extends its parent's, so the actor a user watches or supervises is the
-// one drawn above it. The connection used to be drawn as the parent of its
-// siblings.
-func TestTreeIsTheActorTree(t *testing.T) {
-	defer goleak.VerifyNone(t, ignoreThrottle)
-	sys := sharedSystem(t)
-	app := amqpactor.New(inproc.New(), amqpactor.WithActorSystem(sys), amqpactor.WithName("real-tree"))
-	_, err := app.Subscribe(amqpactor.Queue("orders"), func(context.Context, *amqpactor.Message) error { return nil },
-		amqpactor.WithPartitions(2))
-	require.NoError(t, err)
-	_, err = app.Subscribe(amqpactor.Queue("rpc"), amqpactor.Responder(func(_ context.Context, req *amqpactor.Message) (*amqpactor.Message, error) {
-		return &amqpactor.Message{Body: req.Body}, nil
-	}))
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	require.NoError(t, app.Start(ctx))
-	defer func() { require.NoError(t, app.Stop(ctx)) }()
-	require.NoError(t, app.Publish(ctx, amqpactor.Queue("orders"), &amqpactor.Message{Body: []byte("x")}))
-	_, err = app.Request(ctx, amqpactor.Queue("rpc"), &amqpactor.Message{Body: []byte("ping")})
-	require.NoError(t, err)
-	tree, err := app.Tree(ctx)
-	require.NoError(t, err)
-	nodes := 0
-	var walk func(n *amqpactor.Node)
-	walk = func(n *amqpactor.Node) {
-		nodes++
-		for _, c := range n.Children {
-			require.True(t, strings.HasPrefix(c.ActorPID().Id, n.ActorPID().Id+"/"),
-				"%s (%s) is drawn under %s (%s)", c.Name, c.ActorPID().Id, n.Name, n.ActorPID().Id)
-			walk(c)
-		}
-	}
-	walk(tree)
-	require.Greater(t, nodes, 8)
-}
-
 // WithSupervisorStrategy decides for every actor under the connection: a
 // receiver's panic is its decision, and protoactor's SupervisorEvent for it
 // is on the EventStream.
@@ -67,13 +29,7 @@ func TestWithSupervisorStrategyDecides(t *testing.T) {
 		decisions.Add(1)
 		return actor.RestartDirective
 	})
-	var events atomic.Int64
-	sub := sys.EventStream.Subscribe(func(evt any) {
-		if e, ok := evt.(*actor.SupervisorEvent); ok && strings.Contains(e.Child.Id, "strategy-app") {
-			events.Add(1)
-		}
-	})
-	defer sys.EventStream.Unsubscribe(sub)
+	events := supervisorEvents(t, sys, "strategy-app")
 	app := amqpactor.New(inproc.New(), amqpactor.WithActorSystem(sys), amqpactor.WithName("strategy-app"),
 		amqpactor.WithSupervisorStrategy(strategy))
 	var handled atomic.Int64
@@ -113,13 +69,7 @@ func TestDetachIsASupervisedFailure(t *testing.T) {
 		}
 		return actor.RestartDirective
 	})
-	var events atomic.Int64
-	sub := sys.EventStream.Subscribe(func(evt any) {
-		if e, ok := evt.(*actor.SupervisorEvent); ok && strings.Contains(e.Child.Id, "detach-supervised") {
-			events.Add(1)
-		}
-	})
-	defer sys.EventStream.Unsubscribe(sub)
+	events := supervisorEvents(t, sys, "detach-supervised")
 	broker := inproc.New()
 	app := amqpactor.New(broker, amqpactor.WithActorSystem(sys), amqpactor.WithName("detach-supervised"),
 		amqpactor.WithSupervisorStrategy(strategy), amqpactor.WithBackoff(time.Millisecond, 10*time.Millisecond))
@@ -150,4 +100,17 @@ func TestDetachIsASupervisedFailure(t *testing.T) {
 	require.GreaterOrEqual(t, linkDecisions.Load(), int64(2), "the strategy decided for detached links")
 	require.GreaterOrEqual(t, events.Load(), linkDecisions.Load(), "a SupervisorEvent for each decision")
 	t.Logf("link decisions %d, events %d, duplicates %d", linkDecisions.Load(), events.Load(), seen.duplicates())
+}
+
+// supervisorEvents counts the SupervisorEvents on sys's EventStream for
+// actors whose id holds name, until the test ends.
+func supervisorEvents(t *testing.T, sys *actor.ActorSystem, name string) *atomic.Int64 {
+	var n atomic.Int64
+	sub := sys.EventStream.Subscribe(func(evt any) {
+		if e, ok := evt.(*actor.SupervisorEvent); ok && strings.Contains(e.Child.Id, name) {
+			n.Add(1)
+		}
+	})
+	t.Cleanup(func() { sys.EventStream.Unsubscribe(sub) })
+	return &n
 }
