@@ -46,6 +46,14 @@ test: check
 		echo "make test: fault injection (cuts, broker restarts) runs alone, after the suites that share the broker" >&2; \
 		$(GO) test -race -count=1 -p 1 ./test/faults/; \
 	fi; \
+	if [ -n "$${AMQP_URL:-}" ]; then \
+		echo "make test: the soak: $${SOAK_FOR:-3m} of traffic through a fault proxy, with broker restarts as root" >&2; \
+		$(GO) run -race ./test/soak -for "$${SOAK_FOR:-3m}" -sample 1m; \
+	elif [ "$${REQUIRE_LIVE:-}" = 1 ]; then \
+		echo "make test: REQUIRE_LIVE=1 but no AMQP_URL for the soak" >&2; exit 1; \
+	else \
+		echo "make test: no AMQP_URL, so no soak: it SKIPS" >&2; \
+	fi; \
 	$(MAKE) --no-print-directory test-live43; \
 	if [ -d test/cluster ]; then \
 		if [ -n "$${AMQP_CLUSTER_URLS:-}" ]; then \

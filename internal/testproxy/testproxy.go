@@ -30,13 +30,23 @@ type Proxy struct {
 
 // New listens on a loopback port and forwards every connection to target.
 func New(t testing.TB, target string) *Proxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := Start(target)
 	require.NoError(t, err)
+	t.Cleanup(p.Close)
+	return p
+}
+
+// Start is New for a program that is not a test (the soak): it stops with
+// Close.
+func Start(target string) (*Proxy, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
 	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
 	p.wg.Add(1)
 	go p.accept()
-	t.Cleanup(p.close)
-	return p
+	return p, nil
 }
 
 // Addr is host:port of the proxy.
@@ -122,7 +132,8 @@ func (p *Proxy) BlackHole(on bool) { p.blackhole.Store(on) }
 // Latency delays every forwarded chunk by d.
 func (p *Proxy) Latency(d time.Duration) { p.latency.Store(int64(d)) }
 
-func (p *Proxy) close() {
+// Close stops the proxy and cuts every connection through it.
+func (p *Proxy) Close() {
 	p.mu.Lock()
 	p.closed = true
 	p.mu.Unlock()

@@ -1,0 +1,458 @@
+// Command soak runs an App against a live RabbitMQ 4 for a given time,
+// through a fault proxy that cuts, black-holes and slows its connection,
+// and with broker restarts, while publishers, a partitioned subscription and
+// request/reply run. It checks what the in-process chaos suite checks that
+// a live broker allows: nothing published with a nil return is lost
+// (duplicates counted), no group is handled by two workers at once, every
+// request ends (reply or error) by its deadline, Stop keeps its bound and
+// leaves no goroutine; and it samples the heap, goroutines, connections and
+// queue depths every -sample, failing if any grows without bound.
+//
+//	go run ./test/soak -url amqp://guest:guest@127.0.0.1:5673/ -for 3m
+//
+// It exits 1 on a broken invariant, printing the seed and the faults it
+// injected; -seed replays a schedule (the faults' times and kinds; the
+// broker's own timing is not replayed).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/url"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/amqpactor/amqpactor"
+	"github.com/amqpactor/amqpactor/internal/brokeradmin"
+	"github.com/amqpactor/amqpactor/internal/testproxy"
+	"github.com/amqpactor/amqpactor/transport/amqpwire"
+)
+
+func main() {
+	var (
+		rawURL   = flag.String("url", os.Getenv("AMQP_URL"), "the broker (default $AMQP_URL)")
+		runFor   = flag.Duration("for", 3*time.Minute, "how long the faults and traffic run")
+		sample   = flag.Duration("sample", time.Minute, "how often the heap, goroutines, connections and queue depths are sampled")
+		seed     = flag.Uint64("seed", 0, "the schedule's seed (0: one from the clock, printed)")
+		restarts = flag.Bool("restarts", os.Geteuid() == 0, "restart the broker now and then (stop_app/start_app through -broker-script; needs root)")
+		script   = flag.String("broker-script", "test/broker/rabbitmq4.sh", "the test broker's script, for -restarts")
+	)
+	flag.Parse()
+	if *rawURL == "" {
+		fmt.Fprintln(os.Stderr, "soak: no broker: give -url or set AMQP_URL")
+		os.Exit(2)
+	}
+	if *seed == 0 {
+		*seed = uint64(time.Now().UnixNano())
+	}
+	s := &soak{url: *rawURL, seed: *seed, runFor: *runFor, sampleEvery: *sample, restarts: *restarts, script: *script}
+	err := s.run()
+	fmt.Println(s.report())
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "soak: FAILED (seed %d): %v\nfaults: %s\n", s.seed, err, strings.Join(s.schedule, "; "))
+		os.Exit(1)
+	}
+}
+
+type soak struct {
+	url, script      string
+	seed             uint64
+	runFor           time.Duration
+	sampleEvery      time.Duration
+	restarts         bool
+	schedule         []string // the faults, as injected
+	faults           map[string]int
+	samples          []sample
+	published        atomic.Int64
+	publishErrors    atomic.Int64
+	requests         atomic.Int64
+	requestErrors    atomic.Int64
+	late             atomic.Int64 // requests that returned past their deadline
+	overlaps         atomic.Int64 // a group handled by two workers at once
+	mu               sync.Mutex
+	handled          map[string]int // by message id
+	sent             map[string]bool
+	busy             map[string]bool // groups being handled
+	stopTook         time.Duration
+	goroutinesBefore int
+}
+
+type sample struct {
+	at                  time.Duration
+	heapMiB             float64
+	goroutines          int
+	connections         int
+	ordersDepth, rpcDep uint64
+}
+
+const (
+	groups        = 64
+	publishers    = 4
+	requestEvery  = 20 * time.Millisecond
+	publishEvery  = 2 * time.Millisecond
+	requestBound  = 5 * time.Second
+	drainBound    = 90 * time.Second
+	stopBound     = 30 * time.Second
+	settleBackoff = 2 * time.Second
+)
+
+func (s *soak) run() error {
+	s.handled, s.sent, s.busy, s.faults = map[string]int{}, map[string]bool{}, map[string]bool{}, map[string]int{}
+	rng := rand.New(rand.NewPCG(s.seed, s.seed^0x9e3779b97f4a7c15))
+	u, err := url.Parse(s.url)
+	if err != nil {
+		return fmt.Errorf("url: %w", err)
+	}
+	proxy, err := testproxy.Start(u.Host)
+	if err != nil {
+		return err
+	}
+	defer proxy.Close()
+	viaProxy := *u
+	viaProxy.Host = proxy.Addr()
+
+	tag := strconv.FormatUint(s.seed%1_000_000, 36)
+	orders := amqpactor.Queue("soak." + tag + ".orders")
+	rpc := amqpactor.Queue("soak." + tag + ".rpc")
+	defer s.deleteQueues(orders.Name(), rpc.Name())
+
+	runtime.GC()
+	s.goroutinesBefore = runtime.NumGoroutine()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	app := amqpactor.New(amqpactor.Dial(viaProxy.String(), amqpactor.WithDialect(amqpactor.RabbitMQ4),
+		amqpactor.WithIdleTimeout(4*time.Second)),
+		amqpactor.WithName("soak-"+tag), amqpactor.WithLogger(log),
+		amqpactor.WithBackoff(50*time.Millisecond, settleBackoff), amqpactor.WithCloseTimeout(5*time.Second))
+	if _, err := app.Subscribe(orders, s.handle, amqpactor.WithPartitions(4)); err != nil {
+		return err
+	}
+	if _, err := app.Subscribe(rpc, amqpactor.Responder(func(_ context.Context, req *amqpactor.Message) (*amqpactor.Message, error) {
+		return &amqpactor.Message{Body: req.Body}, nil
+	})); err != nil {
+		return err
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	err = app.Start(sctx)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("start: %w", err)
+	}
+	stopped := false
+	defer func() {
+		if !stopped {
+			ctx, cancel := context.WithTimeout(context.Background(), stopBound)
+			defer cancel()
+			_ = app.Stop(ctx)
+		}
+	}()
+
+	start := time.Now()
+	traffic, stopTraffic := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for p := range publishers {
+		wg.Go(func() { s.publish(traffic, app, orders, p) })
+	}
+	wg.Go(func() { s.request(traffic, app, rpc) })
+	s.take(app, start)
+	s.inject(rng, proxy, start)
+	stopTraffic()
+	wg.Wait()
+	proxy.BlackHole(false)
+	proxy.Latency(0)
+
+	// Everything published comes, after the last fault.
+	deadline := time.Now().Add(drainBound)
+	for s.missing() > 0 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond) // polling a count: nothing to await
+	}
+	s.take(app, start)
+	t0 := time.Now()
+	ctx, cancelStop := context.WithTimeout(context.Background(), stopBound)
+	stopErr := app.Stop(ctx)
+	cancelStop()
+	s.stopTook = time.Since(t0)
+	stopped = true
+
+	var errs []error
+	if n := s.missing(); n > 0 {
+		errs = append(errs, fmt.Errorf("lost %d messages whose publish returned nil", n))
+	}
+	if n := s.overlaps.Load(); n > 0 {
+		errs = append(errs, fmt.Errorf("%d times a group was handled by two workers at once", n))
+	}
+	if n := s.late.Load(); n > 0 {
+		errs = append(errs, fmt.Errorf("%d requests returned after their deadline", n))
+	}
+	if stopErr != nil && s.stopTook > stopBound+time.Second {
+		errs = append(errs, fmt.Errorf("Stop took %v, past its bound %v: %w", s.stopTook, stopBound, stopErr))
+	}
+	if err := s.growth(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := s.goroutinesBack(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// handle records a delivery and checks that no other worker holds its
+// group meanwhile.
+func (s *soak) handle(_ context.Context, m *amqpactor.Message) error {
+	s.mu.Lock()
+	if s.busy[m.GroupID] {
+		s.overlaps.Add(1)
+	}
+	s.busy[m.GroupID] = true
+	s.mu.Unlock()
+	time.Sleep(time.Duration(len(m.Body)%3) * 100 * time.Microsecond) // the handler's own work
+	s.mu.Lock()
+	s.busy[m.GroupID] = false
+	s.handled[string(m.Body)]++
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *soak) publish(ctx context.Context, app *amqpactor.App, q amqpactor.Address, p int) {
+	for i := 0; ctx.Err() == nil; i++ {
+		id := fmt.Sprintf("p%d-%d", p, i)
+		for ctx.Err() == nil {
+			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			err := app.Publish(pctx, q, &amqpactor.Message{Body: []byte(id), GroupID: fmt.Sprintf("g%d", (p*7919+i)%groups)})
+			cancel()
+			if err == nil {
+				s.mu.Lock()
+				s.sent[id] = true
+				s.mu.Unlock()
+				s.published.Add(1)
+				break
+			}
+			// A publish that failed is not counted as published; it is
+			// tried again (a copy may then arrive twice: a duplicate).
+			s.publishErrors.Add(1)
+			time.Sleep(50 * time.Millisecond) // a pause before retrying, not synchronisation
+		}
+		time.Sleep(publishEvery)
+	}
+}
+
+func (s *soak) request(ctx context.Context, app *amqpactor.App, q amqpactor.Address) {
+	for i := 0; ctx.Err() == nil; i++ {
+		rctx, cancel := context.WithTimeout(context.Background(), requestBound)
+		dl, _ := rctx.Deadline()
+		_, err := app.Request(rctx, q, &amqpactor.Message{Body: []byte(strconv.Itoa(i))})
+		cancel()
+		s.requests.Add(1)
+		if err != nil {
+			s.requestErrors.Add(1)
+		}
+		if time.Now().After(dl.Add(time.Second)) {
+			s.late.Add(1)
+		}
+		time.Sleep(requestEvery)
+	}
+}
+
+// inject runs the schedule of faults until runFor has passed, sampling on
+// the way.
+func (s *soak) inject(rng *rand.Rand, p *testproxy.Proxy, start time.Time) {
+	nextSample := start.Add(s.sampleEvery)
+	lastRestart := start
+	for time.Since(start) < s.runFor {
+		wait := time.Duration(8+rng.IntN(12)) * time.Second
+		for end := time.Now().Add(wait); time.Now().Before(end) && time.Since(start) < s.runFor; {
+			time.Sleep(200 * time.Millisecond) // the gap between faults itself
+			if time.Now().After(nextSample) {
+				s.take(nil, start)
+				nextSample = nextSample.Add(s.sampleEvery)
+			}
+		}
+		if time.Since(start) >= s.runFor {
+			return
+		}
+		kind := []string{"cut", "cut", "blackhole", "latency", "restart"}[rng.IntN(5)]
+		if kind == "restart" && (!s.restarts || time.Since(lastRestart) < 50*time.Second) {
+			kind = "cut"
+		}
+		at := time.Since(start).Round(time.Second)
+		switch kind {
+		case "cut":
+			n := p.Cut()
+			s.note(fmt.Sprintf("%v cut (%d connections)", at, n), kind)
+		case "blackhole":
+			d := time.Duration(3+rng.IntN(5)) * time.Second
+			p.BlackHole(true)
+			time.Sleep(d) // the fault's length
+			p.BlackHole(false)
+			s.note(fmt.Sprintf("%v black hole %v", at, d), kind)
+		case "latency":
+			d := time.Duration(5+rng.IntN(40)) * time.Millisecond
+			p.Latency(d)
+			time.Sleep(5 * time.Second) // the fault's length
+			p.Latency(0)
+			s.note(fmt.Sprintf("%v latency %v for 5s", at, d), kind)
+		case "restart":
+			lastRestart = time.Now()
+			err := s.brokerCtl("stop_app")
+			if err == nil {
+				err = s.brokerCtl("start_app")
+			}
+			if err == nil {
+				err = s.brokerCtl("await_startup")
+			}
+			s.note(fmt.Sprintf("%v broker restart (%v)", at, err), kind)
+		}
+	}
+}
+
+func (s *soak) note(what, kind string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.schedule = append(s.schedule, what)
+	s.faults[kind]++
+}
+
+func (s *soak) brokerCtl(args ...string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "bash", append([]string{s.script, "ctl"}, args...)...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s ctl %s: %w: %s", s.script, strings.Join(args, " "), err, out)
+	}
+	return nil
+}
+
+// take samples the heap, goroutines, the App's connections and the queue
+// depths; app may be nil (the connections are then not counted).
+func (s *soak) take(app *amqpactor.App, start time.Time) {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	sm := sample{at: time.Since(start).Round(time.Second), heapMiB: float64(ms.HeapInuse) / (1 << 20), goroutines: runtime.NumGoroutine()}
+	if app != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if tree, err := app.Tree(ctx); err == nil && tree.State == "attached" {
+			sm.connections = 1
+		}
+		cancel()
+	}
+	s.mgmt(func(ctx context.Context, m *amqpwire.Management) {
+		tag := strconv.FormatUint(s.seed%1_000_000, 36)
+		if info, err := m.QueueInfo(ctx, "soak."+tag+".orders"); err == nil {
+			sm.ordersDepth = info.Messages
+		}
+		if info, err := m.QueueInfo(ctx, "soak."+tag+".rpc"); err == nil {
+			sm.rpcDep = info.Messages
+		}
+	})
+	s.mu.Lock()
+	s.samples = append(s.samples, sm)
+	s.mu.Unlock()
+}
+
+// growth fails when the heap or the goroutines grew without bound: the last
+// sample well past the first after the start.
+func (s *soak) growth() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.samples) < 2 {
+		return nil
+	}
+	first, last := s.samples[0], s.samples[len(s.samples)-1]
+	var errs []error
+	if last.heapMiB > 2*first.heapMiB+64 {
+		errs = append(errs, fmt.Errorf("heap grew from %.1f to %.1f MiB", first.heapMiB, last.heapMiB))
+	}
+	if last.goroutines > 2*first.goroutines+100 {
+		errs = append(errs, fmt.Errorf("goroutines grew from %d to %d", first.goroutines, last.goroutines))
+	}
+	if last.ordersDepth > 0 || last.rpcDep > 0 {
+		errs = append(errs, fmt.Errorf("queues not drained at the end: orders %d, rpc %d", last.ordersDepth, last.rpcDep))
+	}
+	return errors.Join(errs...)
+}
+
+// goroutinesBack waits, bounded, for the goroutines of the App to end.
+func (s *soak) goroutinesBack() error {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n := runtime.NumGoroutine()
+		if n <= s.goroutinesBefore+2 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d goroutines after Stop, %d before Start", n, s.goroutinesBefore)
+		}
+		time.Sleep(100 * time.Millisecond) // polling a count: nothing to await
+	}
+}
+
+func (s *soak) missing() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for id := range s.sent {
+		if s.handled[id] == 0 {
+			n++
+		}
+	}
+	return n
+}
+
+func (s *soak) duplicates() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, c := range s.handled {
+		n += max(c-1, 0)
+	}
+	return n
+}
+
+func (s *soak) mgmt(f func(ctx context.Context, m *amqpwire.Management)) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := amqpwire.New(amqpwire.Config{URL: s.url, Dialect: amqpactor.RabbitMQ4}).Connect(ctx)
+	if err != nil {
+		return
+	}
+	defer func() { _ = c.Close(ctx) }()
+	f(ctx, c.(*amqpwire.Conn).Management())
+}
+
+func (s *soak) deleteQueues(names ...string) {
+	s.mgmt(func(ctx context.Context, m *amqpwire.Management) {
+		for _, n := range names {
+			_ = brokeradmin.DeleteQueue(ctx, m, n)
+		}
+	})
+}
+
+func (s *soak) report() string {
+	s.mu.Lock()
+	samples := append([]sample(nil), s.samples...)
+	faults := fmt.Sprintf("cut=%d blackhole=%d latency=%d restart=%d", s.faults["cut"], s.faults["blackhole"], s.faults["latency"], s.faults["restart"])
+	s.mu.Unlock()
+	var b strings.Builder
+	fmt.Fprintf(&b, "SOAK seed=%d for=%v published=%d publish_errors_retried=%d lost=%d duplicates=%d requests=%d request_errors=%d requests_late=%d overlaps=%d stop=%v faults: %s\n",
+		s.seed, s.runFor, s.published.Load(), s.publishErrors.Load(), s.missing(), s.duplicates(), s.requests.Load(),
+		s.requestErrors.Load(), s.late.Load(), s.overlaps.Load(), s.stopTook.Round(time.Millisecond), faults)
+	fmt.Fprintf(&b, "%8s %10s %10s %11s %12s %9s\n", "at", "heap MiB", "goroutines", "connections", "orders depth", "rpc depth")
+	for _, sm := range samples {
+		conns := "-"
+		if sm.connections > 0 {
+			conns = strconv.Itoa(sm.connections)
+		}
+		fmt.Fprintf(&b, "%8v %10.1f %10d %11s %12d %9d\n", sm.at, sm.heapMiB, sm.goroutines, conns, sm.ordersDepth, sm.rpcDep)
+	}
+	return b.String()
+}
