@@ -276,6 +276,7 @@ func (a *App) begin(ctx context.Context, sys *actor.ActorSystem, parent actor.Sp
 		CloseTimeout: a.cfg.closeTimeout,
 		MaxSenders:   a.cfg.maxSenders,
 		SenderIdle:   a.cfg.senderIdle,
+		MaxSessions:  a.cfg.maxSessions,
 		Supervisor:   a.cfg.supervisor,
 		Publish:      a.publishRaw,
 		OnState: func(m protocol.StateChange) {

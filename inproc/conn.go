@@ -35,8 +35,14 @@ var (
 )
 
 // MaxSessions is the session limit the broker had when the connection was
-// opened (see Broker.SetMaxSessions); zero means none.
-func (c *conn) MaxSessions() int { return c.advertised }
+// opened (see Broker.SetMaxSessions); without one, 65536, the most an open's
+// channel-max can allow (and what one without the field allows).
+func (c *conn) MaxSessions() int {
+	if c.advertised == 0 {
+		return 1 << 16
+	}
+	return c.advertised
+}
 
 func (c *conn) Features() transport.Features {
 	return transport.Features{DynamicSource: true, Transactions: true, AnonymousRelay: !c.b.cfg.noRelay}
