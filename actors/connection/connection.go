@@ -199,11 +199,13 @@ type member struct {
 
 // reserved are the sessions the first connection keeps for the publisher
 // (and its replies publisher), requests, the management link and a few
-// transactions; spare are those every other connection keeps free for a
-// session being replaced while its predecessor ends.
+// transactions; spare are those every other connection keeps free for its
+// management link (RabbitMQ 4 declares queues through it) and a session
+// being replaced while its predecessor ends: go-amqp closes the whole
+// connection when a session is begun past the channel-max.
 const (
 	reserved = 8
-	spare    = 2
+	spare    = 3
 )
 
 // DefaultMaxSessions is the sessions a connection is planned with when the

@@ -1,0 +1,99 @@
+package live
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/amqpactor/amqpactor"
+	"github.com/amqpactor/amqpactor/internal/brokeradmin"
+	"github.com/amqpactor/amqpactor/transport/amqpwire"
+)
+
+// TestPoolOf150QueueSubscriptions: RabbitMQ 4 allows 64 sessions on a
+// connection and every subscription has one (issue 27). 150 queue
+// subscriptions in one App start, each handles its message, the tree shows
+// the pool's connections, and the App stops cleanly (TestMain's goleak).
+func TestPoolOf150QueueSubscriptions(t *testing.T) {
+	u := brokerURL(t)
+	const n = 150
+	prefix := unique("pool")
+	queues := make([]string, n)
+	for i := range queues {
+		queues[i] = fmt.Sprintf("%s.%d", prefix, i)
+	}
+	t.Cleanup(func() {
+		mgmt(t, u, func(ctx context.Context, m *amqpwire.Management) {
+			for _, q := range queues {
+				require.NoError(t, brokeradmin.DeleteQueue(ctx, m, q))
+			}
+		})
+	})
+	app := amqpactor.New(amqpactor.Dial(u, amqpactor.WithDialect(amqpactor.RabbitMQ4)), amqpactor.WithName(prefix))
+	var mu sync.Mutex
+	seen := map[string]int{}
+	for _, q := range queues {
+		_, err := app.Subscribe(amqpactor.Queue(q), func(context.Context, *amqpactor.Message) error {
+			mu.Lock()
+			seen[q]++
+			mu.Unlock()
+			return nil
+		}, amqpactor.WithClassicQueue(), amqpactor.WithPartitions(1))
+		require.NoError(t, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	g0 := runtime.NumGoroutine()
+	began := time.Now()
+	require.NoError(t, app.Start(ctx))
+	started := time.Since(began)
+	stopped := false
+	defer func() {
+		if !stopped {
+			_ = app.Stop(ctx)
+		}
+	}()
+	var after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	t.Logf("%d subscriptions: Start %v, %.1f goroutines and %.0f KiB heap per subscription", n, started.Round(time.Millisecond),
+		float64(runtime.NumGoroutine()-g0)/n, float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/1024/n)
+
+	for _, q := range queues {
+		require.NoError(t, app.Publish(ctx, amqpactor.Queue(q), &amqpactor.Message{Body: []byte("x")}))
+	}
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(seen) == n
+	}, time.Minute, 20*time.Millisecond)
+
+	tree, err := app.Tree(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "connection", tree.Name)
+	conns := 0
+	var walk func(*amqpactor.Node)
+	walk = func(nd *amqpactor.Node) {
+		if nd.Kind == "connection" {
+			conns++
+		}
+		for _, c := range nd.Children {
+			walk(c)
+		}
+	}
+	walk(tree)
+	require.GreaterOrEqual(t, conns, 3, "150 sessions need three connections of 64")
+	require.Eventually(t, func() bool { return app.Ready() == nil }, 30*time.Second, 20*time.Millisecond)
+	stopped = true
+	began = time.Now()
+	require.NoError(t, app.Stop(ctx))
+	t.Logf("%d connections; Stop %v", conns, time.Since(began).Round(time.Millisecond))
+}
