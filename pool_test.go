@@ -8,10 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/amqpactor/amqpactor"
+	"github.com/amqpactor/amqpactor/actors"
 	"github.com/amqpactor/amqpactor/inproc"
 )
 
@@ -166,4 +168,129 @@ func TestRefusedSessionNamesTheLimitAndTheOption(t *testing.T) {
 	require.NoError(t, app.Publish(ctx, amqpactor.Queue("refused-0"), &amqpactor.Message{Body: []byte("x")}))
 	require.Eventually(t, func() bool { return h.queues() == 1 }, 10*time.Second, 10*time.Millisecond)
 	require.Equal(t, 1, b.Conns())
+}
+
+// byName returns the first node named name.
+func byName(n *amqpactor.Node, name string) *amqpactor.Node {
+	if n.Name == name {
+		return n
+	}
+	for _, c := range n.Children {
+		if f := byName(c, name); f != nil {
+			return f
+		}
+	}
+	return nil
+}
+
+// A connection of the pool is its own connection actor: its state changes
+// and its subscriptions' name it in their paths, a panic resumes it (as the
+// root resumes the first: a restart would stop every subscription under
+// it), a lost connection is dialled again, and a subscription closed on it
+// makes room for the next.
+func TestPoolMemberIsAConnectionOfItsOwn(t *testing.T) {
+	defer goleak.VerifyNone(t, ignoreThrottle)
+	sys := sharedSystem(t)
+	b := inproc.New(inproc.WithMaxSessions(12))
+	var pathsMu sync.Mutex
+	paths := map[string]string{}
+	app := amqpactor.New(b, amqpactor.WithActorSystem(sys), amqpactor.WithName("pool-member"),
+		amqpactor.WithStateChanges(func(c amqpactor.StateChange) {
+			pathsMu.Lock()
+			paths[c.Path] = c.To
+			pathsMu.Unlock()
+		}))
+	var h handledSet
+	subs := map[string]*amqpactor.Subscription{}
+	for i := range 13 {
+		q := fmt.Sprintf("member-%d", i)
+		s, err := app.Subscribe(amqpactor.Queue(q), h.handler(q), amqpactor.WithPartitions(1))
+		require.NoError(t, err)
+		subs[q] = s
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	require.NoError(t, app.Start(ctx))
+	stopped := false
+	defer func() {
+		if !stopped {
+			_ = app.Stop(ctx)
+		}
+	}()
+	// 12 sessions less 8 kept on the first: member-4 to member-12 are on
+	// connection-2, which keeps 3 spare.
+	tree, err := app.Tree(ctx)
+	require.NoError(t, err)
+	member := byName(tree, "connection-2")
+	require.NotNil(t, member)
+	require.NotNil(t, byName(member, "subscription:pool-member.member-9"))
+	require.Nil(t, byName(member, "subscription:pool-member.member-0"))
+	pathsMu.Lock()
+	require.Equal(t, "attached", paths["connection/connection-2"])
+	require.Equal(t, "attached", paths["connection/connection-2/subscription:pool-member.member-9"])
+	require.Equal(t, "attached", paths["connection/connection-2/subscription:pool-member.member-9/receiver"])
+	require.Equal(t, "attached", paths["connection/subscription:pool-member.member-0"])
+	pathsMu.Unlock()
+
+	// A panic resumes it: the same actor, the same subscriptions.
+	resumed := make(chan struct{}, 1)
+	es := sys.EventStream.Subscribe(func(evt any) {
+		if e, ok := evt.(*actor.SupervisorEvent); ok && e.Child.Equal(member.ActorPID()) && e.Directive == actor.ResumeDirective {
+			select {
+			case resumed <- struct{}{}:
+			default:
+			}
+		}
+	})
+	defer sys.EventStream.Unsubscribe(es)
+	sub := byName(member, "subscription:pool-member.member-9").ActorPID()
+	sys.Root.Send(member.ActorPID(), &actors.Crash{Reason: "test"})
+	select {
+	case <-resumed:
+	case <-ctx.Done():
+		t.Fatal("connection-2 was not resumed")
+	}
+	require.Eventually(t, func() bool {
+		tree, err := app.Tree(ctx)
+		require.NoError(t, err)
+		m := byName(tree, "connection-2")
+		return m != nil && m.Counters["panics"] == 1
+	}, 10*time.Second, 10*time.Millisecond)
+	tree, err = app.Tree(ctx)
+	require.NoError(t, err)
+	require.True(t, byName(tree, "connection-2").ActorPID().Equal(member.ActorPID()))
+	require.True(t, byName(tree, "subscription:pool-member.member-9").ActorPID().Equal(sub), "its subscriptions were not stopped")
+
+	// Every connection is dialled again after it is lost.
+	require.Equal(t, 2, b.DropConnections(nil))
+	require.Eventually(t, func() bool {
+		tree, err := app.Tree(ctx)
+		require.NoError(t, err)
+		m := byName(tree, "connection-2")
+		return m.Counters["reconnects"] == 1 && tree.Counters["reconnects"] == 1 && app.Ready() == nil
+	}, 20*time.Second, 10*time.Millisecond)
+	for i := range 13 {
+		require.NoError(t, app.Publish(ctx, amqpactor.Queue(fmt.Sprintf("member-%d", i)), &amqpactor.Message{Body: []byte("x")}))
+	}
+	require.Eventually(t, func() bool { return h.queues() == 13 }, 20*time.Second, 10*time.Millisecond)
+
+	// connection-2 is full: the next subscription opens connection-3, and
+	// one closed on connection-2 makes room there for the one after.
+	_, err = app.Subscribe(amqpactor.Queue("member-13"), h.handler("member-13"), amqpactor.WithPartitions(1))
+	require.NoError(t, err)
+	tree, err = app.Tree(ctx)
+	require.NoError(t, err)
+	require.NotNil(t, byName(byName(tree, "connection-3"), "subscription:pool-member.member-13"))
+	require.NoError(t, subs["member-9"].Close(ctx))
+	_, err = app.Subscribe(amqpactor.Queue("member-14"), h.handler("member-14"), amqpactor.WithPartitions(1))
+	require.NoError(t, err)
+	tree, err = app.Tree(ctx)
+	require.NoError(t, err)
+	require.NotNil(t, byName(byName(tree, "connection-2"), "subscription:pool-member.member-14"))
+	require.Nil(t, byName(tree, "connection-4"))
+	require.Equal(t, 3, b.Conns())
+
+	stopped = true
+	require.NoError(t, app.Stop(ctx))
+	require.Zero(t, b.Conns())
 }
