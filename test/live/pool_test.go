@@ -3,6 +3,7 @@ package live
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"runtime"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/amqpactor/amqpactor"
 	"github.com/amqpactor/amqpactor/internal/brokeradmin"
+	"github.com/amqpactor/amqpactor/internal/testproxy"
 	"github.com/amqpactor/amqpactor/transport/amqpwire"
 )
 
@@ -96,4 +98,93 @@ func TestPoolOf150QueueSubscriptions(t *testing.T) {
 	began = time.Now()
 	require.NoError(t, app.Stop(ctx))
 	t.Logf("%d connections; Stop %v", conns, time.Since(began).Round(time.Millisecond))
+}
+
+// TestPoolProxyCutOf100Subscriptions: 100 queue subscriptions (two pooled
+// connections) consume through a proxy that cuts every connection while
+// 2,000 messages are published around it (by another App, straight to the
+// broker): every connection of the pool reconnects on its own and nothing
+// is lost.
+func TestPoolProxyCutOf100Subscriptions(t *testing.T) {
+	raw := brokerURL(t)
+	u, err := url.Parse(raw)
+	require.NoError(t, err)
+	px := testproxy.New(t, u.Host)
+	u.Host = px.Addr()
+	const n, per = 100, 20
+	prefix := unique("poolcut")
+	queues := make([]string, n)
+	for i := range queues {
+		queues[i] = fmt.Sprintf("%s.%d", prefix, i)
+	}
+	t.Cleanup(func() {
+		mgmt(t, raw, func(ctx context.Context, m *amqpwire.Management) {
+			for _, q := range queues {
+				require.NoError(t, brokeradmin.DeleteQueue(ctx, m, q))
+			}
+		})
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var mu sync.Mutex
+	counts := map[string]int{}
+	distinct := func() int { mu.Lock(); defer mu.Unlock(); return len(counts) }
+	consumer := amqpactor.New(amqpactor.Dial(u.String(), amqpactor.WithDialect(amqpactor.RabbitMQ4)),
+		amqpactor.WithName(prefix), amqpactor.WithBackoff(50*time.Millisecond, time.Second))
+	for _, q := range queues {
+		_, err := consumer.Subscribe(amqpactor.Queue(q), func(_ context.Context, m *amqpactor.Message) error {
+			id, _ := m.MessageID.(string)
+			mu.Lock()
+			counts[id]++
+			mu.Unlock()
+			return nil
+		}, amqpactor.WithClassicQueue(), amqpactor.WithPartitions(1))
+		require.NoError(t, err)
+	}
+	require.NoError(t, consumer.Start(ctx))
+	defer func() { require.NoError(t, consumer.Stop(ctx)) }()
+	producer := amqpactor.New(amqpactor.Dial(raw, amqpactor.WithDialect(amqpactor.RabbitMQ4)), amqpactor.WithName(prefix+"-producer"))
+	require.NoError(t, producer.Start(ctx))
+	defer func() { require.NoError(t, producer.Stop(ctx)) }()
+
+	publish := func(round int) {
+		for _, q := range queues {
+			id := fmt.Sprintf("%s/%d", q, round)
+			require.NoError(t, producer.Publish(ctx, amqpactor.Queue(q), &amqpactor.Message{MessageID: id, Body: []byte(id)}))
+		}
+	}
+	for r := range per / 2 {
+		publish(r)
+	}
+	require.Eventually(t, func() bool { return distinct() >= n }, time.Minute, 10*time.Millisecond)
+	began := time.Now()
+	cut := px.Cut()
+	require.GreaterOrEqual(t, cut, 2, "the pool's connections go through the proxy")
+	for r := per / 2; r < per; r++ {
+		publish(r)
+	}
+	require.Eventually(t, func() bool { return distinct() == n*per }, 2*time.Minute, 10*time.Millisecond,
+		"lost: some published ids were never handled")
+	tree, err := consumer.Tree(ctx)
+	require.NoError(t, err)
+	var walk func(*amqpactor.Node)
+	conns := 0
+	walk = func(nd *amqpactor.Node) {
+		if nd.Kind == "connection" {
+			conns++
+			require.GreaterOrEqual(t, nd.Counters["reconnects"], uint64(1), "%s reconnected", nd.Name)
+		}
+		for _, c := range nd.Children {
+			walk(c)
+		}
+	}
+	walk(tree)
+	mu.Lock()
+	dups := 0
+	for _, c := range counts {
+		dups += c - 1
+	}
+	mu.Unlock()
+	t.Logf("%d subscriptions on %d connections, %d cut: published %d, lost 0, duplicates %d, all handled %v after the cut",
+		n, conns, cut, n*per, dups, time.Since(began).Round(time.Millisecond))
 }
