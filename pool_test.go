@@ -3,6 +3,9 @@ package amqpactor_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -293,4 +296,40 @@ func TestPoolMemberIsAConnectionOfItsOwn(t *testing.T) {
 	stopped = true
 	require.NoError(t, app.Stop(ctx))
 	require.Zero(t, b.Conns())
+}
+
+// TestPoolFootprint logs the start time, goroutines and heap per idle
+// subscription of POOL_SUBSCRIPTIONS queue subscriptions on the in-process
+// broker, limited to POOL_SESSIONS sessions a connection (docs/BENCHMARKS.md).
+// It is a measurement: without POOL_SUBSCRIPTIONS it skips.
+func TestPoolFootprint(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("POOL_SUBSCRIPTIONS"))
+	if n <= 0 {
+		t.Skip("a measurement: set POOL_SUBSCRIPTIONS (and POOL_SESSIONS) to run it")
+	}
+	limit, _ := strconv.Atoi(os.Getenv("POOL_SESSIONS"))
+	defer goleak.VerifyNone(t, ignoreThrottle)
+	b := inproc.New(inproc.WithMaxSessions(limit))
+	app := amqpactor.New(b, amqpactor.WithName("footprint"))
+	var h handledSet
+	for i := range n {
+		q := fmt.Sprintf("fp-%d", i)
+		_, err := app.Subscribe(amqpactor.Queue(q), h.handler(q))
+		require.NoError(t, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	g0 := runtime.NumGoroutine()
+	began := time.Now()
+	require.NoError(t, app.Start(ctx))
+	took := time.Since(began)
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	t.Logf("%d subscriptions, %d sessions a connection, %d connections: Start %v, %.1f goroutines and %.0f KiB heap per subscription",
+		n, limit, b.Conns(), took.Round(time.Millisecond), float64(runtime.NumGoroutine()-g0)/float64(n),
+		float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/1024/float64(n))
+	require.NoError(t, app.Stop(ctx))
 }
