@@ -195,3 +195,48 @@ func TestPoolProxyCutOf100Subscriptions(t *testing.T) {
 	t.Logf("%d subscriptions on %d connections, %d cut: published %d, lost 0, duplicates %d, all handled %v after the cut",
 		n, conns, cut, n*per, dups, time.Since(began).Round(time.Millisecond))
 }
+
+// TestPoolRequestBesideAFullConnection: a Request (its reply receiver's
+// session) and publishes beside 70 subscriptions neither close the
+// connection nor wait: the first connection keeps room for them.
+func TestPoolRequestBesideAFullConnection(t *testing.T) {
+	u := brokerURL(t)
+	prefix := unique("poolrpc")
+	var queues []string
+	for i := range 70 {
+		queues = append(queues, fmt.Sprintf("%s.%d", prefix, i))
+	}
+	rpc := prefix + ".rpc"
+	t.Cleanup(func() {
+		mgmt(t, u, func(ctx context.Context, m *amqpwire.Management) {
+			for _, q := range append(queues, rpc) {
+				require.NoError(t, brokeradmin.DeleteQueue(ctx, m, q))
+			}
+		})
+	})
+	app := amqpactor.New(amqpactor.Dial(u, amqpactor.WithDialect(amqpactor.RabbitMQ4)), amqpactor.WithName(prefix))
+	for _, q := range queues {
+		_, err := app.Subscribe(amqpactor.Queue(q), func(context.Context, *amqpactor.Message) error { return nil },
+			amqpactor.WithClassicQueue(), amqpactor.WithPartitions(1))
+		require.NoError(t, err)
+	}
+	_, err := app.Subscribe(amqpactor.Queue(rpc), amqpactor.Responder(func(_ context.Context, req *amqpactor.Message) (*amqpactor.Message, error) {
+		return &amqpactor.Message{Body: req.Body}, nil
+	}), amqpactor.WithClassicQueue())
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	require.NoError(t, app.Start(ctx))
+	defer func() { require.NoError(t, app.Stop(ctx)) }()
+	for i := range 5 {
+		rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
+		reply, err := app.Request(rctx, amqpactor.Queue(rpc), &amqpactor.Message{Body: []byte(strconv.Itoa(i))})
+		rcancel()
+		require.NoError(t, err)
+		require.Equal(t, strconv.Itoa(i), string(reply.Body))
+	}
+	tree, err := app.Tree(ctx)
+	require.NoError(t, err)
+	require.Zero(t, tree.Counters["reconnects"], "the first connection was never lost")
+	require.NoError(t, app.Ready())
+}
