@@ -21,9 +21,10 @@ import (
 	"github.com/amqpactor/amqpactor/internal/protocol"
 )
 
-// App is one service on one connection: its subscriptions, its publisher,
-// request/reply and transactions, all run by an actor tree rooted at the
-// connection actor.
+// App is one service: its subscriptions, its publisher, request/reply and
+// transactions, all run by an actor tree rooted at the connection actor,
+// with as many more connections under it as the subscriptions' sessions
+// need (WithMaxSessionsPerConnection).
 type App struct {
 	cfg appConfig
 	log *slog.Logger
