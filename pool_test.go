@@ -2,6 +2,7 @@ package amqpactor_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -18,6 +19,7 @@ import (
 	"github.com/amqpactor/amqpactor"
 	"github.com/amqpactor/amqpactor/actors"
 	"github.com/amqpactor/amqpactor/inproc"
+	"github.com/amqpactor/amqpactor/transport"
 )
 
 // handledSet counts the messages each queue's handler saw.
@@ -332,4 +334,47 @@ func TestPoolFootprint(t *testing.T) {
 		n, limit, b.Conns(), took.Round(time.Millisecond), float64(runtime.NumGoroutine()-g0)/float64(n),
 		float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/1024/float64(n))
 	require.NoError(t, app.Stop(ctx))
+}
+
+// failingAfter is a connector whose connections after the first fail to
+// dial, as a broker at its connection limit would refuse them.
+type failingAfter struct {
+	*inproc.Broker
+	mu    sync.Mutex
+	dials int
+}
+
+func (f *failingAfter) Connect(ctx context.Context) (transport.Conn, error) {
+	f.mu.Lock()
+	f.dials++
+	n := f.dials
+	f.mu.Unlock()
+	if n > 1 {
+		return nil, errors.New("connection limit reached")
+	}
+	return f.Broker.Connect(ctx)
+}
+
+// A connection of the pool that cannot be dialled fails the subscriptions
+// placed on it with its dial's error, naming it: Start fails, and closes
+// what it opened.
+func TestPoolMemberDialFailureFailsItsSubscriptions(t *testing.T) {
+	defer goleak.VerifyNone(t, ignoreThrottle)
+	b := inproc.New(inproc.WithMaxSessions(12))
+	app := amqpactor.New(&failingAfter{Broker: b}, amqpactor.WithName("pool-dialfail"))
+	var h handledSet
+	for i := range 6 {
+		q := fmt.Sprintf("dialfail-%d", i)
+		_, err := app.Subscribe(amqpactor.Queue(q), h.handler(q), amqpactor.WithPartitions(1))
+		require.NoError(t, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := app.Start(ctx)
+	require.Error(t, err)
+	require.ErrorContains(t, err, "connection-2")
+	require.ErrorContains(t, err, "connection limit reached")
+	require.ErrorContains(t, err, "dialfail-4", "the first subscription placed on connection-2")
+	require.NoError(t, app.Stop(ctx))
+	require.Zero(t, b.Conns())
 }
