@@ -543,8 +543,8 @@ func (c *connection) onDialed(ctx actor.Context, m *dialed) {
 	c.conn = conn
 	c.connectedAt = time.Now()
 	if c.limit == 0 {
-		// The pool plans every connection with the first one's figure:
-		// they are all to the same broker.
+		// Learnt once: the first connection places every subscription of
+		// the pool by its own figure, all being to the same broker.
 		c.limit = sessionLimit(conn, c.env.MaxSessions)
 	}
 	c.set(protocol.StateAttached, nil)
@@ -809,7 +809,7 @@ func (c *connection) memberWithRoom(ctx actor.Context) *member {
 	mb := &member{pid: spawn(ctx, newMember(c.env, c.connector, name), name), name: name}
 	c.members = append(c.members, mb)
 	c.env.Log.Info("amqpactor: adding a connection to the pool", "connector", c.connector.String(), "connection", name,
-		"sessions per connection", c.perConnection())
+		"sessions", c.perConnection())
 	return mb
 }
 
