@@ -6,6 +6,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/amqpactor/amqpactor/actors/connection"
 	"github.com/amqpactor/amqpactor/actors/session"
 )
 
@@ -40,7 +41,7 @@ func WithMaxSessionsPerConnection(n int) Option {
 
 // DefaultMaxSessions is the sessions per connection the App plans with when
 // the broker does not advertise its limit: RabbitMQ 4's.
-const DefaultMaxSessions = 64
+const DefaultMaxSessions = connection.DefaultMaxSessions
 
 // DefaultStopTimeout bounds the stop of Run without WithStopTimeout.
 const DefaultStopTimeout = 30 * time.Second
