@@ -22,9 +22,10 @@ import (
 	"github.com/amqpactor/amqpactor/internal/protocol"
 )
 
-// App is one service on one connection: its subscriptions, its publisher,
-// request/reply and transactions, all run by an actor tree rooted at the
-// connection actor.
+// App is one service: its subscriptions, its publisher, request/reply and
+// transactions, all run by an actor tree rooted at the connection actor,
+// with as many more connections under it as the subscriptions' sessions
+// need (WithMaxSessionsPerConnection).
 type App struct {
 	cfg appConfig
 	log *slog.Logger
@@ -277,6 +278,7 @@ func (a *App) begin(ctx context.Context, sys *actor.ActorSystem, parent actor.Sp
 		CloseTimeout: a.cfg.closeTimeout,
 		MaxSenders:   a.cfg.maxSenders,
 		SenderIdle:   a.cfg.senderIdle,
+		MaxSessions:  a.cfg.maxSessions,
 		Supervisor:   a.cfg.supervisor,
 		Budget:       budget.New(maxInFlight(a.cfg.maxInFlight)),
 		Publish:      a.publishRaw,

@@ -28,6 +28,13 @@
 // globally. App.AsyncAPI describes the App as an AsyncAPI 3.0 document, and
 // package debug serves it, with the live actor tree, on a debug port.
 //
+// Every subscription has a session of its own, and a connection holds only
+// the broker's channel-max of sessions (RabbitMQ 4: 64): the App opens as
+// many connections as its subscriptions need, each supervised on its own
+// (connection, connection-2, ... in App.Tree), and keeps the publisher,
+// requests and transactions on the first. WithMaxSessionsPerConnection
+// lowers the broker's figure.
+//
 // Every wait on the broker is bounded. A dial, a session's begin or a link's
 // attach by the context of the call it is for (Start's, for the connection
 // and the subscriptions it attaches) and by 30 s of its own, whichever ends

@@ -6,6 +6,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/amqpactor/amqpactor/actors/connection"
 	"github.com/amqpactor/amqpactor/actors/session"
 )
 
@@ -25,6 +26,7 @@ type appConfig struct {
 	stopTimeout  time.Duration
 	supervisor   actor.SupervisorStrategy
 	maxInFlight  int64
+	maxSessions  int
 }
 
 // DefaultMaxInFlightBytes is the budget of WithMaxInFlightBytes when it is
@@ -47,6 +49,21 @@ const DefaultMaxInFlightBytes = 256 << 20
 // what the handlers hold, not what amqp091-go buffers: the broker sends up to
 // the prefetch (WithCredit) whatever the budget.
 func WithMaxInFlightBytes(n int64) Option { return func(c *appConfig) { c.maxInFlight = n } }
+
+// WithMaxSessionsPerConnection caps the sessions the App begins on one
+// connection at n. Every subscription has a session of its own, and the App
+// opens as many connections as they need, each holding at most the broker's
+// channel-max plus one (RabbitMQ 4 allows 64; DefaultMaxSessions when the
+// broker does not say) or n, whichever is lower; the first also keeps room
+// for the publisher, requests and transactions. Zero, the default, means the
+// broker's figure: n is for a broker that advertises more than it allows.
+func WithMaxSessionsPerConnection(n int) Option {
+	return func(c *appConfig) { c.maxSessions = max(n, 0) }
+}
+
+// DefaultMaxSessions is the sessions per connection the App plans with when
+// the broker does not advertise its limit: RabbitMQ 4's.
+const DefaultMaxSessions = connection.DefaultMaxSessions
 
 // DefaultStopTimeout bounds the stop of Run without WithStopTimeout.
 const DefaultStopTimeout = 30 * time.Second

@@ -44,6 +44,9 @@ type Env struct {
 	// means the defaults of package session.
 	MaxSenders int
 	SenderIdle time.Duration
+	// MaxSessions lowers the sessions the App puts on one connection below
+	// the broker's figure (see connection.New); zero keeps the broker's.
+	MaxSessions int
 	// Supervisor decides for the failures of every actor under the
 	// connection (WithSupervisorStrategy); nil means Supervisor().
 	Supervisor actor.SupervisorStrategy
@@ -192,6 +195,15 @@ var RootNode = Node{Path: "connection", Kind: "connection"}
 // SubscriptionNode is the node of the subscription name (on addr).
 func SubscriptionNode(name, addr string) Node {
 	return RootNode.Child("subscription:"+name, "subscription", addr)
+}
+
+// SpecNode is the node of the subscription spec, under the connection that
+// holds its session (SubscriptionSpec.ConnPath).
+func SpecNode(spec *protocol.SubscriptionSpec) Node {
+	if spec.ConnPath == "" {
+		return SubscriptionNode(spec.Name, spec.Address.String())
+	}
+	return Node{Path: spec.ConnPath, Kind: "connection"}.Child("subscription:"+spec.Name, "subscription", spec.Address.String())
 }
 
 // SetState is the one way an actor changes the state of its node: it sets

@@ -30,6 +30,8 @@ type Broker struct {
 	refusals map[address.Address]*amqp.Error
 	rejects  map[address.Address]*amqp.Error
 	nRejects atomic.Int32 // len(rejects), read without the lock by Send
+
+	maxSessions atomic.Int32 // sessions one connection may hold; 0: no limit
 }
 
 // link is what the fault hooks can end: a sender or a receiver link.
@@ -43,6 +45,7 @@ type link interface {
 type config struct {
 	replyPrefix string
 	noRelay     bool
+	maxSessions int
 }
 
 // Option configures a Broker.
@@ -61,6 +64,13 @@ func WithoutAnonymousRelay() Option {
 	return func(c *config) { c.noRelay = true }
 }
 
+// WithMaxSessions limits every connection to n sessions at once, as
+// RabbitMQ's channel-max does (see SetMaxSessions). Zero, the default, means
+// no limit.
+func WithMaxSessions(n int) Option {
+	return func(c *config) { c.maxSessions = n }
+}
+
 // New returns an empty broker.
 func New(opts ...Option) *Broker {
 	b := &Broker{
@@ -75,6 +85,7 @@ func New(opts ...Option) *Broker {
 			o(&b.cfg)
 		}
 	}
+	b.SetMaxSessions(b.cfg.maxSessions)
 	return b
 }
 
@@ -92,7 +103,7 @@ func (b *Broker) Connect(ctx context.Context) (transport.Conn, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	c := &conn{b: b, done: make(chan struct{}), sessions: make(map[*session]struct{})}
+	c := &conn{b: b, done: make(chan struct{}), sessions: make(map[*session]struct{}), advertised: int(b.maxSessions.Load())}
 	b.mu.Lock()
 	b.conns[c] = struct{}{}
 	b.mu.Unlock()
@@ -324,6 +335,16 @@ func (b *Broker) DropConnections(err error) int {
 		c.end(&amqp.ConnError{RemoteErr: remote}, true)
 	}
 	return len(cs)
+}
+
+// SetMaxSessions limits every connection to n sessions at once (n <= 0: no
+// limit). A begin past the limit is refused with amqp:resource-limit-exceeded
+// (an *amqp.SessionError), the connection staying open. Connections opened
+// from now on also advertise n (their MaxSessions, as an open's channel-max
+// would); those open already keep the figure they advertised but are held
+// to the new limit, as a broker that advertises more than it allows.
+func (b *Broker) SetMaxSessions(n int) {
+	b.maxSessions.Store(int32(max(n, 0)))
 }
 
 // EndSessions ends sessions as a broker that ends them with an error would:

@@ -18,6 +18,8 @@ import (
 type conn struct {
 	b    *Broker
 	done chan struct{}
+	// advertised is the session limit when it was opened (0: none).
+	advertised int
 
 	mu       sync.Mutex
 	sessions map[*session]struct{}
@@ -29,7 +31,18 @@ type conn struct {
 var (
 	_ transport.Conn          = (*conn)(nil)
 	_ transport.Transactional = (*conn)(nil)
+	_ transport.SessionLimit  = (*conn)(nil)
 )
+
+// MaxSessions is the session limit the broker had when the connection was
+// opened (see Broker.SetMaxSessions); without one, 65536, the most an open's
+// channel-max can allow (and what one without the field allows).
+func (c *conn) MaxSessions() int {
+	if c.advertised == 0 {
+		return 1 << 16
+	}
+	return c.advertised
+}
 
 func (c *conn) Features() transport.Features {
 	return transport.Features{DynamicSource: true, Transactions: true, AnonymousRelay: !c.b.cfg.noRelay}
@@ -52,6 +65,10 @@ func (c *conn) NewSession(ctx context.Context) (transport.Session, error) {
 	defer c.mu.Unlock()
 	if c.ended {
 		return nil, c.cause
+	}
+	if limit := int(c.b.maxSessions.Load()); limit > 0 && len(c.sessions) >= limit {
+		return nil, &amqp.SessionError{RemoteErr: &amqp.Error{Condition: amqp.ErrCondResourceLimitExceeded,
+			Description: fmt.Sprintf("inproc: a connection holds at most %d sessions", limit)}}
 	}
 	c.sessions[s] = struct{}{}
 	return s, nil

@@ -52,6 +52,14 @@ type Features struct {
 	Broker string
 }
 
+// SessionLimit is implemented by a Conn that knows how many sessions its
+// peer lets it hold at once: the open's channel-max plus one (AMQP 1.0), the
+// tune's channel-max (0-9-1). The runtime spreads its sessions over as many
+// connections as that figure needs; zero means unknown.
+type SessionLimit interface {
+	MaxSessions() int
+}
+
 // Conn is one AMQP connection.
 type Conn interface {
 	NewSession(ctx context.Context) (Session, error)

@@ -1,6 +1,13 @@
 // Package connection owns the root of an App's actor tree: it dials the
 // connector, tells every child when the connection is up or down, reconnects
 // with backoff when it is lost, and orchestrates the graceful stop.
+//
+// A connection holds only so many sessions (the broker's channel-max), and
+// every subscription has one: the first connection actor spreads them over
+// a pool of connection actors it spawns as it needs them (connection-2,
+// connection-3, ...), each dialling, watching, reconnecting and draining
+// its own connection for the subscriptions it holds. The publisher,
+// requests and txn actors stay on the first.
 package connection
 
 import (
@@ -49,6 +56,11 @@ type Started struct {
 // children are every session and link of the App. The root resumes it
 // after a panic instead (resumer), and stops it past the restart budget,
 // which ends the App's tree. The root holds no connection and never blocks.
+//
+// The connections of the pool are children of the connection actor, and
+// protoactor asks a parent's strategy about its children: the connection
+// actor's (pool) resumes them as the root resumes it, and hands every other
+// child's failure to the App's strategy.
 func New(env *actors.Env, c transport.Connector, started chan<- Started) *actor.Props {
 	return env.Props(func() actor.Actor {
 		return &root{env: env, connector: c, started: started}
@@ -61,6 +73,28 @@ func New(env *actors.Env, c transport.Connector, started chan<- Started) *actor.
 type resumer struct {
 	max    int
 	within time.Duration
+}
+
+// pool is the connection actor's strategy (see New).
+type pool struct {
+	members resumer
+	other   actor.SupervisorStrategy
+}
+
+func (s pool) HandleFailure(sys *actor.ActorSystem, sup actor.Supervisor, child *actor.PID, rs *actor.RestartStatistics, reason, msg any) {
+	if isMember(child) {
+		s.members.HandleFailure(sys, sup, child, rs, reason, msg)
+		return
+	}
+	s.other.HandleFailure(sys, sup, child, rs, reason, msg)
+}
+
+// memberPrefix begins the name of every connection of the pool but the
+// first; the first's actor spawns them, so they are its children.
+const memberPrefix = "connection-"
+
+func isMember(pid *actor.PID) bool {
+	return strings.HasPrefix(pid.Id[strings.LastIndex(pid.Id, "/")+1:], memberPrefix)
 }
 
 func (s resumer) HandleFailure(sys *actor.ActorSystem, sup actor.Supervisor, child *actor.PID, rs *actor.RestartStatistics, reason, _ any) {
@@ -125,6 +159,9 @@ type (
 	closed struct{}
 	// resumed: the root resumed the connection actor after a panic.
 	resumed struct{ reason any }
+	// released: a connection of the pool holds the subscription name no
+	// more (it was unsubscribed, failed for good, or never attached).
+	released struct{ name string }
 )
 
 // newConnection returns the props of the connection actor.
@@ -135,8 +172,60 @@ type (
 // way and ends its watcher, and the next incarnation keeps the connection
 // and the counters and watches the connection again, or dials.
 func newConnection(env *actors.Env, c transport.Connector, started chan<- Started) *actor.Props {
-	k := &kept{env: env, connector: c, started: started, subs: map[string]*actor.PID{}}
+	k := &kept{env: env, connector: c, started: started, subs: map[string]*actor.PID{},
+		name: "connection", node: actors.RootNode, placed: map[string]*member{}}
+	other := env.Supervisor
+	if other == nil {
+		other = actors.Supervisor()
+	}
+	return env.Props(func() actor.Actor { return &connection{kept: k} },
+		actor.WithSupervisor(pool{members: resumer{max: 10, within: time.Minute}, other: other}))
+}
+
+// newMember returns the props of a connection of the pool, named name: it
+// holds subscriptions only, and its first dial answers no Start.
+func newMember(env *actors.Env, c transport.Connector, name string) *actor.Props {
+	k := &kept{env: env, connector: c, subs: map[string]*actor.PID{}, name: name,
+		node: actors.RootNode.Child(name, "connection", c.String()), isMember: true}
 	return env.Props(func() actor.Actor { return &connection{kept: k} })
+}
+
+// member is the first connection's record of a connection of its pool.
+type member struct {
+	pid  *actor.PID
+	name string
+	subs int // subscriptions placed on it and not released
+}
+
+// reserved are the sessions the first connection keeps for the publisher
+// (and its replies publisher), requests, the management link and a few
+// transactions; spare are those every other connection keeps free for its
+// management link (RabbitMQ 4 declares queues through it) and a session
+// being replaced while its predecessor ends: go-amqp closes the whole
+// connection when a session is begun past the channel-max.
+const (
+	reserved = 8
+	spare    = 3
+)
+
+// DefaultMaxSessions is the sessions a connection is planned with when the
+// broker does not say: RabbitMQ 4's channel-max.
+const DefaultMaxSessions = 64
+
+// sessionLimit is the sessions the App plans on conn: the broker's figure
+// (transport.SessionLimit), or DefaultMaxSessions, lowered to opt.
+func sessionLimit(conn transport.Conn, opt int) int {
+	n := 0
+	if sl, ok := conn.(transport.SessionLimit); ok {
+		n = sl.MaxSessions()
+	}
+	if n <= 0 {
+		n = DefaultMaxSessions
+	}
+	if opt > 0 && opt < n {
+		n = opt
+	}
+	return n
 }
 
 // kept is what the connection actor's incarnations share; only its
@@ -145,6 +234,9 @@ type kept struct {
 	env       *actors.Env
 	connector transport.Connector
 	started   chan<- Started
+	name      string      // "connection", or a pool member's "connection-N"
+	node      actors.Node // its node in state changes
+	isMember  bool        // a connection of the pool: subscriptions only
 	children  Children
 	subs      map[string]*actor.PID
 	subOrder  []string
@@ -165,6 +257,19 @@ type kept struct {
 	// broker is what the last connection's peer called itself (shown by
 	// the node while it reconnects, too).
 	broker string
+
+	// limit is the sessions planned per connection, learnt from the first
+	// connection made (zero before).
+	limit int
+	// The first connection's pool: its members in order, the member of
+	// each subscription placed on one, and the next member's number.
+	members []*member
+	placed  map[string]*member
+	next    int
+	// pending are a member's Subscribes that came before its first
+	// connection: they attach on it, or fail with its dial's error.
+	pending []*protocol.Subscribe
+	everUp  bool
 }
 
 // connection is one incarnation: what it holds besides kept belongs to
@@ -179,7 +284,7 @@ type connection struct {
 func (c *connection) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		if c.children.Publisher == nil {
+		if c.children.Publisher == nil && !c.isMember {
 			ch := Children{Senders: session.NewSenders(), Replies: session.NewReplies()}
 			ch.Publisher = spawn(ctx, session.NewPublisher(c.env, ch.Senders), "publisher")
 			ch.Requests = spawn(ctx, session.NewRequests(c.env, ch.Replies), "requests")
@@ -253,8 +358,14 @@ func (c *connection) Receive(ctx actor.Context) {
 					break
 				}
 			}
+			c.release(ctx, m.name)
 		}
 		m.done <- m.err
+	case *released:
+		if mb, ok := c.placed[m.name]; ok {
+			delete(c.placed, m.name)
+			mb.subs--
+		}
 	case *protocol.Pause, *protocol.Resume:
 		name := ""
 		if p, ok := m.(*protocol.Pause); ok {
@@ -264,6 +375,8 @@ func (c *connection) Receive(ctx actor.Context) {
 		}
 		if pid, ok := c.subs[name]; ok {
 			ctx.Send(pid, m)
+		} else if mb, ok := c.placed[name]; ok {
+			ctx.Send(mb.pid, m)
 		}
 	case *protocol.Drain:
 		c.drain(ctx, m)
@@ -289,6 +402,7 @@ func (c *connection) Receive(ctx actor.Context) {
 			c.started <- Started{Err: protocol.ErrStopped}
 			c.started = nil
 		}
+		c.failPending(ctx, protocol.ErrStopped)
 	}
 }
 
@@ -402,6 +516,9 @@ func (c *connection) onDialed(ctx actor.Context, m *dialed) {
 			c.set(protocol.StateDetached, m.err)
 			return
 		}
+		// So does a pool member's for the Subscribes that made it: the
+		// member itself goes on dialling for those to come.
+		c.failPending(ctx, fmt.Errorf("amqpactor: connecting to %s (%s): %w", c.connector, c.name, m.err))
 		delay := c.env.Backoff.Delay(m.attempt + 1)
 		if actors.Terminal(m.err) {
 			// Refused credentials are not retried forever: a few times
@@ -429,11 +546,22 @@ func (c *connection) onDialed(ctx actor.Context, m *dialed) {
 	c.conn = conn
 	c.connectedAt = time.Now()
 	c.broker = conn.Features().Broker
+	if c.limit == 0 {
+		// Learnt once: the first connection places every subscription of
+		// the pool by its own figure, all being to the same broker.
+		c.limit = sessionLimit(conn, c.env.MaxSessions)
+	}
 	c.set(protocol.StateAttached, nil)
 	c.watch(ctx, conn)
-	up := &protocol.ConnUp{Conn: conn}
+	up := &protocol.ConnUp{Conn: conn, MaxSessions: c.limit}
 	for _, pid := range c.all() {
 		ctx.Send(pid, up)
+	}
+	c.everUp = true
+	pending := c.pending
+	c.pending = nil
+	for _, p := range pending {
+		c.subscribe(ctx, p)
 	}
 	if c.started != nil {
 		c.started <- Started{Children: c.children}
@@ -478,7 +606,7 @@ func (c *connection) onLost(ctx actor.Context, m *lost) {
 	if err == nil {
 		err = errors.New("connection closed")
 	}
-	c.env.Log.Warn("amqpactor: connection lost", "connector", c.connector.String(), "error", err)
+	c.env.Log.Warn("amqpactor: connection lost", "connector", c.connector.String(), "connection", c.name, "error", err)
 	c.conn = nil
 	c.cancel()
 	c.cancel = nil
@@ -492,8 +620,13 @@ func (c *connection) onLost(ctx actor.Context, m *lost) {
 	c.timer = c.env.After(c.env.Backoff.Delay(1), ctx.Self(), &redial{attempt: 1})
 }
 
+// all are the children that hold sessions on this connection (the pool's
+// other connections hold their own).
 func (c *connection) all() []*actor.PID {
-	pids := []*actor.PID{c.children.Publisher, c.children.Requests, c.children.Txn}
+	var pids []*actor.PID
+	if !c.isMember {
+		pids = append(pids, c.children.Publisher, c.children.Requests, c.children.Txn)
+	}
 	for _, n := range c.subOrder {
 		pids = append(pids, c.subs[n])
 	}
@@ -508,6 +641,29 @@ func (c *connection) childGone(ctx actor.Context, pid *actor.PID) {
 	if c.stopping {
 		return
 	}
+	for i, mb := range c.members {
+		if !mb.pid.Equal(pid) {
+			continue
+		}
+		// Its strategy gave up on it (it kept panicking): its
+		// subscriptions went with it. New ones go elsewhere.
+		c.members = append(c.members[:i], c.members[i+1:]...)
+		for name, p := range c.placed {
+			if p == mb {
+				delete(c.placed, name)
+			}
+		}
+		err := fmt.Errorf("amqpactor: %s stopped by its supervisor after repeated failures, with %d subscriptions", mb.name, mb.subs)
+		c.env.Log.Error("amqpactor: a connection of the pool failed for good", "connection", mb.name, "error", err)
+		state := protocol.StateRestarting
+		c.env.SetState(&state, actors.RootNode.Child(mb.name, "connection", c.connector.String()), actors.StateFailed, err)
+		if c.failed == nil {
+			c.failed = map[string]*protocol.Node{}
+		}
+		c.failed[mb.name] = &protocol.Node{Name: mb.name, Kind: "connection", PID: pid.String(),
+			Address: c.connector.String(), State: actors.StateFailed, LastError: err.Error()}
+		return
+	}
 	// The publisher, requests and txn actors serve every call of the App,
 	// which sends to their PIDs: one its supervisor gave up on comes back
 	// at once under its name (so the PID the App holds is its again).
@@ -519,7 +675,7 @@ func (c *connection) childGone(ctx actor.Context, pid *actor.PID) {
 		{c.children.Requests, func() *actor.Props { return session.NewRequests(c.env, c.children.Replies) }},
 		{c.children.Txn, func() *actor.Props { return txn.New(c.env, c.connector.String()) }},
 	} {
-		if w.pid.Equal(pid) {
+		if w.pid != nil && w.pid.Equal(pid) {
 			c.env.Log.Error("amqpactor: an actor of the connection spent its restarts; starting it again", "actor", pid.Id)
 			c.panics++
 			name := pid.Id[strings.LastIndex(pid.Id, "/")+1:]
@@ -539,7 +695,8 @@ func (c *connection) childGone(ctx actor.Context, pid *actor.PID) {
 		err := fmt.Errorf("amqpactor: subscription %s stopped by its supervisor after repeated failures (its restart budget is spent)", name)
 		c.env.Log.Error("amqpactor: a subscription failed for good", "subscription", name, "error", err)
 		state := protocol.StateRestarting
-		n := actors.SubscriptionNode(name, c.subAddr[name])
+		n := c.subNode(name)
+		c.release(ctx, name)
 		c.env.SetState(&state, n, actors.StateFailed, err)
 		if c.failed == nil {
 			c.failed = map[string]*protocol.Node{}
@@ -550,20 +707,66 @@ func (c *connection) childGone(ctx actor.Context, pid *actor.PID) {
 	}
 }
 
+// subNode is the node of this connection's subscription name.
+func (c *connection) subNode(name string) actors.Node {
+	return c.node.Child("subscription:"+name, "subscription", c.subAddr[name])
+}
+
+// release tells the first connection that this member holds name no more.
+func (c *connection) release(ctx actor.Context, name string) {
+	if c.isMember {
+		ctx.Send(ctx.Parent(), &released{name: name})
+	}
+}
+
+// failPending answers a member's Subscribes that wait for its first
+// connection with err.
+func (c *connection) failPending(ctx actor.Context, err error) {
+	pending := c.pending
+	c.pending = nil
+	for _, p := range pending {
+		p.Done <- err
+		c.release(ctx, p.Spec.Name)
+	}
+}
+
 // subscribe spawns the subscription of m, which answers m.Done once its
-// first attach is done.
+// first attach is done: here, while the first connection has room for its
+// session, else on a connection of the pool with room, a new one if none has.
 func (c *connection) subscribe(ctx actor.Context, m *protocol.Subscribe) {
 	if c.stopping {
 		m.Done <- protocol.ErrStopped
+		c.release(ctx, m.Spec.Name)
 		return
 	}
 	name := m.Spec.Name
+	if _, ok := c.placed[name]; ok {
+		m.Done <- fmt.Errorf("amqpactor: subscription %q exists", name)
+		return
+	}
+	if c.isMember && !c.everUp {
+		c.pending = append(c.pending, m)
+		return
+	}
+	if !c.isMember && len(c.subs) >= c.room() {
+		if _, ok := c.subs[name]; !ok {
+			mb := c.memberWithRoom(ctx)
+			mb.subs++
+			c.placed[name] = mb
+			ctx.Send(mb.pid, m)
+			return
+		}
+	}
+	if c.isMember {
+		m.Spec.ConnPath = c.node.Path
+	}
 	pid, err := ctx.SpawnNamed(session.NewSubscription(c.env, m.Spec, m.Done), "subscription:"+name)
 	if errors.Is(err, actor.ErrNameExists) {
 		err = fmt.Errorf("amqpactor: subscription %q exists", name)
 	}
 	if err != nil {
 		m.Done <- err
+		c.release(ctx, name)
 		return
 	}
 	delete(c.failed, name)
@@ -574,13 +777,53 @@ func (c *connection) subscribe(ctx actor.Context, m *protocol.Subscribe) {
 	}
 	c.subAddr[name] = m.Spec.Address.String()
 	if c.conn != nil {
-		ctx.Send(pid, &protocol.ConnUp{Conn: c.conn})
+		ctx.Send(pid, &protocol.ConnUp{Conn: c.conn, MaxSessions: c.limit})
 	}
+}
+
+// perConnection is the sessions planned per connection: the first
+// connection's figure once it is known.
+func (c *connection) perConnection() int {
+	if c.limit > 0 {
+		return c.limit
+	}
+	if n := c.env.MaxSessions; n > 0 && n < DefaultMaxSessions {
+		return n
+	}
+	return DefaultMaxSessions
+}
+
+// room is how many subscriptions the first connection holds itself.
+func (c *connection) room() int { return max(c.perConnection()-reserved, 0) }
+
+// memberWithRoom returns the first member with room for a subscription,
+// spawning a new one when none has.
+func (c *connection) memberWithRoom(ctx actor.Context) *member {
+	room := max(c.perConnection()-spare, 1)
+	for _, mb := range c.members {
+		if mb.subs < room {
+			return mb
+		}
+	}
+	if c.next == 0 {
+		c.next = 2
+	}
+	name := fmt.Sprintf("%s%d", memberPrefix, c.next)
+	c.next++
+	mb := &member{pid: spawn(ctx, newMember(c.env, c.connector, name), name), name: name}
+	c.members = append(c.members, mb)
+	c.env.Log.Info("amqpactor: adding a connection to the pool", "connector", c.connector.String(), "connection", name,
+		"sessions", c.perConnection())
+	return mb
 }
 
 func (c *connection) unsubscribe(ctx actor.Context, m *protocol.Unsubscribe) {
 	pid, ok := c.subs[m.Name]
 	if !ok {
+		if mb, ok := c.placed[m.Name]; ok {
+			ctx.Send(mb.pid, m)
+			return
+		}
 		m.Done <- nil
 		return
 	}
@@ -615,11 +858,20 @@ func (c *connection) drain(ctx actor.Context, m *protocol.Drain) {
 	}
 	c.abandonDial()
 	env, self := c.env, ctx.Self()
-	first := []*actor.PID{c.children.Requests}
+	c.failPending(ctx, protocol.ErrStopped)
+	var first, second []*actor.PID
+	if !c.isMember {
+		first = append(first, c.children.Requests)
+		second = append(second, c.children.Publisher, c.children.Txn)
+	}
 	for _, n := range c.subOrder {
 		first = append(first, c.subs[n])
 	}
-	second := []*actor.PID{c.children.Publisher, c.children.Txn}
+	// Every connection of the pool drains its own subscriptions, in
+	// parallel with this one's.
+	for _, mb := range c.members {
+		first = append(first, mb.pid)
+	}
 	conn, cancel := c.conn, c.cancel
 	c.conn, c.cancel = nil, nil
 	env.Go(func() {
@@ -639,14 +891,14 @@ func (c *connection) drain(ctx actor.Context, m *protocol.Drain) {
 
 // set changes the connection's state (see actors.Env.SetState).
 func (c *connection) set(to string, err error) {
-	n := actors.RootNode
+	n := c.node
 	n.Address = c.connector.String()
 	c.env.SetState(&c.state, n, to, err)
 }
 
 func (c *connection) describe(ctx actor.Context) *protocol.Described {
 	n := &protocol.Node{
-		Name: "connection", Kind: "connection", PID: ctx.Self().String(),
+		Name: c.name, Kind: "connection", PID: ctx.Self().String(),
 		Address: c.connector.String(), State: c.state, Restarts: c.restarts + c.panics,
 		Counters: map[string]uint64{"reconnects": uint64(c.restarts), "panics": uint64(c.panics)},
 		Broker:   c.broker,
@@ -654,7 +906,14 @@ func (c *connection) describe(ctx actor.Context) *protocol.Described {
 	if c.lastErr != nil {
 		n.LastError = c.lastErr.Error()
 	}
-	d := &protocol.Described{Node: n, Children: c.all(), Self: ctx.Self()}
+	if c.limit > 0 {
+		n.Counters["max-sessions"] = uint64(c.limit)
+	}
+	children := c.all()
+	for _, mb := range c.members {
+		children = append(children, mb.pid)
+	}
+	d := &protocol.Described{Node: n, Children: children, Self: ctx.Self()}
 	for _, name := range slices.Sorted(maps.Keys(c.failed)) {
 		d.Gone = append(d.Gone, c.failed[name])
 	}

@@ -263,7 +263,7 @@ func (r *receiver) Receive(ctx actor.Context) {
 
 // set changes the receiver's state (see actors.Env.SetState).
 func (r *receiver) set(to string, err error) {
-	n := actors.SubscriptionNode(r.spec.Name, r.spec.Address.String()).Child("receiver", "receiver", r.spec.Address.String())
+	n := actors.SpecNode(r.spec).Child("receiver", "receiver", r.spec.Address.String())
 	r.env.SetState(&r.state, n, to, err)
 }
 

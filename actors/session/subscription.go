@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/Azure/go-amqp"
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/amqpactor/amqpactor/actors"
@@ -37,6 +39,7 @@ func NewSubscription(env *actors.Env, spec *protocol.SubscriptionSpec, started c
 type subKept struct {
 	started  chan<- error
 	conn     transport.Conn
+	limit    int // the connection's planned sessions (ConnUp.MaxSessions)
 	paused   bool
 	draining bool
 	panics   atomic.Uint64
@@ -47,6 +50,7 @@ type subscription struct {
 	spec       *protocol.SubscriptionSpec
 	started    chan<- error
 	conn       transport.Conn
+	limit      int // ConnUp.MaxSessions, for the error of a refused session
 	sess       transport.Session
 	receiver   *actor.PID
 	dispatcher *actor.PID
@@ -79,7 +83,7 @@ func (s *subscription) Receive(ctx actor.Context) {
 		s.dispatcher = pid
 		if c := s.kept.conn; c != nil && !s.draining {
 			// Restarted on a live connection: no ConnUp will come.
-			s.conn = c
+			s.conn, s.limit = c, s.kept.limit
 			s.set(protocol.StateAttaching, nil)
 			openSession(s.env, ctx.Self(), c, s.attachCtx())
 		}
@@ -104,6 +108,7 @@ func (s *subscription) Receive(ctx actor.Context) {
 		s.exiting = true
 		s.kept.panics.Add(1)
 		s.kept.started, s.kept.conn, s.kept.paused, s.kept.draining = s.started, s.conn, s.paused, s.draining
+		s.kept.limit = s.limit
 		if s.timer != nil {
 			s.timer.Stop()
 		}
@@ -113,7 +118,7 @@ func (s *subscription) Receive(ctx actor.Context) {
 		}
 		s.set(protocol.StateRestarting, nil)
 	case *protocol.ConnUp:
-		s.conn = m.Conn
+		s.conn, s.limit = m.Conn, m.MaxSessions
 		s.terminal = 0
 		s.set(protocol.StateAttaching, nil)
 		openSession(s.env, ctx.Self(), m.Conn, s.attachCtx())
@@ -220,6 +225,7 @@ func (s *subscription) onSession(ctx actor.Context, m *sessionResult) {
 		return
 	}
 	if m.err != nil {
+		m.err = refusedSession(m.err, s.limit)
 		s.lastErr = m.err
 		if s.started != nil {
 			s.report(m.err)
@@ -236,6 +242,23 @@ func (s *subscription) onSession(ctx actor.Context, m *sessionResult) {
 	// may come before a message would.
 	pid := ctx.SpawnPrefix(receiver.New(s.env, s.sess, s.spec, s.router.Route, s.paused, s.started == nil), "receiver")
 	s.receiver = pid
+}
+
+// refusedSession names, in the error of a session refused for want of room
+// (amqp:resource-limit-exceeded, or go-amqp's own channel-max), the figure
+// the connection was planned with and the option that lowers it.
+func refusedSession(err error, limit int) error {
+	var ae *amqp.Error
+	full := errors.As(err, &ae) && ae.Condition == amqp.ErrCondResourceLimitExceeded ||
+		strings.Contains(err.Error(), "channel max")
+	if !full {
+		return err
+	}
+	planned := "its connection was planned with the broker's session limit"
+	if limit > 0 {
+		planned = fmt.Sprintf("its connection was planned with %d sessions", limit)
+	}
+	return fmt.Errorf("%w (%s; for a broker that allows fewer than it advertises, WithMaxSessionsPerConnection lowers the figure)", err, planned)
 }
 
 func (s *subscription) onAttached(ctx actor.Context, m *receiver.Attached) {
@@ -255,7 +278,7 @@ func (s *subscription) onAttached(ctx actor.Context, m *receiver.Attached) {
 
 // set changes the subscription's state (see actors.Env.SetState).
 func (s *subscription) set(to string, err error) {
-	s.env.SetState(&s.state, actors.SubscriptionNode(s.spec.Name, s.spec.Address.String()), to, err)
+	s.env.SetState(&s.state, actors.SpecNode(s.spec), to, err)
 }
 
 // attachCtx is the caller's context while the first attach is under way

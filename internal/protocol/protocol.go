@@ -21,7 +21,14 @@ import (
 
 // ConnUp tells a child of the connection actor that a connection is ready.
 // Children open their sessions on it; they keep their queued work meanwhile.
-type ConnUp struct{ Conn transport.Conn }
+//
+// MaxSessions is how many sessions the connection actor plans on Conn (the
+// broker's figure or WithMaxSessionsPerConnection's), for the error of a
+// session the broker refuses all the same; zero when unknown.
+type ConnUp struct {
+	Conn        transport.Conn
+	MaxSessions int
+}
 
 // ConnDown tells the children that the connection ended.
 type ConnDown struct{ Err error }
@@ -125,6 +132,10 @@ type SubscriptionSpec struct {
 	// Node names the subscriber's own node of a topic on the broker; empty
 	// means Name.
 	Node string
+	// ConnPath is the path of the connection node that holds the
+	// subscription's session ("connection/connection-2" for a connection of
+	// the pool); empty means the first connection.
+	ConnPath string
 
 	Handler      Handler
 	BatchHandler BatchHandler

@@ -38,6 +38,7 @@ type Conn struct {
 
 var (
 	_ transport.Conn          = (*Conn)(nil)
+	_ transport.SessionLimit  = (*Conn)(nil)
 	_ transport.Transactional = (*Conn)(nil)
 )
 
@@ -75,6 +76,10 @@ func (c *Conn) Err() error {
 func (c *Conn) Features() transport.Features {
 	return transport.Features{DynamicSource: true, Transactions: true, Broker: amqpwire.BrokerOf(c.conn.Properties)}
 }
+
+// MaxSessions is the channel-max negotiated in the tune (RabbitMQ: 2047 by
+// default): every session is a channel, and channel 0 is the connection's.
+func (c *Conn) MaxSessions() int { return int(c.conn.Config.ChannelMax) }
 
 // String names the broker (without credentials).
 func (c *Conn) String() string { return c.c.String() }

@@ -253,7 +253,10 @@ type Conn struct {
 	closeErr  error
 }
 
-var _ transport.Conn = (*Conn)(nil)
+var (
+	_ transport.Conn         = (*Conn)(nil)
+	_ transport.SessionLimit = (*Conn)(nil)
+)
 
 // Done is go-amqp's own channel: it is closed the moment the connection
 // ends, by Close or by failure.
@@ -348,6 +351,17 @@ func rabbitRelease(props map[string]any) (major, minor int, ok bool) {
 // (for example "ANONYMOUS-RELAY").
 func (c *Conn) PeerOffers(capability string) bool {
 	return c.guard != nil && c.guard.PeerOffers(capability)
+}
+
+// MaxSessions is the number of sessions the broker allows on the connection
+// at once, from its open's channel-max (RabbitMQ 4: 64); zero when unknown.
+// go-amqp closes the whole connection when a session is begun past it, so
+// the runtime spreads its sessions over as many connections as they need.
+func (c *Conn) MaxSessions() int {
+	if c.guard == nil {
+		return 0
+	}
+	return c.guard.PeerSessions()
 }
 
 func (c *Conn) guardFailure() *GuardError {

@@ -219,6 +219,9 @@ type guard struct {
 
 	mu       sync.Mutex
 	peerCaps []string
+	// channelMax is the open's channel-max plus one (the sessions the
+	// peer allows at once); zero until an open the guard could follow.
+	channelMax int
 	// failed is why the guard ended the connection, for Conn.Err: go-amqp
 	// keeps a read error's text but not the error.
 	failed atomic.Pointer[GuardError]
@@ -593,9 +596,22 @@ func (g *guard) PeerOffers(capability string) bool {
 // capabilities empty: go-amqp decides whether the open is acceptable.
 func (g *guard) open(b []byte) {
 	caps := offeredCapabilities(b)
+	cm, ok := openChannelMax(b)
 	g.mu.Lock()
 	g.peerCaps = caps
+	if ok {
+		g.channelMax = int(cm) + 1
+	}
 	g.mu.Unlock()
+}
+
+// PeerSessions is the number of sessions the peer's open allows at once
+// (its channel-max plus one; channels start at zero), or zero before an
+// open the guard could read.
+func (g *guard) PeerSessions() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.channelMax
 }
 
 // appendPoison appends the poison message for reason: a delivery-annotations

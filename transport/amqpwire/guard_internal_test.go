@@ -241,6 +241,7 @@ func TestGuardSASLAndPeerCapabilities(t *testing.T) {
 	require.True(t, g.PeerOffers("ANONYMOUS-RELAY"))
 	require.True(t, g.PeerOffers("SHARED-SUBS"))
 	require.False(t, g.PeerOffers("DELAYED-DELIVERY"))
+	require.Equal(t, 256, g.PeerSessions(), "channel-max 255: channels 0 to 255")
 
 	// The transfer after SASL was followed as AMQP: it is poison.
 	fs := splitFrames(t, out[len(saslHeader)+len(mechs)+len(outcome):])
@@ -253,6 +254,12 @@ func TestGuardSASLAndPeerCapabilities(t *testing.T) {
 	g = newTestGuard(concat(amqpHeader, openFrame("ANONYMOUS-RELAY")), 1<<20, 0)
 	_, _ = readAll(g, 512)
 	require.True(t, g.PeerOffers("ANONYMOUS-RELAY"))
+
+	// An open that stops before channel-max allows the default.
+	short := frame(0, 0, performative(0x10, encStr("broker"), encStr("host")))
+	g = newTestGuard(concat(amqpHeader, short), 1<<20, 0)
+	_, _ = readAll(g, 512)
+	require.Equal(t, 65536, g.PeerSessions())
 }
 
 func decode(t *testing.T, payload []byte) *amqp.Message {

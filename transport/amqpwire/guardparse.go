@@ -263,6 +263,43 @@ func width(b []byte, pos int, code byte) int {
 
 // offeredCapabilities decodes field 7 of an open performative (a symbol or
 // an array of symbols); b starts at the list's constructor.
+// openChannelMax reads the channel-max of an open performative's field list
+// b; absent or null means the default, 65535. ok is false when the guard
+// cannot follow the fields.
+func openChannelMax(b []byte) (max uint16, ok bool) {
+	var pos, end int
+	var count uint32
+	switch {
+	case len(b) >= 1 && b[0] == 0x45:
+		return 65535, true // list0: every field absent
+	case len(b) >= 3 && b[0] == 0xc0:
+		end, count, pos = 2+int(b[1]), uint32(b[2]), 3
+	case len(b) >= 9 && b[0] == 0xd0:
+		end, count, pos = 5+int(binary.BigEndian.Uint32(b[1:])), binary.BigEndian.Uint32(b[5:]), 9
+	default:
+		return 0, false
+	}
+	if end > len(b) {
+		return 0, false
+	}
+	if count < 4 {
+		return 65535, true
+	}
+	b = b[:end]
+	for i := 0; i < 3; i++ {
+		if pos = skip(b, pos); pos < 0 {
+			return 0, false
+		}
+	}
+	switch {
+	case pos < len(b) && b[pos] == 0x40:
+		return 65535, true
+	case pos+3 <= len(b) && b[pos] == 0x60:
+		return binary.BigEndian.Uint16(b[pos+1:]), true
+	}
+	return 0, false
+}
+
 func offeredCapabilities(b []byte) []string {
 	var pos, end int
 	var count uint32

@@ -587,4 +587,7 @@ func TestLivePeerOffers(t *testing.T) {
 	conn := connect(t)
 	expect(t, conn.PeerOffers("ANONYMOUS-RELAY"), "RabbitMQ 4 offers ANONYMOUS-RELAY")
 	expect(t, !conn.PeerOffers("NO-SUCH-CAPABILITY"), "an unknown capability is not offered")
+	// RabbitMQ 4's channel-max is 63 unless configured: 64 sessions.
+	expect(t, conn.MaxSessions() > 0 && conn.MaxSessions() <= 65536, "the open's channel-max is read")
+	t.Logf("RabbitMQ's open allows %d sessions", conn.MaxSessions())
 }
