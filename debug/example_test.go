@@ -43,7 +43,7 @@ func ExampleHandler() {
 		fmt.Printf("%s %s: %s\n", path, res.Status, strings.TrimSpace(first))
 	}
 	// Output:
-	// /tree.txt 200 OK: connection (connection) [attached] inproc
+	// /tree.txt 200 OK: connection (connection) [attached] inproc max-sessions=65536
 	// /asyncapi.json 200 OK: {
 }
 
