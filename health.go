@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/amqpactor/amqpactor/actors"
+	"github.com/amqpactor/amqpactor/actors/receiver"
 	"github.com/amqpactor/amqpactor/internal/protocol"
 )
 
@@ -102,8 +103,9 @@ func (a *App) Health() error {
 	return fmt.Errorf("%w: %s", ErrUnhealthy, strings.Join(why, "; "))
 }
 
-// Ready returns nil once the App has started and its connection and every
-// subscription are attached, and otherwise an error (wrapping ErrNotReady,
+// Ready returns nil once the App has started and its connections, every
+// subscription and its receiver are attached (a receiver standing by on a
+// partition queue counts), and otherwise an error (wrapping ErrNotReady,
 // ErrNotStarted or ErrStopped) naming those that are not, with their state
 // and why. It is what a readiness probe asks (debug: /readyz).
 func (a *App) Ready() error {
@@ -119,7 +121,10 @@ func (a *App) Ready() error {
 	if err := a.Health(); err != nil {
 		return fmt.Errorf("%w: %w", ErrNotReady, err)
 	}
-	not := a.nodes.not(func(s string) bool { return s == protocol.StateAttached }, "connection", "subscription")
+	// A subscription is ready when its link is: its receiver attached, or
+	// standing by on a single-active-consumer queue.
+	not := a.nodes.not(func(s string) bool { return s == protocol.StateAttached || s == receiver.StateStandby },
+		"connection", "subscription", "receiver")
 	if len(not) == 0 {
 		return nil
 	}

@@ -117,3 +117,31 @@ func TestSubscriptionOutOfRestartsIsFailed(t *testing.T) {
 	require.NoError(t, app.Stop(ctx))
 	require.Less(t, time.Since(t0), time.Second, "Stop after a failure is as quick as a normal one")
 }
+
+// A subscription whose re-attach is refused is not ready: Ready names it
+// while the broker refuses, and is nil again once it has re-attached.
+func TestReadyWhileReattachIsRefused(t *testing.T) {
+	defer goleak.VerifyNone(t, ignoreThrottle)
+	sys := sharedSystem(t)
+	broker := inproc.New()
+	app := amqpactor.New(broker, amqpactor.WithActorSystem(sys), amqpactor.WithName("ready-refused"),
+		amqpactor.WithBackoff(5*time.Millisecond, 20*time.Millisecond))
+	_, err := app.Subscribe(amqpactor.Queue("orders"), func(context.Context, *amqpactor.Message) error { return nil })
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, app.Start(ctx))
+	defer func() { require.NoError(t, app.Stop(ctx)) }()
+	require.Eventually(t, func() bool { return app.Ready() == nil }, 5*time.Second, time.Millisecond)
+	broker.RefuseAttach(amqpactor.Queue("orders"), "amqp:resource-locked", "test refusal")
+	broker.DetachLinks(amqpactor.Queue("orders"), "amqp:link:detach-forced", "test")
+	require.Eventually(t, func() bool {
+		err := app.Ready()
+		return err != nil && strings.Contains(err.Error(), "subscription:ready-refused.orders")
+	}, 5*time.Second, time.Millisecond, "Ready names the subscription while its re-attach is refused")
+	require.ErrorIs(t, app.Ready(), amqpactor.ErrNotReady)
+	require.NoError(t, app.Health(), "a refusal it keeps retrying is not a failure for good")
+	broker.ClearRefusals()
+	require.Eventually(t, func() bool { return app.Ready() == nil }, 10*time.Second, time.Millisecond,
+		"ready again once it re-attached: %v", app.Ready())
+}
