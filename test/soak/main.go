@@ -175,6 +175,11 @@ func (s *soak) run() error {
 	for s.missing() > 0 && time.Now().Before(deadline) {
 		time.Sleep(100 * time.Millisecond) // polling a count: nothing to await
 	}
+	// What is still queued then are copies of handled messages (a retried
+	// publish, a redelivery): they are consumed too, before the last sample.
+	for s.depth(orders.Name())+s.depth(rpc.Name()) > 0 && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond) // polling the broker: nothing to await
+	}
 	s.take(app, start)
 	t0 := time.Now()
 	ctx, cancelStop := context.WithTimeout(context.Background(), stopBound)
@@ -394,6 +399,17 @@ func (s *soak) goroutinesBack() error {
 		}
 		time.Sleep(100 * time.Millisecond) // polling a count: nothing to await
 	}
+}
+
+// depth is queue's message count (0 when it cannot be read).
+func (s *soak) depth(queue string) uint64 {
+	var n uint64
+	s.mgmt(func(ctx context.Context, m *amqpwire.Management) {
+		if info, err := m.QueueInfo(ctx, queue); err == nil {
+			n = info.Messages
+		}
+	})
+	return n
 }
 
 func (s *soak) missing() int {
