@@ -78,12 +78,7 @@ func ActorHandler(pid *actor.PID) Handler {
 		if p := protocol.PartitionFrom(ctx); p != nil {
 			d.Address, d.Partition = p.Address, p.Index
 		}
-		fut := sys.Root.RequestFuture(pid, d, timeout)
-		// A cancelled handler context (Stop past its graceful part) ends
-		// the wait at once rather than at the future's timeout.
-		stop := context.AfterFunc(ctx, func() { sys.Root.Stop(fut.PID()) })
-		res, err := fut.Result()
-		stop()
+		res, err := ask(ctx, sys, pid, d, timeout)
 		if r, ok := res.(*DeliveryDone); ok && r != nil && err == nil {
 			return r.Err
 		}
@@ -99,6 +94,46 @@ func ActorHandler(pid *actor.PID) Handler {
 		return fmt.Errorf("amqpactor: actor %s answered a delivery with %T, not Done", pid, res)
 	}
 	return withDescriptor(h, handlerInfo{kind: kindActor})
+}
+
+// answer is where an actor's answer to one delivery goes. A protoactor
+// Future was used, but an answer after its timeout (an actor busy when its
+// link detached) writes the result unlocked while the waiter reads it; a
+// channel of one slot drops a late answer instead.
+type answer struct{ ch chan any }
+
+func (a *answer) SendUserMessage(_ *actor.PID, m any) {
+	_, msg, _ := actor.UnwrapEnvelope(m)
+	select {
+	case a.ch <- msg:
+	default:
+	}
+}
+
+func (*answer) SendSystemMessage(*actor.PID, any) {}
+func (*answer) Stop(*actor.PID)                   {}
+
+// ask sends d to pid and waits for its answer until timeout or ctx's end
+// (a cancelled handler context, Stop past its graceful part, ends it at
+// once): (nil, nil) when ctx ended first.
+func ask(ctx context.Context, sys *actor.ActorSystem, pid *actor.PID, d *Delivery, timeout time.Duration) (any, error) {
+	a := &answer{ch: make(chan any, 1)}
+	self, _ := sys.ProcessRegistry.Add(a, "actorhandler$"+sys.ProcessRegistry.NextId())
+	defer sys.ProcessRegistry.Remove(self)
+	sys.Root.RequestWithCustomSender(pid, d, self)
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case res := <-a.ch:
+		if _, dead := res.(*actor.DeadLetterResponse); dead {
+			return nil, actor.ErrDeadLetter
+		}
+		return res, nil
+	case <-t.C:
+		return nil, actor.ErrTimeout
+	case <-ctx.Done():
+		return nil, nil
+	}
 }
 
 // actorSystem is the system the App's actors run on: its own once started,
