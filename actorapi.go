@@ -47,7 +47,7 @@ var errNilActor = errors.New("amqpactor: ActorHandler(nil): no actor to handle m
 // The actor must answer every Delivery with ctx.Respond(Done(err)). No
 // answer by the handler's deadline (WithHandlerTimeout, the subscription's
 // bound on each call, or DefaultActorTimeout when there is none), or an actor that is gone, is a failure: the delivery
-// is modified and the broker redelivers it. The partition waits for the
+// is modified and the broker redelivers it. An answer that comes later is dropped. The partition waits for the
 // answer before it hands the actor the next delivery, so the order of a
 // group-id holds; an actor that blocks in its Receive blocks the partition.
 //

@@ -26,14 +26,11 @@ func TestMain(m *testing.M) {
 }
 
 // defaultSeeds is the set make test runs: about a minute under -race on two
-// busy cores (a seed takes 0.3 to 2 s). Seed 33 is left out: see
-// TestSeed0033_groupInTwoReplicas.
+// busy cores (a seed takes 0.2 to 2 s, some up to 6).
 var defaultSeeds = func() []uint64 {
 	var s []uint64
 	for i := uint64(1); i <= 60; i++ {
-		if i != 33 {
-			s = append(s, i)
-		}
+		s = append(s, i)
 	}
 	return s
 }()
@@ -44,6 +41,7 @@ type totals struct {
 	seeds, failed                            int
 	published, handled, dups, failures       int64
 	requests, reqErrs, txCommitted, txRolled int
+	overlaps                                 int
 	faults                                   map[string]int
 	maxStop                                  time.Duration
 	failing                                  []uint64
@@ -61,6 +59,7 @@ func (t *totals) add(seed uint64, r result, failed bool) {
 	t.handled += r.handled
 	t.dups += r.dups
 	t.failures += r.failures
+	t.overlaps += r.overlaps
 	t.requests += r.requests
 	t.reqErrs += r.reqErrs
 	t.txCommitted += r.txCommitted
@@ -83,8 +82,8 @@ func (t *totals) String() string {
 	for _, k := range ks {
 		fs = append(fs, fmt.Sprintf("%s=%d", k, t.faults[k]))
 	}
-	return fmt.Sprintf("seeds=%d failed=%d %v published=%d handled=%d duplicates=%d handler_failures=%d requests=%d request_errors=%d tx_committed=%d tx_rolled_back=%d stop_max=%s faults: %s",
-		t.seeds, t.failed, t.failing, t.published, t.handled, t.dups, t.failures, t.requests, t.reqErrs, t.txCommitted, t.txRolled,
+	return fmt.Sprintf("seeds=%d failed=%d %v published=%d handled=%d duplicates=%d handler_failures=%d handover_overlaps=%d requests=%d request_errors=%d tx_committed=%d tx_rolled_back=%d stop_max=%s faults: %s",
+		t.seeds, t.failed, t.failing, t.published, t.handled, t.dups, t.failures, t.overlaps, t.requests, t.reqErrs, t.txCommitted, t.txRolled,
 		t.maxStop.Round(time.Millisecond), strings.Join(fs, " "))
 }
 
@@ -154,19 +153,32 @@ func TestSeed0019_subscriptionStuckAfterDeclinedReconnect(t *testing.T) { runSee
 // receiver that never lost a link (the gap is reported, not fixed).
 func TestSeed0014_countersAfterLinkEnd(t *testing.T) { runSeed(t, 14) }
 
-// Seed 33 (seen once in about 100 runs of it, not on replay): a fleet
-// replica's ActorHandler was still waiting for a hung actor of group
-// g0.g3 when another replica began the same message; the first replica's
-// link had ended (connections dropped), which should have ended its
-// handler's context at once. Open: run with -known.
-func TestSeed0033_groupInTwoReplicas(t *testing.T) {
+// Seeds 33, 99, 342 and 11: a link ended (connections dropped, a
+// detach, a crash of the subscription) while its handler ran a group's
+// message; the broker handed the delivery on at once (to the next replica,
+// or the subscription's new receiver), which began the group before the old
+// handler had seen its context cancelled. That overlap is what a lost link
+// allows (the old outcome is dropped); the invariant holds it against the
+// runtime only if the old handling succeeded with its context live. These
+// first failed when any overlap counted.
+func TestSeed0033_handoverWhileOldHandlerRuns(t *testing.T) { runSeed(t, 33) }
+func TestSeed0099_handoverWhileOldHandlerRuns(t *testing.T) { runSeed(t, 99) }
+func TestSeed0342_handoverWhileOldHandlerRuns(t *testing.T) { runSeed(t, 342) }
+func TestSeed0011_handoverWhileOldHandlerRuns(t *testing.T) { runSeed(t, 11) }
+
+// Seed 528 (about one replay in four): after two dropped connections, a
+// replica swap and a crash of a fleet replica's connection actor, one App's
+// Stop runs to its whole bound (10 s) and leaves the connection actor's
+// watcher goroutine (connection.watch) and an Env.Wait behind. Open: run
+// with -known.
+func TestSeed0528_stopLeavesConnectionWatcher(t *testing.T) {
 	if !*flagKnown {
-		t.Skip("open defect, not reproduced on replay: run with -known")
+		t.Skip("open defect (about 1 run in 4): run with -known")
 	}
-	for range 20 {
+	for range 8 {
 		if t.Failed() {
 			return
 		}
-		runSeed(t, 33)
+		runSeed(t, 528)
 	}
 }

@@ -49,6 +49,7 @@ type incarnation struct {
 // result is what a run measured, for the figures.
 type result struct {
 	published, handled, dups, failures int64
+	overlaps                           int // handovers after a lost link while the old handler ran
 	faults                             map[string]int
 	requests, reqErrs                  int
 	txCommitted, txRolledBack          int
@@ -117,7 +118,13 @@ func runSeed(t *testing.T, seed uint64) result {
 	if failed || t.Failed() {
 		t.Logf("replay: go test -race ./test/chaos -seed %d -v\n%s", seed, sc)
 		if testing.Verbose() {
-			t.Logf("App log (tail):\n%s", tail(r.log.String(), 8000))
+			var keep []string
+			for _, l := range strings.Split(r.log.String(), "\n") {
+				if !strings.Contains(l, "handler panicked") && !strings.Contains(l, "handler failed") {
+					keep = append(keep, l)
+				}
+			}
+			t.Logf("App log (tail, without handler failures):\n%s", tail(strings.Join(keep, "\n"), 12000))
 		}
 	}
 	return r.res
@@ -187,6 +194,9 @@ func (r *run) execute(fail func(string, ...any)) {
 	r.res.handled = r.rec.handledN.Load()
 	r.res.dups = r.rec.dups.Load()
 	r.res.failures = r.rec.failures.Load()
+	r.rec.mu.Lock()
+	r.res.overlaps = r.rec.forgiven
+	r.rec.mu.Unlock()
 }
 
 func isClosed(c <-chan struct{}) bool {
@@ -355,8 +365,10 @@ func (r *run) subscribe(inc *incarnation, c string, addr amqpactor.Address, opts
 		ah := amqpactor.ActorHandler(pid)
 		return inc.app.Subscribe(addr, func(ctx context.Context, m *amqpactor.Message) error {
 			id, _ := m.MessageID.(string)
-			defer r.rec.enter(c, id, inc.id)()
-			return ah(ctx, m)
+			exit := r.rec.enter(c, id, inc.id)
+			err := ah(ctx, m)
+			exit(err == nil, ctx.Err() != nil)
+			return err
 		}, opts...)
 	}
 	return inc.app.Subscribe(addr, h, opts...)
@@ -373,11 +385,12 @@ func (r *run) handler(inc *incarnation, c string, b behaviour) amqpactor.Handler
 		id, _ := m.MessageID.(string)
 		exit := r.rec.enter(c, id, inc.id)
 		defer func() {
-			exit()
 			if v := recover(); v != nil {
+				exit(false, ctx.Err() != nil)
 				r.rec.done(c, id, inc.id, false)
 				panic(v)
 			}
+			exit(err == nil, ctx.Err() != nil)
 			r.rec.done(c, id, inc.id, err == nil)
 		}()
 		switch act, d := r.decide(c, id, m.DeliveryCount, b); act {
