@@ -182,3 +182,15 @@ func TestSeed0528_stopLeavesConnectionWatcher(t *testing.T) {
 		runSeed(t, 528)
 	}
 }
+
+// Seeds 386 and 561: the same, with the old handler returning nil a moment
+// before its receiver cancelled its context (the broker acts on a link's
+// end at once, the receiver hears of it through its mailbox): forgiven
+// when the context ends within handoverBound of that return.
+func TestSeed0386_handoverBeforeCancel(t *testing.T) { runSeed(t, 386) }
+func TestSeed0561_handoverBeforeCancel(t *testing.T) { runSeed(t, 561) }
+
+// Seed 406: an ActorHandler actor read its delivery after the handler had
+// timed out, while the partition's retry in place (Backoff) counted the
+// attempt in that same Message: a data race (fixed: the actor gets a copy).
+func TestSeed0406_actorReadsAfterTimeout(t *testing.T) { runSeed(t, 406) }

@@ -367,7 +367,7 @@ func (r *run) subscribe(inc *incarnation, c string, addr amqpactor.Address, opts
 			id, _ := m.MessageID.(string)
 			exit := r.rec.enter(c, id, inc.id)
 			err := ah(ctx, m)
-			exit(err == nil, ctx.Err() != nil)
+			exit(err == nil, ctx)
 			return err
 		}, opts...)
 	}
@@ -386,11 +386,11 @@ func (r *run) handler(inc *incarnation, c string, b behaviour) amqpactor.Handler
 		exit := r.rec.enter(c, id, inc.id)
 		defer func() {
 			if v := recover(); v != nil {
-				exit(false, ctx.Err() != nil)
+				exit(false, ctx)
 				r.rec.done(c, id, inc.id, false)
 				panic(v)
 			}
-			exit(err == nil, ctx.Err() != nil)
+			exit(err == nil, ctx)
 			r.rec.done(c, id, inc.id, err == nil)
 		}()
 		switch act, d := r.decide(c, id, m.DeliveryCount, b); act {
