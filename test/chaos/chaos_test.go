@@ -194,3 +194,9 @@ func TestSeed0561_handoverBeforeCancel(t *testing.T) { runSeed(t, 561) }
 // timed out, while the partition's retry in place (Backoff) counted the
 // attempt in that same Message: a data race (fixed: the actor gets a copy).
 func TestSeed0406_actorReadsAfterTimeout(t *testing.T) { runSeed(t, 406) }
+
+// Seed 253: an ActorHandler delivery failed by the runtime before its actor
+// saw it (its context ended as the worker began it) was not counted as a
+// failure by the harness, which then held the group order against the
+// messages that ran before its redelivery.
+func TestSeed0253_actorDeliveryFailedByTheRuntime(t *testing.T) { runSeed(t, 253) }

@@ -213,6 +213,14 @@ func (r *recorder) histories() string {
 	return b.String()
 }
 
+// markFailed notes that consumer c's handling of id failed, without
+// counting a handler failure (the actor counts its own).
+func (r *recorder) markFailed(c, id string) {
+	r.mu.Lock()
+	r.failed[c+"|"+id] = true
+	r.mu.Unlock()
+}
+
 // missing returns, per consumer, the messages whose publish returned nil
 // and that it never handled with success; txn messages are judged apart.
 func (r *recorder) missing() map[string][]string {

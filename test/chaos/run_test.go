@@ -368,6 +368,11 @@ func (r *run) subscribe(inc *incarnation, c string, addr amqpactor.Address, opts
 			exit := r.rec.enter(c, id, inc.id)
 			err := ah(ctx, m)
 			exit(err == nil, ctx)
+			if err != nil {
+				// Failed by the runtime (no answer in time, its context
+				// ended), whatever the actor did: not a success at once.
+				r.rec.markFailed(c, id)
+			}
 			return err
 		}, opts...)
 	}
