@@ -76,6 +76,10 @@ func New(env *actors.Env, sess transport.Session, spec *protocol.SubscriptionSpe
 type kept struct {
 	paused, drained bool
 	panics          atomic.Uint64
+	// closed is closed once the last link given to closeLink is closed:
+	// the next attach waits for it, so that what the old link held is
+	// back on the broker before a new link can take newer messages.
+	closed chan struct{}
 }
 
 // gens numbers the links of every receiver in the process (see Restarts).
@@ -230,10 +234,16 @@ func (r *receiver) opts() transport.ReceiverOptions {
 
 func (r *receiver) attach(ctx actor.Context, attempt int) {
 	r.set(protocol.StateAttaching, nil)
-	self, sess, opts, env := ctx.Self(), r.sess, r.opts(), r.env
+	self, sess, opts, env, prev := ctx.Self(), r.sess, r.opts(), r.env, r.kept.closed
 	env.Go(func() {
 		actx, cancel := env.CloseCtx(context.Background())
 		defer cancel()
+		if prev != nil {
+			select {
+			case <-prev:
+			case <-actx.Done():
+			}
+		}
 		link, err := sess.NewReceiver(actx, opts)
 		env.Root.Send(self, &attachResult{attempt: attempt, link: link, err: err})
 	})
@@ -635,8 +645,10 @@ func (r *receiver) endLink(ctx context.Context, why error) {
 }
 
 func (r *receiver) closeLink(link transport.Receiver, ctx context.Context, done func(error)) {
-	env := r.env
+	env, closed := r.env, make(chan struct{})
+	r.kept.closed = closed
 	env.Go(func() {
+		defer close(closed)
 		cctx, cancel := env.CloseCtx(ctx)
 		defer cancel()
 		err := link.Close(cctx)
