@@ -201,18 +201,14 @@ func TestSeed0406_actorReadsAfterTimeout(t *testing.T) { runSeed(t, 406) }
 // messages that ran before its redelivery.
 func TestSeed0253_actorDeliveryFailedByTheRuntime(t *testing.T) { runSeed(t, 253) }
 
-// Seeds 1199 and 1384 (without -race, every replay of 1199; with it, rarely):
-// a crash of the q0 receiver while a group's message waited for its retry
-// in place (Backoff) or its handler ran. The messages of the group the old
-// link still held (never failed) were handled only after newer ones of the
-// group that the new link received first: order broken within one App.
-// Likely cause, not confirmed: the receiver's new link attaches and
-// receives before the old link's close (on a goroutine) has given the
-// broker back what it held. Open: run with -known.
+// Seeds 1199 and 1384 (without -race, every replay of 1199 on the code
+// before the fix; with it, rarely): a crash of the q0 receiver while a
+// group's message waited for its retry in place (Backoff) or its handler
+// ran. The new link attached and received before the old link's close, on
+// a goroutine, had given back what it held, so newer messages of the group
+// ran before older ones that never failed (fixed in actors/receiver: an
+// attach waits for the last link's close).
 func TestSeed1199_receiverRestartOvertakesHeld(t *testing.T) {
-	if !*flagKnown {
-		t.Skip("open defect: run with -known")
-	}
 	runSeed(t, 1199)
 	runSeed(t, 1384)
 }
