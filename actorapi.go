@@ -47,7 +47,7 @@ var errNilActor = errors.New("amqpactor: ActorHandler(nil): no actor to handle m
 // The actor must answer every Delivery with ctx.Respond(Done(err)). No
 // answer by the handler's deadline (WithHandlerTimeout, the subscription's
 // bound on each call, or DefaultActorTimeout when there is none), or an actor that is gone, is a failure: the delivery
-// is modified and the broker redelivers it. The partition waits for the
+// is modified and the broker redelivers it. An answer that comes later is dropped. The partition waits for the
 // answer before it hands the actor the next delivery, so the order of a
 // group-id holds; an actor that blocks in its Receive blocks the partition.
 //
@@ -74,16 +74,17 @@ func ActorHandler(pid *actor.PID) Handler {
 				return fmt.Errorf("amqpactor: actor %s: %w", pid, context.DeadlineExceeded)
 			}
 		}
-		d := &Delivery{Message: m}
+		// A copy: the actor may read it after the wait below gave up, when
+		// a retry in place (Backoff) is already counting in m.
+		// Tx.Accept finds the delivery from the copy while the wait lasts.
+		mc := *m
+		d := &Delivery{Message: &mc}
+		actorCopies.Store(&mc, m)
+		defer actorCopies.Delete(&mc)
 		if p := protocol.PartitionFrom(ctx); p != nil {
 			d.Address, d.Partition = p.Address, p.Index
 		}
-		fut := sys.Root.RequestFuture(pid, d, timeout)
-		// A cancelled handler context (Stop past its graceful part) ends
-		// the wait at once rather than at the future's timeout.
-		stop := context.AfterFunc(ctx, func() { sys.Root.Stop(fut.PID()) })
-		res, err := fut.Result()
-		stop()
+		res, err := ask(ctx, sys, pid, d, timeout)
 		if r, ok := res.(*DeliveryDone); ok && r != nil && err == nil {
 			return r.Err
 		}
@@ -99,6 +100,50 @@ func ActorHandler(pid *actor.PID) Handler {
 		return fmt.Errorf("amqpactor: actor %s answered a delivery with %T, not Done", pid, res)
 	}
 	return withDescriptor(h, handlerInfo{kind: kindActor})
+}
+
+// actorCopies maps the copy of a message an actor was handed to the
+// delivery's own, for Tx.Accept.
+var actorCopies sync.Map
+
+// answer is where an actor's answer to one delivery goes. A protoactor
+// Future was used, but an answer after its timeout (an actor busy when its
+// link detached) writes the result unlocked while the waiter reads it; a
+// channel of one slot drops a late answer instead.
+type answer struct{ ch chan any }
+
+func (a *answer) SendUserMessage(_ *actor.PID, m any) {
+	_, msg, _ := actor.UnwrapEnvelope(m)
+	select {
+	case a.ch <- msg:
+	default:
+	}
+}
+
+func (*answer) SendSystemMessage(*actor.PID, any) {}
+func (*answer) Stop(*actor.PID)                   {}
+
+// ask sends d to pid and waits for its answer until timeout or ctx's end
+// (a cancelled handler context, Stop past its graceful part, ends it at
+// once): (nil, nil) when ctx ended first.
+func ask(ctx context.Context, sys *actor.ActorSystem, pid *actor.PID, d *Delivery, timeout time.Duration) (any, error) {
+	a := &answer{ch: make(chan any, 1)}
+	self, _ := sys.ProcessRegistry.Add(a, "actorhandler$"+sys.ProcessRegistry.NextId())
+	defer sys.ProcessRegistry.Remove(self)
+	sys.Root.RequestWithCustomSender(pid, d, self)
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case res := <-a.ch:
+		if _, dead := res.(*actor.DeadLetterResponse); dead {
+			return nil, actor.ErrDeadLetter
+		}
+		return res, nil
+	case <-t.C:
+		return nil, actor.ErrTimeout
+	case <-ctx.Done():
+		return nil, nil
+	}
 }
 
 // actorSystem is the system the App's actors run on: its own once started,

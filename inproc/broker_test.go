@@ -386,6 +386,29 @@ func TestReleasedGoesBackToHead(t *testing.T) {
 	require.Equal(t, "m0", recvBody(t, r))
 }
 
+// Deliveries released one by one, in the order they came (as the runtime's
+// drain gives back what its handlers had not settled), come again in that
+// order: each goes back to its place among the others, not to the front.
+func TestReleasedOneByOneKeepOrder(t *testing.T) {
+	e := newEnv(t)
+	a := address.Queue("order")
+	r := e.sub(a, 3)
+	e.sendN(e.sender(a), "m", 5)
+	var got []*amqp.Message
+	for range 3 {
+		got = append(got, recv(t, r))
+	}
+	for _, m := range got {
+		settle(t, r, m, release)
+	}
+	require.NoError(t, r.IssueCredit(5))
+	var bodies []string
+	for range 5 {
+		bodies = append(bodies, recvBody(t, r))
+	}
+	require.Equal(t, []string{"m0", "m1", "m2", "m3", "m4"}, bodies)
+}
+
 func TestUndeliverableHereSkipsThatReceiver(t *testing.T) {
 	e := newEnv(t)
 	a := address.Queue("uh")

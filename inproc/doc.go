@@ -45,7 +45,9 @@
 //   - Credit and settlement. A receiver gets transfers only while it has credit
 //     granted by IssueCredit. Outcomes behave as on a broker: accepted removes,
 //     rejected removes and dead-letters (DeadLetters), released puts the
-//     message back at the head of its queue, modified{delivery-failed} does so
+//     message back at the head of its queue (behind any older message that
+//     went back before it, so deliveries released one by one in their order
+//     come again in that order), modified{delivery-failed} does so
 //     and counts the failure in the header's delivery-count,
 //     modified{undeliverable-here} never offers it to that receiver again. A
 //     detached link's unsettled deliveries go back to the head of their queue

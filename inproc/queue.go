@@ -66,6 +66,16 @@ func (d *deque) pushFront(e *entry) {
 	d.n++
 }
 
+// insertAt puts e at position i (0 is the front), moving the i entries
+// before it one place towards the front.
+func (d *deque) insertAt(i int, e *entry) {
+	d.pushFront(e)
+	for j := 0; j < i; j++ {
+		d.buf[(d.head+j)&(len(d.buf)-1)] = d.buf[(d.head+j+1)&(len(d.buf)-1)]
+	}
+	d.buf[(d.head+i)&(len(d.buf)-1)] = e
+}
+
 func (d *deque) popFront() *entry {
 	e := d.buf[d.head]
 	d.buf[d.head] = nil
@@ -225,7 +235,13 @@ func (q *queue) requeueLocked(es []*entry) {
 		if len(es[i].excl) > 0 {
 			q.nExcl++
 		}
-		q.msgs.pushFront(es[i])
+		// Behind the older ones already back at the head: entries given
+		// back one at a time in their order (a drain's releases) keep it.
+		at := 0
+		for at < q.msgs.len() && q.msgs.at(at).seq < es[i].seq {
+			at++
+		}
+		q.msgs.insertAt(at, es[i])
 	}
 	q.dispatchLocked()
 }

@@ -85,6 +85,10 @@ type kept struct {
 	// ended, for the next one to re-attach after a backoff.
 	detached *detachedLink
 	counters counters
+	// closed is closed once the last link given to closeLink is closed:
+	// the next attach waits for it, so that what the old link held is
+	// back on the broker before a new link can take newer messages.
+	closed chan struct{}
 }
 
 // detachedLink is what an incarnation whose link ended hands the next.
@@ -303,7 +307,7 @@ func (r *receiver) opts(self *actor.PID, la *linkActive) transport.ReceiverOptio
 func (r *receiver) attach(ctx actor.Context, attempt int) {
 	r.set(protocol.StateAttaching, nil)
 	la := &linkActive{}
-	self, sess, opts, env := ctx.Self(), r.sess, r.opts(ctx.Self(), la), r.env
+	self, sess, opts, env, prev := ctx.Self(), r.sess, r.opts(ctx.Self(), la), r.env, r.kept.closed
 	var caller context.Context
 	if r.gen == 0 && !r.replacement {
 		// The first attach: Start's or Subscribe's context bounds it too.
@@ -312,6 +316,12 @@ func (r *receiver) attach(ctx actor.Context, attempt int) {
 	env.Go(func() {
 		actx, cancel := env.AttachCtx(caller)
 		defer cancel()
+		if prev != nil {
+			select {
+			case <-prev:
+			case <-actx.Done():
+			}
+		}
 		link, err := sess.NewReceiver(actx, opts)
 		env.Root.Send(self, &attachResult{attempt: attempt, link: link, err: err, active: la})
 	})
@@ -786,8 +796,10 @@ func (r *receiver) endLink(ctx context.Context, why error) {
 }
 
 func (r *receiver) closeLink(link transport.Receiver, ctx context.Context, done func(error)) {
-	env := r.env
+	env, closed := r.env, make(chan struct{})
+	r.kept.closed = closed
 	env.Go(func() {
+		defer close(closed)
 		cctx, cancel := env.CloseCtx(ctx)
 		defer cancel()
 		err := link.Close(cctx)

@@ -340,7 +340,8 @@ func TestSubscriptionEscalatesWhenNewSessionsEndToo(t *testing.T) {
 		t.Fatal("the subscription never asked for a reconnect")
 	}
 	ss := r.conn.Sessions()
-	require.Len(t, ss, 2, "one replacement session, then the escalation")
+	// The retries go on after the escalation (the connection may decline it).
+	require.GreaterOrEqual(t, len(ss), 2, "one replacement session, then the escalation")
 	require.Equal(t, 1, ss[1].Attaches(), "the receiver retried its attach on a session that had ended")
 	require.Equal(t, protocol.StateRestarting, r.node().State)
 }

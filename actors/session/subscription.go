@@ -172,7 +172,8 @@ func (s *subscription) Receive(ctx actor.Context) {
 			s.env.Log.Warn("amqpactor: new sessions keep failing; asking the connection to reconnect",
 				"address", s.spec.Address.String(), "error", m.Err)
 			ctx.Send(ctx.Parent(), &protocol.Reconnect{Err: m.Err})
-			return
+			// No return: the connection declines a request on a brand-new
+			// connection or a second one, and the retry is then all there is.
 		}
 		if s.conn != nil {
 			s.timer = s.env.After(delay, ctx.Self(), &retrySession{conn: s.conn})
