@@ -65,28 +65,28 @@ func main() {
 }
 
 type soak struct {
-	url, script      string
-	seed             uint64
-	runFor           time.Duration
-	sampleEvery      time.Duration
-	restarts         bool
-	schedule         []string // the faults, as injected
-	faults           map[string]int
-	samples          []sample
-	published        atomic.Int64
-	publishErrors    atomic.Int64
-	requests         atomic.Int64
-	requestErrors    atomic.Int64
-	late             atomic.Int64 // requests that returned past their deadline
-	overlaps         atomic.Int64 // a group handled by two workers at once
-	mu sync.Mutex
+	url, script   string
+	seed          uint64
+	runFor        time.Duration
+	sampleEvery   time.Duration
+	restarts      bool
+	schedule      []string // the faults, as injected
+	faults        map[string]int
+	samples       []sample
+	published     atomic.Int64
+	publishErrors atomic.Int64
+	requests      atomic.Int64
+	requestErrors atomic.Int64
+	late          atomic.Int64 // requests that returned past their deadline
+	overlaps      atomic.Int64 // a group handled by two workers at once
+	mu            sync.Mutex
 	// handled counts the deliveries of each message, by publisher and
 	// sequence; sent is how many of each publisher's returned nil (they
 	// publish in sequence). Compact, so the soak's own tally does not
 	// show as growth of the heap.
-	handled [publishers][]uint16
-	sent    [publishers]int
-	busy    map[string]bool // groups being handled
+	handled          [publishers][]uint16
+	sent             [publishers]int
+	busy             map[string]bool // groups being handled
 	stopTook         time.Duration
 	goroutinesBefore int
 }
