@@ -457,7 +457,12 @@ func TestFoldGoAMQPsOwnDispositions(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, rcv.AcceptMessage(ctx, m))
 	}
-	require.NoError(t, conn.Close())
+	if err := conn.Close(); err != nil {
+		// go-amqp can meet its own end of the synchronous pipe closed while
+		// it shuts down (1 run in about 50 under -race): the close is not
+		// what this test reads; the dispositions written before it are.
+		require.ErrorContains(t, err, io.ErrClosedPipe.Error(), "go-amqp keeps only the text")
+	}
 	require.NoError(t, <-done, "the peer's script")
 
 	rec.mu.Lock()
