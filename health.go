@@ -3,6 +3,7 @@ package amqpactor
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -45,7 +46,7 @@ func (s *nodeStates) not(ok func(state string) bool, kinds ...string) []string {
 	defer s.mu.Unlock()
 	var out []string
 	for path, n := range s.nodes {
-		if len(kinds) > 0 && !contains(kinds, n.kind) || ok(n.state) {
+		if len(kinds) > 0 && !slices.Contains(kinds, n.kind) || ok(n.state) {
 			continue
 		}
 		e := path + " " + n.state
@@ -56,15 +57,6 @@ func (s *nodeStates) not(ok func(state string) bool, kinds ...string) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-func contains(xs []string, x string) bool {
-	for _, y := range xs {
-		if x == y {
-			return true
-		}
-	}
-	return false
 }
 
 // ErrUnhealthy is wrapped by the error Health returns.
