@@ -99,6 +99,7 @@ check:
 	@bad="$$(gofmt -l . | grep -v '/node_modules/' || true)"; \
 	if [ -n "$$bad" ]; then echo "gofmt would change:"; echo "$$bad"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) mod tidy -diff
 	$(GO) build ./...
 
 broker-start:
