@@ -90,14 +90,13 @@ func TestLivePrefetchBoundsUnacked(t *testing.T) {
 	// Both consumers fill their window and no more.
 	require.Eventually(t, func() bool { return inFlight[0].Load() == 2 && inFlight[1].Load() == 2 },
 		waitFor, 5*time.Millisecond, "each consumer holds its window")
-	samples := [][]int{unacked(t, q.Name())}
+	samples := [][]int{bothConsumers(t, q.Name())}
 	require.Equal(t, []int{2, 2}, samples[0], "unacknowledged per consumer while both handlers wait")
 	for i := range n {
 		release <- struct{}{}
 		if i%5 == 4 && i < n-4 {
-			got := unacked(t, q.Name())
+			got := bothConsumers(t, q.Name())
 			samples = append(samples, got)
-			require.Len(t, got, 2, "consumers of %s", q)
 			for _, u := range got {
 				require.LessOrEqual(t, u, 2, "unacknowledged deliveries of one consumer after %d handled", i+1)
 			}
@@ -111,6 +110,19 @@ func TestLivePrefetchBoundsUnacked(t *testing.T) {
 	require.LessOrEqual(t, maxInFlight[1].Load(), int64(2))
 	t.Logf("unacknowledged per consumer, sampled on the broker: %v; most handlers at once: %d and %d",
 		samples, maxInFlight[0].Load(), maxInFlight[1].Load())
+}
+
+// bothConsumers is unacked for q's two consumers. rabbitmqctl answers the
+// consumers and their channels in two commands, two snapshots, and
+// list_channels leaves out a channel that does not answer in time: a reading
+// that misses a consumer is taken again, within a bound, not counted as a
+// consumer that holds nothing.
+func bothConsumers(t *testing.T, q string) []int {
+	t.Helper()
+	var got []int
+	require.Eventually(t, func() bool { got = unacked(t, q); return len(got) == 2 },
+		waitFor, 50*time.Millisecond, "both consumers of %s and their channels listed by rabbitmqctl", q)
+	return got
 }
 
 // connect opens a connection with the transport alone.
