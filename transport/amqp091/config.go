@@ -16,7 +16,8 @@ import (
 	"github.com/amqpactor/amqpactor/address"
 	"github.com/amqpactor/amqpactor/internal/secret"
 	"github.com/amqpactor/amqpactor/transport"
-	"github.com/amqpactor/amqpactor/transport/amqpwire"
+	"github.com/amqpactor/amqpactor/transport/internal/coalesce"
+	"github.com/amqpactor/amqpactor/transport/internal/endpoint"
 )
 
 // Defaults applied to zero fields of Config.
@@ -27,13 +28,13 @@ const (
 	DefaultMaxMessageSize = 16 << 20
 )
 
-// Config says how to reach one RabbitMQ broker over AMQP 0-9-1. It is
-// amqpwire.Config, so that every DialOption means the same on both
-// connectors; Dialect is ignored (addresses are always spelt as RabbitMQ
+// Config says how to reach one RabbitMQ broker over AMQP 0-9-1. It is an
+// alias of the type both transports share (amqpwire.Config is the same
+// type), so that every DialOption means the same on both connectors; Dialect is ignored (addresses are always spelt as RabbitMQ
 // 4's), IdleTimeout sets the heartbeat to two thirds of it, in whole
 // seconds (at least one; zero: 30 s), so that a broker silent for about
 // IdleTimeout is given up on; ContainerID is sent as the connection name.
-type Config = amqpwire.Config
+type Config = endpoint.Config
 
 // connector is the transport.Connector of one Config.
 type connector struct {
@@ -47,9 +48,7 @@ type connector struct {
 // unsafe combination of settings is reported by Connect, naming the URL
 // without its password.
 func New(cfg Config) transport.Connector {
-	// amqpwire's connector spells the URL without its password, whatever
-	// characters the password holds.
-	c := &connector{cfg: cfg, url: secret.New(cfg.URL), redacted: amqpwire.New(amqpwire.Config{URL: cfg.URL}).String()}
+	c := &connector{cfg: cfg, url: secret.New(cfg.URL), redacted: endpoint.RedactURL(cfg.URL)}
 	c.cfg.URL, c.cfg.Failover = c.redacted, nil // 0-9-1 has no failover
 	if cfg.Logger != nil {
 		c.log = cfg.Logger.With("broker", c.redacted)
@@ -69,117 +68,22 @@ func (c *connector) String() string { return c.redacted }
 // ProtocolVersion is the AMQP version spoken, as AsyncAPI spells it.
 func (c *connector) ProtocolVersion() string { return "0.9.1" }
 
-// connectError is what Connect returns: it names the redacted URL.
-type connectError struct {
-	url      string
-	msg      string
-	err      error
-	terminal bool
-}
+// ErrCleartextCredentials is wrapped by the error Connect returns when SASL
+// PLAIN would send a password in clear text to a host that is not a
+// loopback address. It is the value both transports share, the one
+// amqpwire.ErrCleartextCredentials is too.
+var ErrCleartextCredentials = endpoint.ErrCleartextCredentials
 
-// Terminal reports an error that retrying the same Connect will not cure.
-func (e *connectError) Terminal() bool { return e.terminal }
-
-func (e *connectError) Error() string {
-	s := "amqpactor: connect " + e.url + ": " + e.msg
-	if e.err != nil {
-		s += ": " + e.err.Error()
+// vhost is the virtual host u's path names: "/" when it names none.
+func vhost(u endpoint.URL) string {
+	v := strings.TrimPrefix(u.Path, "/")
+	if v == "" {
+		return "/"
 	}
-	return s
-}
-
-func (e *connectError) Unwrap() error { return e.err }
-
-// scrubbed hides secret in err's text, keeping err reachable.
-type scrubbed struct {
-	text string
-	err  error
-}
-
-func (e *scrubbed) Error() string { return e.text }
-func (e *scrubbed) Unwrap() error { return e.err }
-
-func scrub(err error, secret string) error {
-	if err == nil || secret == "" || !strings.Contains(err.Error(), secret) {
-		return err
+	if d, err := url.PathUnescape(v); err == nil {
+		return d
 	}
-	return &scrubbed{text: strings.ReplaceAll(err.Error(), secret, "xxxxx"), err: err}
-}
-
-// ErrCleartextCredentials is amqpwire's: a password would go in clear text
-// to a host that is not a loopback address.
-var ErrCleartextCredentials = amqpwire.ErrCleartextCredentials
-
-// endpoint is the URL taken apart. The userinfo ends at the last '@' (as
-// on amqpwire), so a password may hold any character.
-type endpoint struct {
-	rest           string // the URL without userinfo
-	user, password string
-	hasUser        bool
-	tls            bool
-	host           string
-	vhost          string
-}
-
-func (c *connector) parse() (endpoint, error) {
-	var ep endpoint
-	raw := c.url()
-	if raw == "" {
-		return ep, &connectError{url: "(empty URL)", msg: "no broker URL"}
-	}
-	scheme, after, ok := strings.Cut(raw, "://")
-	if !ok {
-		return ep, &connectError{url: c.redacted, msg: "invalid URL: want amqp://[user:password@]host[:port][/vhost]"}
-	}
-	if at := strings.LastIndex(after, "@"); at >= 0 {
-		ep.hasUser = true
-		info := after[:at]
-		after = after[at+1:]
-		u, p, _ := strings.Cut(info, ":")
-		ep.user, ep.password = unescape(u), unescape(p)
-	}
-	ep.rest = scheme + "://" + after
-	u, err := url.Parse(ep.rest)
-	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return ep, &connectError{url: c.redacted, msg: "invalid URL", err: scrub(err, ep.password)}
-	}
-	switch u.Scheme {
-	case "amqp":
-	case "amqps":
-		ep.tls = true
-	default:
-		return ep, &connectError{url: c.redacted, msg: fmt.Sprintf("unsupported scheme %q (want amqp or amqps)", u.Scheme)}
-	}
-	ep.host = u.Hostname()
-	if ep.host == "" {
-		return ep, &connectError{url: c.redacted, msg: "URL has no host"}
-	}
-	ep.vhost = strings.TrimPrefix(u.Path, "/")
-	if ep.vhost == "" {
-		ep.vhost = "/"
-	} else if v, err := url.PathUnescape(ep.vhost); err == nil {
-		ep.vhost = v
-	}
-	return ep, nil
-}
-
-func unescape(s string) string {
-	if u, err := url.PathUnescape(s); err == nil {
-		return u
-	}
-	return s
-}
-
-func isLoopback(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	return v
 }
 
 // anonymous is SASL ANONYMOUS, which amqp091-go does not have.
@@ -190,34 +94,25 @@ func (anonymous) Response() string  { return "" }
 
 // Connect opens one AMQP 0-9-1 connection.
 func (c *connector) Connect(ctx context.Context) (transport.Conn, error) {
-	ep, err := c.parse()
+	ep, err := endpoint.Parse(c.url(), c.redacted)
 	if err != nil {
 		return nil, err
 	}
-	fail := func(msg string, err error) *connectError {
-		return &connectError{url: c.redacted, msg: msg, err: scrub(err, ep.password)}
+	mech, err := c.cfg.Mechanism(ep, c.redacted)
+	if err != nil {
+		return nil, err
+	}
+	fail := func(msg string, err error) *endpoint.ConnectError {
+		return &endpoint.ConnectError{URL: c.redacted, Msg: msg, Err: endpoint.Scrub(err, ep.Password)}
 	}
 	var auth rmq.Authentication
-	mech := "ANONYMOUS"
-	switch c.cfg.SASL {
-	case amqpwire.SASLFromURL:
-		if ep.hasUser {
-			mech = "PLAIN"
-			auth = &rmq.PlainAuth{Username: ep.user, Password: ep.password}
-		} else {
-			auth = anonymous{}
-		}
-	case amqpwire.SASLAnonymous:
-		auth = anonymous{}
-	case amqpwire.SASLExternal:
-		mech = "EXTERNAL"
+	switch mech {
+	case "PLAIN":
+		auth = &rmq.PlainAuth{Username: ep.User, Password: ep.Password}
+	case "EXTERNAL":
 		auth = &rmq.ExternalAuth{}
 	default:
-		return nil, fail(fmt.Sprintf("unknown SASL setting %d", c.cfg.SASL), nil)
-	}
-	if mech == "PLAIN" && !ep.tls && !c.cfg.InsecurePlain && !isLoopback(ep.host) {
-		return nil, fail("SASL PLAIN over plain TCP to a non-loopback host", fmt.Errorf(
-			"%w; use amqps://, or set InsecurePlain to allow it", ErrCleartextCredentials))
+		auth = anonymous{}
 	}
 	timeout := c.cfg.DialTimeout
 	if timeout <= 0 {
@@ -241,7 +136,7 @@ func (c *connector) Connect(ctx context.Context) (transport.Conn, error) {
 	}
 	cfg := rmq.Config{
 		SASL:       []rmq.Authentication{auth},
-		Vhost:      ep.vhost,
+		Vhost:      vhost(ep),
 		Heartbeat:  heartbeat,
 		Properties: props,
 		Dial: func(network, addr string) (net.Conn, error) {
@@ -255,7 +150,7 @@ func (c *connector) Connect(ctx context.Context) (transport.Conn, error) {
 			}
 			// amqp091-go flushes every frame with its own write system
 			// call; under load the frames of a burst share one instead.
-			conn = amqpwire.Coalesce(conn)
+			conn = coalesce.New(conn, nil, 0)
 			// Bounds the TLS and AMQP handshakes; amqp091-go clears it
 			// once the connection is open.
 			if err := conn.SetDeadline(deadline); err != nil {
@@ -275,16 +170,16 @@ func (c *connector) Connect(ctx context.Context) (transport.Conn, error) {
 			return guard(conn), nil
 		},
 	}
-	dialURL := ep.rest
-	if ep.tls {
+	dialURL := ep.Rest
+	if ep.TLS {
 		tc = &tls.Config{MinVersion: tls.VersionTLS12}
 		if c.cfg.TLS != nil {
 			tc = c.cfg.TLS.Clone()
 		}
 		if tc.ServerName == "" {
-			tc.ServerName = ep.host
+			tc.ServerName = ep.Host
 		}
-		if dialURL, err = plainURL(ep.rest); err != nil {
+		if dialURL, err = plainURL(ep.Rest); err != nil {
 			return nil, fail("invalid URL", err)
 		}
 	}
@@ -315,14 +210,14 @@ func (c *connector) Connect(ctx context.Context) (transport.Conn, error) {
 			return nil, fail("SASL "+mech+" not offered by the broker", r.err)
 		case errors.As(r.err, &re) && re.Code == rmq.AccessRefused:
 			ce := fail("authentication failed (SASL "+mech+")", r.err)
-			ce.terminal = true
+			ce.Permanent = true
 			return nil, ce
 		case ctx.Err() != nil:
 			return nil, fail("AMQP open timed out", r.err)
 		}
 		return nil, fail("dial", r.err)
 	}
-	c.log.Debug("amqpactor: connected (AMQP 0-9-1)", "sasl", mech, "tls", ep.tls)
+	c.log.Debug("amqpactor: connected (AMQP 0-9-1)", "sasl", mech, "tls", ep.TLS)
 	return newConn(c, r.conn), nil
 }
 
@@ -352,7 +247,7 @@ func closeContext(ctx context.Context) (context.Context, context.CancelFunc) {
 }
 
 // Format prints the connector as its String for every verb but %#v, which
-// shows its Config, redacted (amqpwire.Config's Format): the fields alone
+// shows its Config, redacted (Config's Format): the fields alone
 // would show the password.
 func (c *connector) Format(f fmt.State, verb rune) {
 	if verb == 'v' && f.Flag('#') {

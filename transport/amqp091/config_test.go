@@ -13,7 +13,6 @@ import (
 	"github.com/amqpactor/amqpactor/internal/livetest"
 
 	"github.com/amqpactor/amqpactor/transport/amqp091"
-	"github.com/amqpactor/amqpactor/transport/amqpwire"
 )
 
 const secret = "p@ss/w?rd#:%zz"
@@ -40,7 +39,7 @@ func TestConnectErrorsAreRedacted(t *testing.T) {
 		{"amqp://user:" + secret + "@/", "no host"},
 		{"", "no broker URL"},
 	} {
-		c := amqp091.New(amqpwire.Config{URL: tc.url, DialTimeout: 2 * time.Second})
+		c := amqp091.New(amqp091.Config{URL: tc.url, DialTimeout: 2 * time.Second})
 		require.NotContains(t, c.String(), "p@ss")
 		_, err := c.Connect(ctx)
 		require.Error(t, err, tc.url)
@@ -62,7 +61,7 @@ func TestLiveWrongPassword(t *testing.T) {
 	u.User = neturl.UserPassword("guest", "wrong-"+secret)
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
-	c := amqp091.New(amqpwire.Config{URL: u.String()})
+	c := amqp091.New(amqp091.Config{URL: u.String()})
 	_, err = c.Connect(ctx)
 	require.ErrorContains(t, err, "authentication failed")
 	require.NotContains(t, err.Error(), "p@ss")

@@ -12,7 +12,7 @@ import (
 	rmq "github.com/rabbitmq/amqp091-go"
 
 	"github.com/amqpactor/amqpactor/transport"
-	"github.com/amqpactor/amqpactor/transport/amqpwire"
+	"github.com/amqpactor/amqpactor/transport/internal/endpoint"
 )
 
 // Conn is one AMQP 0-9-1 connection. It implements transport.Conn and
@@ -74,7 +74,7 @@ func (c *Conn) Err() error {
 // channel can be put in tx.select mode; no anonymous relay (a Sender is
 // per address); the broker as its connection.start names it.
 func (c *Conn) Features() transport.Features {
-	return transport.Features{DynamicSource: true, Transactions: true, Broker: amqpwire.BrokerOf(c.conn.Properties)}
+	return transport.Features{DynamicSource: true, Transactions: true, Broker: endpoint.Broker(c.conn.Properties)}
 }
 
 // MaxSessions is the channel-max negotiated in the tune (RabbitMQ: 2047 by

@@ -5,7 +5,10 @@
 //
 // # Connections and channels
 //
-// Config is amqpwire.Config, so every DialOption means the same: the URL
+// Config is the type amqpwire.Config is (both alias the one in
+// transport/internal/endpoint, with the URL parsing, SASL choice, redaction
+// and connect errors both transports share), so every DialOption means the
+// same: the URL
 // (the userinfo ends at the last '@'; the path is the virtual host), TLS
 // (verified by default), SASL from the URL (PLAIN), ANONYMOUS or EXTERNAL,
 // the refusal of PLAIN in clear text to a remote host, the container id
@@ -15,7 +18,8 @@
 // amqp091-go declares a broker silent for one and a half heartbeats gone,
 // so a silent broker is given up on after about IdleTimeout.
 //
-// The socket goes through amqpwire's write coalescer (amqpwire.Coalesce):
+// The socket goes through the write coalescer both transports share
+// (transport/internal/coalesce, without amqpwire's folding of dispositions):
 // amqp091-go flushes every frame with its own system call, and under load
 // the frames of a burst share one instead. amqp091-go reads it through an
 // inbound guard (guard.go; TLS is done below the guard, by the connector,

@@ -19,7 +19,6 @@ import (
 	"github.com/amqpactor/amqpactor/messages"
 	"github.com/amqpactor/amqpactor/transport"
 	"github.com/amqpactor/amqpactor/transport/amqp091"
-	"github.com/amqpactor/amqpactor/transport/amqpwire"
 )
 
 // startApp starts an App on Dial091 with subs already subscribed, and
@@ -130,7 +129,7 @@ func connect(t *testing.T, url string) transport.Conn {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
-	c, err := amqp091.New(amqpwire.Config{URL: url}).Connect(ctx)
+	c, err := amqp091.New(amqp091.Config{URL: url}).Connect(ctx)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close(context.Background()) })
 	return c

@@ -10,7 +10,6 @@ import (
 	"github.com/amqpactor/amqpactor/internal/livetest"
 	"github.com/amqpactor/amqpactor/transport"
 	"github.com/amqpactor/amqpactor/transport/amqp091"
-	"github.com/amqpactor/amqpactor/transport/amqpwire"
 )
 
 // TestLiveSessionLimit: the connection reports the channel-max negotiated
@@ -19,7 +18,7 @@ func TestLiveSessionLimit(t *testing.T) {
 	url := livetest.URL(t, "the AMQP 0-9-1 session limit test")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	conn, err := amqp091.New(amqpwire.Config{URL: url}).Connect(ctx)
+	conn, err := amqp091.New(amqp091.Config{URL: url}).Connect(ctx)
 	require.NoError(t, err)
 	defer func() { _ = conn.Close(ctx) }()
 	n := conn.(transport.SessionLimit).MaxSessions()

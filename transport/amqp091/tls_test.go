@@ -16,7 +16,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/amqpactor/amqpactor/transport/amqp091"
-	"github.com/amqpactor/amqpactor/transport/amqpwire"
 )
 
 // amqps:// verifies the server's certificate unless told otherwise, as on
@@ -30,7 +29,7 @@ func TestTLSVerifiesByDefault(t *testing.T) {
 	hostPort := strings.TrimPrefix(srv.URL, "https://")
 	url := "amqps://user:" + secret + "@" + hostPort + "/"
 
-	_, err := amqp091.New(amqpwire.Config{URL: url, DialTimeout: 5 * time.Second}).Connect(context.Background())
+	_, err := amqp091.New(amqp091.Config{URL: url, DialTimeout: 5 * time.Second}).Connect(context.Background())
 	var unknown x509.UnknownAuthorityError
 	require.True(t, errors.As(err, &unknown), "untrusted certificate: %v, want x509.UnknownAuthorityError", err)
 	require.NotContains(t, err.Error(), "p@ss")
@@ -39,13 +38,13 @@ func TestTLSVerifiesByDefault(t *testing.T) {
 	// name fails even with the CA trusted.
 	pool := x509.NewCertPool()
 	pool.AddCert(srv.Certificate())
-	_, err = amqp091.New(amqpwire.Config{URL: url, TLS: &tls.Config{RootCAs: pool, ServerName: "other.example"},
+	_, err = amqp091.New(amqp091.Config{URL: url, TLS: &tls.Config{RootCAs: pool, ServerName: "other.example"},
 		DialTimeout: 5 * time.Second}).Connect(context.Background())
 	var invalidHost x509.HostnameError
 	require.True(t, errors.As(err, &invalidHost), "wrong server name: %v, want x509.HostnameError", err)
 
 	// Trusting the CA gets past TLS (and then fails: the peer speaks HTTP).
-	_, err = amqp091.New(amqpwire.Config{URL: url, TLS: &tls.Config{RootCAs: pool}, DialTimeout: time.Second}).Connect(context.Background())
+	_, err = amqp091.New(amqp091.Config{URL: url, TLS: &tls.Config{RootCAs: pool}, DialTimeout: time.Second}).Connect(context.Background())
 	require.Error(t, err, "an HTTP server passed for an AMQP broker")
 	require.False(t, errors.As(err, &unknown), "TLS failed with the CA trusted: %v", err)
 	require.NotContains(t, err.Error(), "p@ss")

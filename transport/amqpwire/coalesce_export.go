@@ -1,11 +1,15 @@
 package amqpwire
 
-import "net"
+import (
+	"net"
+
+	"github.com/amqpactor/amqpactor/transport/internal/coalesce"
+)
 
 // Coalesce wraps c so that frames written while a write is under way go
-// out together in the next one (see coalescingConn). Transport
-// packages on other AMQP clients that write frame by frame use it too.
-// It never folds dispositions: those are AMQP 1.0 frames, and another
-// protocol's bytes (its writes cut anywhere by a buffered writer) are
-// passed on as written.
-func Coalesce(c net.Conn) net.Conn { return coalesce(c, false) }
+// out together in the next one. It is the write coalescer both transports
+// share (transport/internal/coalesce), kept here for the callers that know
+// it by this name. It never folds dispositions: those are AMQP 1.0 frames,
+// and another protocol's bytes (its writes cut anywhere by a buffered
+// writer) are passed on as written.
+func Coalesce(c net.Conn) net.Conn { return coalesce.New(c, nil, 0) }

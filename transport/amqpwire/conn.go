@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,87 +17,16 @@ import (
 
 	"github.com/amqpactor/amqpactor/address"
 	"github.com/amqpactor/amqpactor/transport"
+	"github.com/amqpactor/amqpactor/transport/internal/coalesce"
+	"github.com/amqpactor/amqpactor/transport/internal/endpoint"
 )
 
 // keepAlive is the TCP keepalive probe interval of every connection.
 const keepAlive = 15 * time.Second
 
-// endpoint is a parsed, validated Config.URL.
-type endpoint struct {
-	tls      bool
-	host     string // without brackets
-	port     string
-	hostPort string
-	user     string
-	password string
-	userinfo bool
-	vhost    string
-}
-
-func (c *connector) parse(t *target) (endpoint, error) {
-	var ep endpoint
-	raw := t.url()
-	if raw == "" {
-		return ep, &connectError{url: "(empty URL)", msg: "no broker URL"}
-	}
-	sp, err := splitUserinfo(raw)
-	if err != nil {
-		return ep, &connectError{url: t.redacted, msg: "invalid URL", err: err}
-	}
-	u, err := url.Parse(sp.rest)
-	if err != nil {
-		// *url.Error repeats the whole URL: keep only the reason. The URL
-		// parsed here has no userinfo, so the reason cannot quote the
-		// password; it is scrubbed anyway.
-		var ue *url.Error
-		reason := err
-		if errors.As(err, &ue) {
-			reason = ue.Err
-		}
-		return ep, &connectError{url: t.redacted, msg: "invalid URL", err: scrubbed(reason, sp.userinfo, sp.password)}
-	}
-	if u.User != nil {
-		// Only possible without "://", which splitUserinfo leaves alone.
-		return ep, &connectError{url: t.redacted, msg: "invalid URL: want amqp://[user:password@]host[:port][/vhost]"}
-	}
-	if sp.hasUser {
-		ep.userinfo = true
-		ep.user, ep.password = sp.user, sp.password
-	}
-	switch u.Scheme {
-	case "amqp":
-		ep.port = "5672"
-	case "amqps":
-		ep.tls = true
-		ep.port = "5671"
-	default:
-		return ep, &connectError{url: t.redacted, msg: fmt.Sprintf("unsupported scheme %q (want amqp or amqps)", u.Scheme)}
-	}
-	ep.host = u.Hostname()
-	if ep.host == "" {
-		return ep, &connectError{url: t.redacted, msg: "URL has no host"}
-	}
-	if p := u.Port(); p != "" {
-		ep.port = p
-	}
-	ep.hostPort = net.JoinHostPort(ep.host, ep.port)
-	ep.vhost = strings.TrimPrefix(u.Path, "/")
-	return ep, nil
-}
-
-// isLoopback reports whether host is a loopback address or "localhost". A
-// name other than localhost is never resolved here, so it counts as remote.
-func isLoopback(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
 // prepared is a target checked and ready to dial.
 type prepared struct {
-	ep   endpoint
+	ep   endpoint.URL
 	sasl amqp.SASLType
 	mech string
 }
@@ -106,33 +34,22 @@ type prepared struct {
 // prepare parses t and decides its SASL mechanism, so that a refusal sends
 // nothing anywhere.
 func (c *connector) prepare(t *target) (prepared, error) {
-	ep, err := c.parse(t)
+	ep, err := endpoint.Parse(t.url(), t.redacted)
 	if err != nil {
 		return prepared{}, err
 	}
-	fail := func(msg string, err error) error {
-		return &connectError{url: t.redacted, msg: msg, err: scrubbed(err, ep.password)}
+	mech, err := c.cfg.Mechanism(ep, t.redacted)
+	if err != nil {
+		return prepared{}, err
 	}
-	p := prepared{ep: ep, mech: "ANONYMOUS"}
-	switch c.cfg.SASL {
-	case SASLFromURL:
-		if ep.userinfo {
-			p.mech = "PLAIN"
-			p.sasl = amqp.SASLTypePlain(ep.user, ep.password)
-		} else {
-			p.sasl = amqp.SASLTypeAnonymous()
-		}
-	case SASLAnonymous:
-		p.sasl = amqp.SASLTypeAnonymous()
-	case SASLExternal:
-		p.mech = "EXTERNAL"
+	p := prepared{ep: ep, mech: mech}
+	switch mech {
+	case "PLAIN":
+		p.sasl = amqp.SASLTypePlain(ep.User, ep.Password)
+	case "EXTERNAL":
 		p.sasl = amqp.SASLTypeExternal("")
 	default:
-		return prepared{}, fail(fmt.Sprintf("unknown SASL setting %d", c.cfg.SASL), nil)
-	}
-	if p.mech == "PLAIN" && !ep.tls && !c.cfg.InsecurePlain && !isLoopback(ep.host) {
-		return prepared{}, fail("SASL PLAIN over plain TCP to a non-loopback host", fmt.Errorf(
-			"%w; use amqps://, or set InsecurePlain to allow it", ErrCleartextCredentials))
+		p.sasl = amqp.SASLTypeAnonymous()
 	}
 	return p, nil
 }
@@ -143,8 +60,8 @@ func (c *connector) connect(ctx context.Context, t *target) (*Conn, error) {
 		return nil, err
 	}
 	ep, sasl, mech := p.ep, p.sasl, p.mech
-	fail := func(msg string, err error) error {
-		return &connectError{url: t.redacted, msg: msg, err: scrubbed(err, ep.password)}
+	fail := func(msg string, err error) *endpoint.ConnectError {
+		return &endpoint.ConnectError{URL: t.redacted, Msg: msg, Err: endpoint.Scrub(err, ep.Password)}
 	}
 
 	timeout := c.cfg.DialTimeout
@@ -158,7 +75,7 @@ func (c *connector) connect(ctx context.Context, t *target) (*Conn, error) {
 		KeepAlive:       keepAlive,
 		KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: keepAlive, Interval: keepAlive},
 	}
-	raw, err := d.DialContext(ctx, "tcp", ep.hostPort)
+	raw, err := d.DialContext(ctx, "tcp", ep.HostPort())
 	if err != nil {
 		return nil, fail("dial", err)
 	}
@@ -169,13 +86,13 @@ func (c *connector) connect(ctx context.Context, t *target) (*Conn, error) {
 		}
 	}
 	netConn := raw
-	if ep.tls {
+	if ep.TLS {
 		cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 		if c.cfg.TLS != nil {
 			cfg = c.cfg.TLS.Clone()
 		}
 		if cfg.ServerName == "" {
-			cfg.ServerName = ep.host
+			cfg.ServerName = ep.Host
 		}
 		tc := tls.Client(raw, cfg)
 		if err := tc.HandshakeContext(ctx); err != nil {
@@ -185,11 +102,11 @@ func (c *connector) connect(ctx context.Context, t *target) (*Conn, error) {
 		netConn = tc
 	}
 
-	hostname := ep.host
-	if c.cfg.Dialect == address.RabbitMQ4 && ep.vhost != "" {
-		hostname = "vhost:" + ep.vhost
+	hostname := ep.Host
+	if vhost := strings.TrimPrefix(ep.Path, "/"); c.cfg.Dialect == address.RabbitMQ4 && vhost != "" {
+		hostname = "vhost:" + vhost
 	}
-	wire := coalesce(netConn, true) // go-amqp writes one AMQP 1.0 frame per Write
+	wire := coalesce.New(netConn, &folds{}, dispositionHold) // go-amqp writes one AMQP 1.0 frame per Write
 	// go-amqp reads through the guard, which checks every delivery before
 	// go-amqp decodes it (guard.go); it writes through the coalescer.
 	g := newGuard(wire, c.cfg.MaxMessageSize, nil)
@@ -210,8 +127,8 @@ func (c *connector) connect(ctx context.Context, t *target) (*Conn, error) {
 			// the mechanism; say it plainly and keep the error reachable.
 			code := strings.TrimSuffix(strings.TrimSpace(text[strings.Index(text, saslFailed)+len(saslFailed):]), ":")
 			ce := fail("authentication failed (SASL "+mech+")",
-				&safeError{text: "the broker refused the credentials (SASL outcome code " + code + ")", err: err})
-			ce.(*connectError).terminal = true
+				&endpoint.Scrubbed{Text: "the broker refused the credentials (SASL outcome code " + code + ")", Err: err})
+			ce.Permanent = true
 			return nil, ce
 		case strings.Contains(text, "no supported auth mechanism"):
 			msg = "SASL " + mech + " not offered by the broker"
@@ -229,7 +146,7 @@ func (c *connector) connect(ctx context.Context, t *target) (*Conn, error) {
 		log:     t.log,
 	}
 	conn.mgmt = &Management{conn: conn}
-	t.log.Debug("amqpactor: connected", "sasl", mech, "tls", ep.tls)
+	t.log.Debug("amqpactor: connected", "sasl", mech, "tls", ep.TLS)
 	return conn, nil
 }
 
@@ -294,11 +211,7 @@ func (c *Conn) Features() transport.Features {
 // BrokerOf names a broker from the properties of its open (AMQP 1.0) or
 // connection.start (0-9-1): "product version", either alone when the
 // other is missing, "" without both.
-func BrokerOf(props map[string]any) string {
-	product, _ := props["product"].(string)
-	version, _ := props["version"].(string)
-	return strings.TrimSpace(product + " " + version)
-}
+func BrokerOf(props map[string]any) string { return endpoint.Broker(props) }
 
 // The reply nodes a RabbitMQ 4 broker gives a dynamic receiver (a request's
 // reply-to), by release: ReplyNode says which this connection's broker has.

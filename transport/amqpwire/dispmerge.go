@@ -3,6 +3,7 @@ package amqpwire
 import (
 	"bytes"
 	"encoding/binary"
+	"time"
 )
 
 // go-amqp's Receiver settles one delivery per call and writes one
@@ -10,7 +11,7 @@ import (
 // disposition per message. A disposition names a range of delivery-ids
 // (first..last) and means exactly the same as one disposition per id of
 // the range with the same role, settled flag and state. The coalescer
-// therefore folds a disposition into an earlier one of the same session
+// (transport/internal/coalesce) therefore has folds, its Folder here, fold a disposition into an earlier one of the same session
 // (channel) in the pending bytes when both have the same role and
 // byte-identical settled, state and batchable fields, and the new range
 // starts where the old one ends.
@@ -27,7 +28,7 @@ import (
 //
 // A flush would end every range, and the flusher writes as soon as it
 // wakes, so a session's last disposition that may still grow is held back
-// instead (take): it becomes the start of the next pending bytes, where
+// instead (Take): it becomes the start of the next pending bytes, where
 // the next dispositions of its session fold into it. Held, it only moves
 // later past frames of other sessions, as a fold moves a disposition
 // earlier past them. It goes out with the first flush after a frame that
@@ -35,7 +36,14 @@ import (
 // it, anything that is not session-local), once it can no longer grow,
 // once holdFor has passed since it was first held, and on Close. Only a
 // settled disposition with no state or an outcome (holdableTail) that
-// covers two deliveries or more is held (take).
+// covers two deliveries or more is held (Take).
+
+// dispositionHold is how long the writer of a go-amqp connection holds back
+// a disposition that may still grow (the coalescer's holdFor). A
+// millisecond is tens of deliveries under load and nothing a person or a
+// timeout notices; the settlement of a delivery is not awaited by anyone
+// once written.
+var dispositionHold = time.Millisecond
 
 // maxFoldSessions bounds the sessions whose last disposition is kept as a
 // place to fold into: past it, a session's dispositions are written as
@@ -50,19 +58,19 @@ type foldAt struct {
 	f        dispFrame
 }
 
-// folds is the coalescer's place to fold into, per session; only the
-// coalescer's lock holder touches it, and a flush empties it.
+// folds is the coalescer's place to fold into, per session: its Folder for
+// go-amqp's stream, one AMQP 1.0 frame per Write. Only the coalescer's lock
+// holder touches it, and a flush empties it.
 type folds struct {
 	n       int
 	at      [maxFoldSessions]foldAt
 	scratch []byte // a rewritten disposition, reused
 }
 
-// foldInto folds p into the pending bytes c.buf and reports true when p
-// is a disposition that folds; otherwise it notes what p means for later
-// folds and reports false, and the caller appends p.
-func (c *coalescingConn) foldInto(p []byte) bool {
-	fs := &c.folds
+// Fold folds p into the pending bytes buf and reports true when p is a
+// disposition that folds; otherwise it notes what p means for later folds
+// and reports false, and the coalescer appends p.
+func (fs *folds) Fold(buf, p []byte) ([]byte, bool) {
 	d, ok := parseDisposition(p)
 	if !ok {
 		if ch, local := sessionLocal(p); local {
@@ -70,54 +78,54 @@ func (c *coalescingConn) foldInto(p []byte) bool {
 		} else {
 			fs.n = 0
 		}
-		return false
+		return buf, false
 	}
 	i := fs.find(d.channel)
 	if i < 0 {
 		if fs.n < maxFoldSessions {
-			fs.at[fs.n] = foldAt{at: len(c.buf), size: len(p), f: d}
+			fs.at[fs.n] = foldAt{at: len(buf), size: len(p), f: d}
 			fs.n++
 		}
-		return false
+		return buf, false
 	}
 	k := &fs.at[i]
-	if !canFold(k.f, c.buf[k.at:k.at+k.size], d, p) {
+	if !canFold(k.f, buf[k.at:k.at+k.size], d, p) {
 		// A new run on its session, which this one can no longer join.
-		*k = foldAt{at: len(c.buf), size: len(p), f: d}
-		return false
+		*k = foldAt{at: len(buf), size: len(p), f: d}
+		return buf, false
 	}
 	if k.lastAt == 0 {
-		c.widen(k)
+		buf = fs.widen(buf, k)
 	}
-	binary.BigEndian.PutUint32(c.buf[k.at+k.lastAt:], d.last)
+	binary.BigEndian.PutUint32(buf[k.at+k.lastAt:], d.last)
 	k.f.last = d.last
-	return true
+	return buf, true
 }
 
-// widen rewrites k's frame with its first and last as four-byte uints, so
-// that every later fold only patches last in place; the bytes after it
-// move by the difference in length.
-func (c *coalescingConn) widen(k *foldAt) {
-	fs := &c.folds
-	old := c.buf[k.at : k.at+k.size]
+// widen rewrites k's frame in buf with its first and last as four-byte
+// uints, so that every later fold only patches last in place; the bytes
+// after it move by the difference in length.
+func (fs *folds) widen(buf []byte, k *foldAt) []byte {
+	old := buf[k.at : k.at+k.size]
 	var tailAt, lastAt int
 	fs.scratch, tailAt, lastAt = appendDisposition(fs.scratch[:0], k.f.channel, k.f.role, k.f.first, k.f.last,
 		old[k.f.tail:], k.f.tailFields, true)
 	wide := fs.scratch
 	delta := len(wide) - k.size
-	end, n := k.at+k.size, len(c.buf)
+	end, n := k.at+k.size, len(buf)
 	if delta > 0 {
-		c.buf = append(c.buf, wide[:delta]...) // room; overwritten below
+		buf = append(buf, wide[:delta]...) // room; overwritten below
 	}
-	copy(c.buf[end+delta:], c.buf[end:n])
-	c.buf = c.buf[:n+delta]
-	copy(c.buf[k.at:], wide)
+	copy(buf[end+delta:], buf[end:n])
+	buf = buf[:n+delta]
+	copy(buf[k.at:], wide)
 	for j := range fs.n {
 		if o := &fs.at[j]; o.at > k.at {
 			o.at += delta
 		}
 	}
 	k.size, k.f.tail, k.lastAt = len(wide), tailAt, lastAt
+	return buf
 }
 
 func (fs *folds) find(ch uint16) int {
@@ -351,17 +359,17 @@ func (k *foldAt) growable() bool {
 	return k.f.holdable && k.f.last != ^uint32(0) && k.f.last-k.f.first+1 < maxFolded
 }
 
-// take hands the flusher what to write of the pending bytes, under c.mu.
-// Unless release is set, the dispositions that may still grow stay behind
-// as the start of the next pending bytes, still places to fold into, and
-// holding says so; out is empty when they are all that is pending.
+// Take hands the flusher what to write of the pending bytes buf, under the
+// coalescer's lock. Unless release is set, the dispositions that may still
+// grow stay behind as the start of next, the next pending bytes, still
+// places to fold into, and holding says so; out is empty when they are all
+// that is pending.
 //
 // A disposition of one delivery is not held: nothing shows that more will
 // follow (a request answered, a message now and then), and holding it would
 // cost the flusher a second wake-up, by its timer, for the same one write.
 // Under load a flush finds several deliveries of a session settled.
-func (c *coalescingConn) take(release bool) (out []byte, holding bool) {
-	fs := &c.folds
+func (fs *folds) Take(buf, spare []byte, release bool) (out, next []byte, holding bool) {
 	var keep [maxFoldSessions]int // the held entries of fs.at, by position
 	n := 0
 	if !release {
@@ -379,34 +387,30 @@ func (c *coalescingConn) take(release bool) (out []byte, holding bool) {
 		}
 	}
 	if n == 0 {
-		out = c.buf
-		c.buf, c.spare = c.spare[:0], out
 		fs.n = 0
-		return out, false
+		return buf, spare[:0], false
 	}
 	held := 0
 	for _, i := range keep[:n] {
 		held += fs.at[i].size
 	}
-	if held == len(c.buf) {
-		return nil, true // every entry is held: none is left to drop
+	if held == len(buf) {
+		return spare[:0], buf, true // every entry is held: none is left to drop
 	}
 	// Cut the held frames out of the bytes to write, in place, and copy
 	// them, in order, to the start of the next pending bytes.
-	next := c.spare[:0]
+	next = spare[:0]
 	var kept [maxFoldSessions]foldAt
 	w, r := 0, 0
 	for j, i := range keep[:n] {
 		k := fs.at[i]
-		w += copy(c.buf[w:], c.buf[r:k.at])
+		w += copy(buf[w:], buf[r:k.at])
 		r = k.at + k.size
-		next = append(next, c.buf[k.at:r]...)
+		next = append(next, buf[k.at:r]...)
 		k.at = len(next) - k.size
 		kept[j] = k
 	}
-	w += copy(c.buf[w:], c.buf[r:])
-	out = c.buf[:w]
-	c.buf, c.spare = next, out
+	w += copy(buf[w:], buf[r:])
 	fs.n = copy(fs.at[:], kept[:n])
-	return out, true
+	return buf[:w], next, true
 }

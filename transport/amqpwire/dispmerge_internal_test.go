@@ -53,14 +53,25 @@ func goDisp(ch uint16, role bool, first uint32, last *uint32, settled bool, stat
 	return frame(0, ch, append(b, content...))
 }
 
+// queue is the coalescer's queueing of one frame p: folded into buf by
+// fs, or appended.
+func queue(fs *folds, buf, p []byte) []byte {
+	buf, folded := fs.Fold(buf, p)
+	if folded {
+		return buf
+	}
+	return append(buf, p...)
+}
+
 // fold runs frames through the coalescer's queueing, as if written while
 // the flusher was busy, and returns the bytes it would write.
 func fold(frames ...[]byte) []byte {
-	c := &coalescingConn{fold: true}
+	var fs folds
+	var buf []byte
 	for _, f := range frames {
-		c.appendFrame(f)
+		buf = queue(&fs, buf, f)
 	}
-	return c.buf
+	return buf
 }
 
 func wireFrames(t *testing.T, b []byte) [][]byte {
@@ -232,16 +243,15 @@ func TestCoalesceExportedNeverFolds(t *testing.T) {
 	for id := range uint32(10) {
 		in = append(in, goDisp(1, true, id, nil, true, accepted))
 	}
-	c := &coalescingConn{}
+	rc := newRecordingConn()
+	c := Coalesce(rc)
 	for _, f := range in {
-		c.appendFrame(f)
+		_, err := c.Write(f)
+		require.NoError(t, err)
 	}
-	require.Equal(t, bytes.Join(in, nil), c.buf)
-	a, b := net.Pipe()
-	defer b.Close()
-	cc := Coalesce(a)
-	require.False(t, cc.(*coalescingConn).fold)
-	require.NoError(t, cc.Close())
+	require.NoError(t, c.Close(), "Close writes what is pending")
+	got := rc.snapshot()
+	require.Equal(t, bytes.Join(in, nil), got)
 }
 
 func TestFoldContiguousAcceptsIntoOneRange(t *testing.T) {
@@ -403,11 +413,12 @@ func TestFoldAllocatesNothing(t *testing.T) {
 	for i := range frames {
 		frames[i] = goDisp(1, true, uint32(i), nil, true, accepted)
 	}
-	c := &coalescingConn{fold: true, buf: make([]byte, 0, 4096)}
+	var fs folds
+	buf := make([]byte, 0, 4096)
 	allocs := testing.AllocsPerRun(100, func() {
-		c.buf, c.folds.n = c.buf[:0], 0
+		buf, fs.n = buf[:0], 0
 		for _, f := range frames {
-			c.appendFrame(f)
+			buf = queue(&fs, buf, f)
 		}
 	})
 	require.Zero(t, allocs)

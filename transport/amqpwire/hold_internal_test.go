@@ -3,30 +3,43 @@ package amqpwire
 import (
 	"bytes"
 	"math/rand/v2"
+	"net"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/amqpactor/amqpactor/transport/internal/coalesce"
 )
 
-// holder drives the coalescer's queueing and its flusher's take by hand:
-// write is go-amqp's Write, flush what the flusher would write next.
-type holder struct{ c *coalescingConn }
-
-func newHolder() *holder {
-	return &holder{c: &coalescingConn{fold: true, holdFor: time.Hour}}
+// holder drives the folder as the coalescer does, by hand: write is
+// go-amqp's Write, flush what the flusher would write next.
+type holder struct {
+	fs         folds
+	buf, spare []byte
 }
+
+func newHolder() *holder { return &holder{} }
 
 func (h *holder) write(frames ...[]byte) {
 	for _, f := range frames {
-		h.c.appendFrame(f)
+		h.buf = queue(&h.fs, h.buf, f)
 	}
+}
+
+// take is the coalescer's: the folder splits the pending bytes, and the
+// bytes written become the next flush's spare.
+func (h *holder) take(release bool) ([]byte, bool) {
+	out, next, holding := h.fs.Take(h.buf, h.spare, release)
+	h.buf, h.spare = next, out
+	return out, holding
 }
 
 // flush is one flush that may hold (release false) or may not (the
 // flusher's timer, Close); it returns what goes to the socket.
 func (h *holder) flush(release bool) ([]byte, bool) {
-	out, holding := h.c.take(release)
+	out, holding := h.take(release)
 	return bytes.Clone(out), holding
 }
 
@@ -232,13 +245,13 @@ func TestHoldAllocatesNothing(t *testing.T) {
 	for i := range frames {
 		frames[i] = goDisp(1, true, uint32(i), nil, true, accepted)
 	}
-	c := &coalescingConn{fold: true, holdFor: time.Hour, buf: make([]byte, 0, 4096), spare: make([]byte, 0, 4096)}
+	c := &holder{buf: make([]byte, 0, 4096), spare: make([]byte, 0, 4096)}
 	oneRange := len(wideAccept(1, 0, 255))
 	allocs := testing.AllocsPerRun(100, func() {
 		for i, f := range frames {
-			c.appendFrame(f)
+			c.write(f)
 			if i%4 == 3 {
-				c.appendFrame(transfer2)
+				c.write(transfer2)
 				if out, holding := c.take(false); len(out) != len(transfer2) || !holding {
 					panic("the range was not held")
 				}
@@ -251,16 +264,34 @@ func TestHoldAllocatesNothing(t *testing.T) {
 	require.Zero(t, allocs)
 }
 
-// setHold sets c's holdFor while its flusher runs.
-func setHold(c *coalescingConn, d time.Duration) {
-	c.mu.Lock()
-	c.holdFor = d
-	c.mu.Unlock()
+// recordingConn is the socket under a coalescer: it records every write.
+type recordingConn struct {
+	net.Conn // nil: only what the coalescer calls is implemented
+
+	mu   sync.Mutex
+	data bytes.Buffer
+}
+
+func newRecordingConn() *recordingConn { return &recordingConn{} }
+
+func (r *recordingConn) Write(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.data.Write(p)
+}
+
+func (r *recordingConn) Close() error                     { return nil }
+func (r *recordingConn) SetWriteDeadline(time.Time) error { return nil }
+
+func (r *recordingConn) snapshot() []byte {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return bytes.Clone(r.data.Bytes())
 }
 
 func written(rc *recordingConn, want []byte) func() bool {
 	return func() bool {
-		got, _ := rc.snapshot()
+		got := rc.snapshot()
 		return bytes.Equal(got, want)
 	}
 }
@@ -270,8 +301,7 @@ func written(rc *recordingConn, want []byte) func() bool {
 // Close.
 func TestHoldInTheFlusher(t *testing.T) {
 	rc := newRecordingConn()
-	c := coalesce(rc, true)
-	setHold(c, time.Hour) // only what ends the range writes it
+	c := coalesce.New(rc, &folds{}, time.Hour) // only what ends the range writes it
 	_, err := c.Write(goDisp(1, true, 0, u32(2), true, accepted))
 	require.NoError(t, err)
 	_, err = c.Write(transfer2)
@@ -287,10 +317,10 @@ func TestHoldInTheFlusher(t *testing.T) {
 
 	_, err = c.Write(goDisp(1, true, 6, u32(7), true, accepted))
 	require.NoError(t, err)
-	got, _ := rc.snapshot()
+	got := rc.snapshot()
 	require.Equal(t, concat(transfer2, wideAccept(1, 0, 5), flow1), got, "held")
 	require.NoError(t, c.Close())
-	got, _ = rc.snapshot()
+	got = rc.snapshot()
 	require.Equal(t, concat(transfer2, wideAccept(1, 0, 5), flow1, goDisp(1, true, 6, u32(7), true, accepted)), got,
 		"Close writes the held range")
 }
@@ -299,9 +329,8 @@ func TestHoldInTheFlusher(t *testing.T) {
 // held, alone, even while it keeps growing.
 func TestHoldIsBounded(t *testing.T) {
 	rc := newRecordingConn()
-	c := coalesce(rc, true)
+	c := coalesce.New(rc, &folds{}, 20*time.Millisecond)
 	defer c.Close()
-	setHold(c, 20*time.Millisecond)
 	d01 := goDisp(1, true, 0, u32(1), true, accepted)
 	_, err := c.Write(d01)
 	require.NoError(t, err)
@@ -323,11 +352,11 @@ func TestHoldIsBounded(t *testing.T) {
 			return false
 		}
 		next++
-		got, _ := rc.snapshot()
+		got := rc.snapshot()
 		return len(got) > len(concat(d01, transfer2, d23))
 	}, 5*time.Second, time.Millisecond)
 	require.NoError(t, c.Close())
-	got, _ := rc.snapshot()
+	got := rc.snapshot()
 	as := meaning(t, got)
 	require.Len(t, as, int(next)+1)
 	for i, a := range as {

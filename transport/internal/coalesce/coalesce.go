@@ -1,4 +1,9 @@
-package amqpwire
+// Package coalesce is the write coalescer both transports put under their
+// socket: their AMQP clients write every frame with its own system call,
+// and under load the frames of a burst share one instead. A transport whose
+// frames can be merged (AMQP 1.0 dispositions, in amqpwire) passes a Folder
+// that does it.
+package coalesce
 
 import (
 	"net"
@@ -8,23 +13,24 @@ import (
 	"time"
 )
 
-// go-amqp writes every frame with its own write system call, from one
-// goroutine, and waits for it. Under load that is one system call per
-// transfer and one per disposition, on both sides of the wire: the largest
-// single cost of a client on loopback or a fast network. coalescingConn lets
-// go-amqp's writer hand frames over without waiting for the socket: a
+// go-amqp and amqp091-go write every frame with its own write system call,
+// from one goroutine, and wait for it. Under load that is one system call
+// per transfer and one per disposition or acknowledgement, on both sides of
+// the wire: the largest single cost of a client on loopback or a fast
+// network. Conn lets the client's writer hand frames over without waiting
+// for the socket: a
 // flusher goroutine writes whatever has piled up since its last write in one
 // system call. When the connection is idle a frame goes out as soon as the
 // flusher wakes, so latency barely moves; under load the frames of a burst
 // (the dispositions of a batch of deliveries, the transfers released by a
 // batch of confirms) share a write.
 //
-// Ordering is that of the Write calls, except that the writer folds a
-// session's dispositions into ranges and holds back one that may still
-// grow for at most holdFor (dispmerge.go). At-least-once does not depend on a
+// Ordering is that of the Write calls, except what a Folder changes (on
+// AMQP 1.0 a session's dispositions folded into ranges, one that may still
+// grow held back for at most holdFor). At-least-once does not depend on a
 // write having reached the socket: a frame counts once the peer's
 // disposition says so, whichever way it was written.
-type coalescingConn struct {
+type Conn struct {
 	net.Conn
 
 	wake  chan struct{} // cap 1: bytes are pending
@@ -33,18 +39,17 @@ type coalescingConn struct {
 
 	mu       sync.Mutex
 	buf      []byte // pending bytes, in Write order
-	folds    folds  // the dispositions in buf later ones may fold into (dispmerge.go)
-	folded   uint64 // dispositions folded into an earlier one, for the tests
-	fold     bool   // the stream is go-amqp's, one AMQP 1.0 frame per Write: fold dispositions
+	folder   Folder // nil: bytes go out as written
+	folded   uint64 // frames folded into an earlier one, for the tests
 	spare    []byte // the flusher's buffer, reused
 	err      error  // sticky: the first write error, or net.ErrClosed
 	closing  bool
 	deadline time.Time // the write deadline the user set, for a Write that must wait
 	closed   sync.Once
 
-	// holdFor bounds how long a disposition that may still grow is held
-	// back (dispmerge.go); 0 holds nothing. holdSince is when the
-	// dispositions held now began to be held, zero when none is.
+	// holdFor bounds how long the folder may hold frames back; 0 holds
+	// nothing. holdSince is when the frames held now began to be held,
+	// zero when none is.
 	holdFor   time.Duration
 	holdSince time.Time
 	expired   uint64 // holds ended because holdFor had passed, for the tests
@@ -60,34 +65,66 @@ const (
 	flushTimeout = 30 * time.Second
 )
 
-// dispositionHold is how long the writer of a go-amqp connection holds back
-// a disposition that may still grow (holdFor). A millisecond is tens of
-// deliveries under load and nothing a person or a timeout notices; the
-// settlement of a delivery is not awaited by anyone once written.
-var dispositionHold = time.Millisecond
-
 // closeFlushTimeout bounds how long Close waits for pending bytes (the close
 // performative among them) to reach the socket. A variable for the tests.
 var closeFlushTimeout = 2 * time.Second
 
-func coalesce(c net.Conn, fold bool) *coalescingConn {
-	cc := &coalescingConn{
-		Conn:  c,
-		fold:  fold,
-		wake:  make(chan struct{}, 1),
-		space: make(chan struct{}, 1),
-		done:  make(chan struct{}),
+// Folder merges frames as they are queued, for a protocol whose frames
+// can say together what they say apart. Its methods run under the
+// coalescer's lock, one at a time.
+type Folder interface {
+	// Fold queues p, one whole frame as the client wrote it, into the
+	// pending bytes buf when it can be folded into a frame there: it
+	// returns buf (possibly moved) and true. Otherwise it returns buf as
+	// it was and false, having noted what p means for later folds, and
+	// the coalescer appends p.
+	Fold(buf, p []byte) ([]byte, bool)
+	// Take splits the pending bytes buf for one flush: out is written now,
+	// next becomes the pending bytes, starting with what is held back
+	// (holding says whether anything is). Unless release is set, frames
+	// that may still grow may be held. out and next are the storage of buf
+	// and spare, the flusher's buffer of the previous flush, between them.
+	Take(buf, spare []byte, release bool) (out, next []byte, holding bool)
+}
+
+// New wraps c so that frames written while a write is under way go out
+// together in the next one. folder, when not nil, folds frames as they are
+// queued and may hold frames back for at most holdFor.
+func New(c net.Conn, folder Folder, holdFor time.Duration) *Conn {
+	cc := &Conn{
+		Conn:    c,
+		folder:  folder,
+		holdFor: holdFor,
+		wake:    make(chan struct{}, 1),
+		space:   make(chan struct{}, 1),
+		done:    make(chan struct{}),
 	}
-	if fold {
-		cc.holdFor = dispositionHold
+	if folder == nil {
+		cc.holdFor = 0
 	}
 	go cc.flush()
 	return cc
 }
 
+// Folded is how many frames the folder has folded into an earlier one,
+// for the tests.
+func (c *Conn) Folded() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.folded
+}
+
+// ExpiredHolds is how many times the flusher wrote frames held back
+// because their hold ran out, for the tests.
+func (c *Conn) ExpiredHolds() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.expired
+}
+
 // Write queues p for the flusher and returns; it waits only when maxPending
 // bytes are already queued.
-func (c *coalescingConn) Write(p []byte) (int, error) {
+func (c *Conn) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	for c.err == nil && len(c.buf) > 0 && len(c.buf)+len(p) > maxPending {
 		deadline := c.deadline
@@ -113,22 +150,37 @@ func (c *coalescingConn) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// appendFrame queues p, folding a disposition into an earlier one of its
-// session where that means the same (dispmerge.go), and reports whether it
-// added a frame. go-amqp writes one frame per Write, so p is a whole frame
-// or something that is not folded. A folded p needs no wake-up: the frame
-// it joined is still pending, so a wake-up for it is pending too, or it is
-// held and the flusher's timer writes it.
-func (c *coalescingConn) appendFrame(p []byte) bool {
-	if c.fold && c.foldInto(p) {
-		c.folded++
-		return false
+// appendFrame queues p, folding it into an earlier frame where the folder
+// can, and reports whether it added a frame. A folded p needs no wake-up:
+// the frame it joined is still pending, so a wake-up for it is pending too,
+// or it is held and the flusher's timer writes it.
+func (c *Conn) appendFrame(p []byte) bool {
+	if c.folder != nil {
+		buf, folded := c.folder.Fold(c.buf, p)
+		c.buf = buf
+		if folded {
+			c.folded++
+			return false
+		}
 	}
 	c.buf = append(c.buf, p...)
 	return true
 }
 
-func (c *coalescingConn) waitSpace(deadline time.Time) bool {
+// take hands the flusher what to write of the pending bytes, under c.mu;
+// holding says that the folder kept frames back.
+func (c *Conn) take(release bool) (out []byte, holding bool) {
+	if c.folder == nil {
+		out = c.buf
+		c.buf, c.spare = c.spare[:0], out
+		return out, false
+	}
+	out, c.buf, holding = c.folder.Take(c.buf, c.spare, release)
+	c.spare = out
+	return out, holding
+}
+
+func (c *Conn) waitSpace(deadline time.Time) bool {
 	if deadline.IsZero() {
 		select {
 		case <-c.space:
@@ -153,8 +205,8 @@ func (c *coalescingConn) waitSpace(deadline time.Time) bool {
 }
 
 // flush runs until Close or the first write error. Its timer ends the
-// holding of dispositions (dispmerge.go) holdFor after it began.
-func (c *coalescingConn) flush() {
+// holding of frames holdFor after it began.
+func (c *Conn) flush() {
 	defer close(c.done)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
@@ -219,22 +271,22 @@ func (c *coalescingConn) flush() {
 }
 
 // releaseHeld reports, under c.mu, whether this flush writes the held
-// dispositions too: on Close, and once holdFor has passed.
-func (c *coalescingConn) releaseHeld() bool {
+// frames too: on Close, and once holdFor has passed.
+func (c *Conn) releaseHeld() bool {
 	return c.closing || c.holdFor <= 0 ||
 		(!c.holdSince.IsZero() && time.Since(c.holdSince) >= c.holdFor)
 }
 
-func (c *coalescingConn) signalSpace() {
+func (c *Conn) signalSpace() {
 	select {
 	case c.space <- struct{}{}:
 	default:
 	}
 }
 
-// Close writes what is pending (for at most closeFlushTimeout: go-amqp's
-// close performative is usually among it) and closes the connection.
-func (c *coalescingConn) Close() error {
+// Close writes what is pending (for at most closeFlushTimeout: the client's
+// close frame is usually among it) and closes the connection.
+func (c *Conn) Close() error {
 	err := net.ErrClosed
 	c.closed.Do(func() {
 		c.mu.Lock()
@@ -265,14 +317,14 @@ func (c *coalescingConn) Close() error {
 // SetWriteDeadline bounds a Write that has to wait for the flusher; the
 // socket's own writes are bounded by flushTimeout instead, because a
 // deadline set for one frame would otherwise expire under a later one.
-func (c *coalescingConn) SetWriteDeadline(t time.Time) error {
+func (c *Conn) SetWriteDeadline(t time.Time) error {
 	c.mu.Lock()
 	c.deadline = t
 	c.mu.Unlock()
 	return nil
 }
 
-func (c *coalescingConn) SetDeadline(t time.Time) error {
+func (c *Conn) SetDeadline(t time.Time) error {
 	_ = c.SetWriteDeadline(t)
 	return c.Conn.SetReadDeadline(t)
 }

@@ -1,4 +1,4 @@
-package amqpwire
+package coalesce
 
 import (
 	"bytes"
@@ -13,10 +13,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// recordingConn is the socket under a coalescingConn: it records every
+// recordingConn is the socket under a Conn: it records every
 // write, and a write can be held at a gate to play a slow socket.
 type recordingConn struct {
-	net.Conn // nil: only what coalescingConn calls is implemented
+	net.Conn // nil: only what Conn calls is implemented
 
 	mu      sync.Mutex
 	data    bytes.Buffer
@@ -71,7 +71,7 @@ func (r *recordingConn) snapshot() ([]byte, int) {
 
 func TestCoalesceKeepsOrderAndBytes(t *testing.T) {
 	rc := newRecordingConn()
-	c := coalesce(rc, true)
+	c := New(rc, nil, 0)
 	var want bytes.Buffer
 	for i := range 5000 {
 		p := bytes.Repeat([]byte{byte(i)}, 1+i%97)
@@ -91,7 +91,7 @@ func TestCoalesceBatchesWhileTheSocketIsBusy(t *testing.T) {
 	rc := newRecordingConn()
 	gate := make(chan struct{})
 	rc.gate = gate
-	c := coalesce(rc, true)
+	c := New(rc, nil, 0)
 	defer c.Close()
 
 	_, err := c.Write([]byte("first"))
@@ -115,7 +115,7 @@ func TestCoalesceBatchesWhileTheSocketIsBusy(t *testing.T) {
 func TestCoalesceBackpressureHonoursTheWriteDeadline(t *testing.T) {
 	rc := newRecordingConn()
 	rc.gate = make(chan struct{}) // never opened: the socket is stuck
-	c := coalesce(rc, true)
+	c := New(rc, nil, 0)
 	defer c.Close()
 
 	_, err := c.Write([]byte("x"))
@@ -133,7 +133,7 @@ func TestCoalesceWriteErrorIsSticky(t *testing.T) {
 	rc := newRecordingConn()
 	boom := errors.New("connection reset")
 	rc.err = boom
-	c := coalesce(rc, true)
+	c := New(rc, nil, 0)
 	defer c.Close()
 
 	_, err := c.Write([]byte("lost"))
@@ -144,11 +144,11 @@ func TestCoalesceWriteErrorIsSticky(t *testing.T) {
 	}, 5*time.Second, time.Millisecond)
 }
 
-// Close writes what is pending (go-amqp's close performative) first, and
+// Close writes what is pending (the client's close frame) first, and
 // does not hang on a stuck socket.
 func TestCoalesceCloseFlushesAndIsBounded(t *testing.T) {
 	rc := newRecordingConn()
-	c := coalesce(rc, true)
+	c := New(rc, nil, 0)
 	_, err := c.Write([]byte("close-frame"))
 	require.NoError(t, err)
 	require.NoError(t, c.Close())
@@ -162,7 +162,7 @@ func TestCoalesceCloseFlushesAndIsBounded(t *testing.T) {
 	defer func() { closeFlushTimeout = old }()
 	stuck := newRecordingConn()
 	stuck.gate = make(chan struct{})
-	c = coalesce(stuck, true)
+	c = New(stuck, nil, 0)
 	_, err = c.Write([]byte("never written"))
 	require.NoError(t, err)
 	<-stuck.entered
@@ -198,7 +198,7 @@ func TestCoalesceOverTCP(t *testing.T) {
 	}()
 	raw, err := net.Dial("tcp", ln.Addr().String())
 	require.NoError(t, err)
-	c := coalesce(raw, true)
+	c := New(raw, nil, 0)
 	data := want.Bytes()
 	for i := 0; i < 2000; i++ {
 		n := 1 + i%200
