@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/Azure/go-amqp"
+
+	"github.com/amqpactor/amqpactor/address"
 )
 
 // QueueArguments checks that every value of args can go on the wire (AMQP
@@ -86,6 +88,55 @@ func unsigned(x uint64) (any, error) {
 		return nil, fmt.Errorf("%d is out of range of a long", x)
 	}
 	return int64(x), nil
+}
+
+// DeadLetterQueue is the queue a receiver's queue dead-letters to, on
+// RabbitMQ 4 over either protocol: only a quorum queue does it at least once
+// (x-dead-letter-strategy), so on a classic one, or without a queue to
+// dead-letter to, it is empty and the runtime publishes dead letters itself.
+func DeadLetterQueue(o ReceiverOptions, quorum bool) string {
+	if !quorum || o.DeadLetter.Kind() != address.KindQueue {
+		return ""
+	}
+	return o.DeadLetter.Name()
+}
+
+// ReceiveQueueArguments are the x-arguments of the queue of a receiver on
+// RabbitMQ 4, over either protocol: the ones the runtime sets itself (the
+// dead-lettering of DeadLetterQueue), merged with o.QueueArguments, where one
+// of ours given another value is an error naming the key. x-queue-type is
+// checked against the queue's type but left out: each transport declares the
+// type its own way. Nil when there are none, so the queue is declared as it
+// always was.
+func ReceiveQueueArguments(o ReceiverOptions, quorum bool) (map[string]any, error) {
+	ours := map[string]any{"x-queue-type": "classic"}
+	if quorum {
+		ours["x-queue-type"] = "quorum"
+	}
+	if dl := DeadLetterQueue(o, quorum); dl != "" {
+		// Through the default exchange, straight to the dead-letter queue;
+		// at-least-once needs reject-publish, or the broker would refuse it.
+		ours["x-dead-letter-exchange"] = ""
+		ours["x-dead-letter-routing-key"] = dl
+		ours["x-dead-letter-strategy"] = "at-least-once"
+		ours["x-overflow"] = "reject-publish"
+		if o.DeliveryLimit > 0 {
+			ours["x-delivery-limit"] = int64(o.DeliveryLimit)
+		}
+	}
+	theirs, err := QueueArguments(o.QueueArguments)
+	if err != nil {
+		return nil, err
+	}
+	args, err := MergeQueueArguments(ours, theirs)
+	if err != nil {
+		return nil, err
+	}
+	delete(args, "x-queue-type")
+	if len(args) == 0 {
+		return nil, nil
+	}
+	return args, nil
 }
 
 // MergeQueueArguments returns ours with theirs added: a key of ours that

@@ -259,7 +259,7 @@ func (c *Conn) receiveQueue(ctx context.Context, o transport.ReceiverOptions) (s
 		if err != nil {
 			return "", false, declareError(a.String(), err)
 		}
-		if dl := deadLetterQueue(o, quorum); dl != "" {
+		if dl := transport.DeadLetterQueue(o, quorum); dl != "" {
 			if err := c.ensureQueue(ctx, a.String(), queueSpec{name: dl, quorum: true}); err != nil {
 				return "", false, err
 			}
@@ -287,43 +287,13 @@ func (c *Conn) receiveQueue(ctx context.Context, o transport.ReceiverOptions) (s
 	return q, false, nil
 }
 
-// deadLetterQueue is the queue a receiver's queue dead-letters to: only a
-// quorum queue does it at least once, so on a classic one the runtime
-// publishes dead letters itself.
-func deadLetterQueue(o transport.ReceiverOptions, quorum bool) string {
-	if !quorum || o.DeadLetter.Kind() != address.KindQueue {
-		return ""
-	}
-	return o.DeadLetter.Name()
-}
-
 // queueArguments are the x-arguments of a receiver's queue, as on
-// amqpwire: the runtime's own merged with o.QueueArguments.
+// amqpwire (transport.ReceiveQueueArguments), as amqp091-go's table.
 func queueArguments(o transport.ReceiverOptions, quorum bool) (rmq.Table, error) {
-	ours := map[string]any{}
-	if quorum {
-		ours["x-queue-type"] = "quorum"
-	} else {
-		ours["x-queue-type"] = "classic"
-	}
-	if dl := deadLetterQueue(o, quorum); dl != "" {
-		ours["x-dead-letter-exchange"] = ""
-		ours["x-dead-letter-routing-key"] = dl
-		ours["x-dead-letter-strategy"] = "at-least-once"
-		ours["x-overflow"] = "reject-publish"
-		if o.DeliveryLimit > 0 {
-			ours["x-delivery-limit"] = int64(o.DeliveryLimit)
-		}
-	}
-	theirs, err := transport.QueueArguments(o.QueueArguments)
+	args, err := transport.ReceiveQueueArguments(o, quorum)
 	if err != nil {
 		return nil, err
 	}
-	args, err := transport.MergeQueueArguments(ours, theirs)
-	if err != nil {
-		return nil, err
-	}
-	delete(args, "x-queue-type")
 	out := rmq.Table{}
 	for k, v := range args {
 		hv, err := headerValue(v)

@@ -108,11 +108,11 @@ func (c *Conn) declareForReceive(ctx context.Context, o transport.ReceiverOption
 		if o.ClassicQueue {
 			typ = Classic
 		}
-		args, err := queueArguments(o, typ)
+		args, err := transport.ReceiveQueueArguments(o, typ == Quorum)
 		if err != nil {
 			return declareError(a.String(), err)
 		}
-		if dl := deadLetterQueue(o, typ); dl != "" {
+		if dl := transport.DeadLetterQueue(o, typ == Quorum); dl != "" {
 			// Before the queue: what it dead-letters must have somewhere to go.
 			if err := c.ensureQueue(ctx, a.String(), QueueSpec{Name: dl, Type: Quorum}); err != nil {
 				return err
@@ -148,49 +148,6 @@ func (c *Conn) declareForReceive(ctx context.Context, o transport.ReceiverOption
 		}
 	}
 	return nil
-}
-
-// deadLetterQueue is the queue a receiver's queue dead-letters to: only a
-// quorum queue does it at least once (x-dead-letter-strategy), so on a
-// classic one the runtime publishes dead letters itself.
-func deadLetterQueue(o transport.ReceiverOptions, typ QueueType) string {
-	if typ != Quorum || o.DeadLetter.Kind() != address.KindQueue {
-		return ""
-	}
-	return o.DeadLetter.Name()
-}
-
-// queueArguments are the x-arguments of the queue of a receiver: the ones
-// the runtime sets itself (each feature adds its own here), merged with
-// o.QueueArguments, where one of ours given another value is an error
-// naming the key. Nil when there are none, so the queue is declared as it
-// always was.
-func queueArguments(o transport.ReceiverOptions, typ QueueType) (map[string]any, error) {
-	ours := map[string]any{"x-queue-type": string(typ)}
-	if dl := deadLetterQueue(o, typ); dl != "" {
-		// Through the default exchange, straight to the dead-letter queue;
-		// at-least-once needs reject-publish, or the broker would refuse it.
-		ours["x-dead-letter-exchange"] = ""
-		ours["x-dead-letter-routing-key"] = dl
-		ours["x-dead-letter-strategy"] = "at-least-once"
-		ours["x-overflow"] = "reject-publish"
-		if o.DeliveryLimit > 0 {
-			ours["x-delivery-limit"] = int64(o.DeliveryLimit)
-		}
-	}
-	theirs, err := transport.QueueArguments(o.QueueArguments)
-	if err != nil {
-		return nil, err
-	}
-	args, err := transport.MergeQueueArguments(ours, theirs)
-	if err != nil {
-		return nil, err
-	}
-	delete(args, "x-queue-type") // DeclareQueue sets it from QueueSpec.Type
-	if len(args) == 0 {
-		return nil, nil
-	}
-	return args, nil
 }
 
 // declareReplyQueue declares a private reply queue and returns its address.

@@ -1,4 +1,4 @@
-package amqpwire
+package transport_test
 
 import (
 	"strings"
@@ -13,8 +13,8 @@ import (
 // one, or on a classic queue, nothing but what the user asked for.
 func TestQueueArgumentsDeadLetter(t *testing.T) {
 	o := transport.ReceiverOptions{Address: address.Queue("orders"), DeadLetter: address.Queue("orders.dl"), DeliveryLimit: 3}
-	args, err := queueArguments(o, Quorum)
-	noErr(t, err, "queueArguments")
+	args, err := transport.ReceiveQueueArguments(o, true)
+	noErr(t, err, "ReceiveQueueArguments")
 	want := map[string]any{
 		"x-dead-letter-exchange":    "",
 		"x-dead-letter-routing-key": "orders.dl",
@@ -26,25 +26,25 @@ func TestQueueArgumentsDeadLetter(t *testing.T) {
 	for k, v := range want {
 		check(t, args[k] == v, "%s = %#v, want %#v", k, args[k], v)
 	}
-	check(t, deadLetterQueue(o, Quorum) == "orders.dl", "dead-letter queue of a quorum queue")
+	check(t, transport.DeadLetterQueue(o, true) == "orders.dl", "dead-letter queue of a quorum queue")
 
 	o.DeliveryLimit = 0
-	args, err = queueArguments(o, Quorum)
-	noErr(t, err, "queueArguments without a limit")
+	args, err = transport.ReceiveQueueArguments(o, true)
+	noErr(t, err, "ReceiveQueueArguments without a limit")
 	_, limited := args["x-delivery-limit"]
 	check(t, !limited, "no x-delivery-limit without one: %v", args)
 
-	args, err = queueArguments(o, Classic)
-	noErr(t, err, "queueArguments of a classic queue")
+	args, err = transport.ReceiveQueueArguments(o, false)
+	noErr(t, err, "ReceiveQueueArguments of a classic queue")
 	check(t, args == nil, "a classic queue dead-letters nothing by its arguments: %v", args)
 
 	o.DeadLetter = address.Topic("dead")
-	args, err = queueArguments(o, Quorum)
-	noErr(t, err, "queueArguments with a topic")
+	args, err = transport.ReceiveQueueArguments(o, true)
+	noErr(t, err, "ReceiveQueueArguments with a topic")
 	check(t, args == nil, "a topic is not a dead-letter queue: %v", args)
 
-	args, err = queueArguments(transport.ReceiverOptions{Address: address.Queue("plain")}, Quorum)
-	noErr(t, err, "queueArguments of a plain queue")
+	args, err = transport.ReceiveQueueArguments(transport.ReceiverOptions{Address: address.Queue("plain")}, true)
+	noErr(t, err, "ReceiveQueueArguments of a plain queue")
 	check(t, args == nil, "a plain queue is declared as before: %v", args)
 }
 
@@ -54,22 +54,22 @@ func TestQueueArgumentsDeadLetter(t *testing.T) {
 func TestQueueArgumentsMerge(t *testing.T) {
 	o := transport.ReceiverOptions{Address: address.Queue("orders"), DeadLetter: address.Queue("orders.dl"),
 		QueueArguments: map[string]any{"x-max-length": 10, "x-overflow": "reject-publish", "x-queue-type": "quorum"}}
-	args, err := queueArguments(o, Quorum)
-	noErr(t, err, "queueArguments")
+	args, err := transport.ReceiveQueueArguments(o, true)
+	noErr(t, err, "ReceiveQueueArguments")
 	check(t, args["x-max-length"] == int64(10), "x-max-length as a long: %#v", args["x-max-length"])
 	_, typ := args["x-queue-type"]
-	check(t, !typ, "x-queue-type comes from the QueueSpec's type")
+	check(t, !typ, "x-queue-type is the transport's to set from the queue's type")
 
 	o.QueueArguments = map[string]any{"x-overflow": "drop-head"}
-	_, err = queueArguments(o, Quorum)
+	_, err = transport.ReceiveQueueArguments(o, true)
 	check(t, err != nil && strings.Contains(err.Error(), `"x-overflow"`), "conflict names the key: %v", err)
 
 	o.QueueArguments = map[string]any{"x-queue-type": "classic"}
-	_, err = queueArguments(o, Quorum)
+	_, err = transport.ReceiveQueueArguments(o, true)
 	check(t, err != nil && strings.Contains(err.Error(), `"x-queue-type"`), "conflict on the type names the key: %v", err)
 
 	o.QueueArguments = map[string]any{"x-bad": struct{}{}}
-	_, err = queueArguments(o, Quorum)
+	_, err = transport.ReceiveQueueArguments(o, true)
 	check(t, err != nil && strings.Contains(err.Error(), `"x-bad"`), "unencodable value names the key: %v", err)
 }
 
