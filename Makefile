@@ -101,6 +101,7 @@ check:
 	$(GO) vet ./...
 	$(GO) mod tidy -diff
 	$(GO) build ./...
+	$(GO) run ./internal/tools/docrefs
 
 broker-start:
 	bash test/broker/rabbitmq4.sh start
