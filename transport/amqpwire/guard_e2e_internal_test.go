@@ -212,7 +212,12 @@ func TestGuardUnderGoAMQP(t *testing.T) {
 		}
 		require.NoError(t, rcv.AcceptMessage(ctx, m))
 	}
-	require.NoError(t, conn.Close())
+	if err := conn.Close(); err != nil {
+		// go-amqp can meet its own end of the synchronous pipe closed while
+		// it shuts down (about 1 run in 20 under -race): the close is not
+		// what this test reads; the deliveries before it are.
+		require.ErrorContains(t, err, io.ErrClosedPipe.Error(), "go-amqp keeps only the text")
+	}
 	require.NoError(t, <-done, "the peer's script")
 }
 
