@@ -30,10 +30,11 @@ const (
 
 // Config says how to reach one RabbitMQ broker over AMQP 0-9-1. It is an
 // alias of the type both transports share (amqpwire.Config is the same
-// type), so that every DialOption means the same on both connectors; Dialect is ignored (addresses are always spelt as RabbitMQ
-// 4's), IdleTimeout sets the heartbeat to two thirds of it, in whole
-// seconds (at least one; zero: 30 s), so that a broker silent for about
-// IdleTimeout is given up on; ContainerID is sent as the connection name.
+// type), so that every DialOption means the same on both connectors.
+// Dialect is ignored (addresses are always spelt as RabbitMQ 4's),
+// IdleTimeout sets the heartbeat to two thirds of it, in whole seconds (at
+// least one; zero: 30 s), so that a broker silent for about IdleTimeout is
+// given up on; ContainerID is sent as the connection name.
 type Config = endpoint.Config
 
 // connector is the transport.Connector of one Config.
