@@ -99,7 +99,7 @@ func (c *connector) Connect(ctx context.Context) (transport.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	mech, err := c.cfg.Mechanism(ep, c.redacted)
+	mech, err := endpoint.Mechanism(c.cfg, ep, c.redacted)
 	if err != nil {
 		return nil, err
 	}

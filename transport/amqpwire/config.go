@@ -75,7 +75,7 @@ type target struct {
 // unsafe combination of settings is reported by Connect, naming the redacted
 // URL.
 func New(cfg Config) transport.Connector {
-	c := &connector{cfg: cfg.Redacted()}
+	c := &connector{cfg: endpoint.Redacted(cfg)}
 	for _, u := range append([]string{cfg.URL}, cfg.Failover...) {
 		t := target{url: secret.New(u), redacted: endpoint.RedactURL(u)}
 		if cfg.Logger != nil {

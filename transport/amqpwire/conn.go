@@ -38,7 +38,7 @@ func (c *connector) prepare(t *target) (prepared, error) {
 	if err != nil {
 		return prepared{}, err
 	}
-	mech, err := c.cfg.Mechanism(ep, t.redacted)
+	mech, err := endpoint.Mechanism(c.cfg, ep, t.redacted)
 	if err != nil {
 		return prepared{}, err
 	}

@@ -110,12 +110,13 @@ var ErrCleartextCredentials = errors.New("refusing to send a password in clear t
 // password whole. %#v spells the type as users know it, amqpwire.Config.
 func (c Config) Format(f fmt.State, verb rune) {
 	type config Config // no methods: fmt prints its fields
-	s := fmt.Sprintf(fmt.FormatString(f, verb), config(c.Redacted()))
+	s := fmt.Sprintf(fmt.FormatString(f, verb), config(Redacted(c)))
 	_, _ = io.WriteString(f, strings.ReplaceAll(s, "endpoint.config{", "amqpwire.Config{"))
 }
 
-// Redacted is c with every URL's password replaced by xxxxx.
-func (c Config) Redacted() Config {
+// Redacted is c with every URL's password replaced by xxxxx. A function, not
+// a method, so that amqpwire.Config shows users no more than Format.
+func Redacted(c Config) Config {
 	c.URL = RedactURL(c.URL)
 	if c.Failover != nil {
 		f := make([]string, len(c.Failover))
@@ -130,8 +131,9 @@ func (c Config) Redacted() Config {
 // Mechanism is the SASL mechanism c asks for on u: "PLAIN", "ANONYMOUS" or
 // "EXTERNAL". It refuses an unknown setting, and PLAIN over plain TCP to a
 // host that is not a loopback address unless InsecurePlain is set, before
-// anything is dialled; redacted names u in the error.
-func (c Config) Mechanism(u URL, redacted string) (string, error) {
+// anything is dialled; redacted names u in the error. A function, not a
+// method, so that amqpwire.Config shows users no more than Format.
+func Mechanism(c Config, u URL, redacted string) (string, error) {
 	mech := "ANONYMOUS"
 	switch c.SASL {
 	case SASLFromURL:

@@ -55,7 +55,7 @@ func TestMechanism(t *testing.T) {
 	anon, err := Parse("amqp://192.0.2.1/", "a")
 	require.NoError(t, err)
 
-	_, err = Config{}.Mechanism(remote, "r")
+	_, err = Mechanism(Config{}, remote, "r")
 	require.ErrorIs(t, err, ErrCleartextCredentials)
 	require.ErrorContains(t, err, "InsecurePlain")
 	for _, c := range []struct {
@@ -69,11 +69,11 @@ func TestMechanism(t *testing.T) {
 		{Config{SASL: SASLAnonymous}, remote, "ANONYMOUS"},
 		{Config{SASL: SASLExternal}, remote, "EXTERNAL"},
 	} {
-		got, err := c.cfg.Mechanism(c.u, "x")
+		got, err := Mechanism(c.cfg, c.u, "x")
 		require.NoError(t, err)
 		require.Equal(t, c.want, got)
 	}
-	_, err = Config{SASL: 9}.Mechanism(anon, "a")
+	_, err = Mechanism(Config{SASL: 9}, anon, "a")
 	require.EqualError(t, err, "amqpactor: connect a: unknown SASL setting 9")
 }
 
