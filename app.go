@@ -19,6 +19,7 @@ import (
 	"github.com/amqpactor/amqpactor/actors/connection"
 	"github.com/amqpactor/amqpactor/address"
 	"github.com/amqpactor/amqpactor/internal/budget"
+	"github.com/amqpactor/amqpactor/internal/ctxdone"
 	"github.com/amqpactor/amqpactor/internal/protocol"
 )
 
@@ -29,6 +30,10 @@ import (
 type App struct {
 	cfg appConfig
 	log *slog.Logger
+
+	// ctxs spreads the publishes waiting on one context over channels of
+	// the App's own (ctxdone), let go when the App stops.
+	ctxs ctxdone.Table
 
 	mu        sync.Mutex
 	connector Connector
@@ -500,6 +505,9 @@ func stopBounds(ctx context.Context, d time.Duration) (hard, grace context.Conte
 }
 
 func (a *App) teardown(ctx context.Context) error {
+	// Last: every publish has returned by then, or is woken by the stopped
+	// tree rather than by the table's channels.
+	defer a.ctxs.Close()
 	// The Publisher actor takes no request from now on; its publishes in
 	// flight end with the drain.
 	waitPublishes := a.stopPublisher()

@@ -11,7 +11,6 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/amqpactor/amqpactor/address"
-	"github.com/amqpactor/amqpactor/internal/ctxdone"
 	"github.com/amqpactor/amqpactor/internal/protocol"
 )
 
@@ -127,7 +126,7 @@ func (a *App) send(ctx context.Context, call *publishCall, addr Address, raw *am
 	case err := <-call.done:
 		call.release()
 		return err
-	case <-ctxdone.Shard(ctx, call.shard):
+	case <-a.ctxs.Shard(ctx, call.shard):
 		return fmt.Errorf("amqpactor: publish to %s: %w", addr, ctx.Err())
 	case <-env.StoppedShard(call.shard):
 		// The tree stopped with the publish in it: nothing will answer.

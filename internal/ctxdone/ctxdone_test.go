@@ -12,6 +12,9 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+// table is the tests' own: each test takes shards of its own.
+var table Table
+
 // closed reports whether c is closed within a second.
 func closed(c <-chan struct{}) bool {
 	select {
@@ -34,23 +37,23 @@ func isOpen(c <-chan struct{}) bool {
 // free waits until shard i has no watch.
 func free(t *testing.T, i uint32) {
 	t.Helper()
-	require.Eventually(t, func() bool { return table[i%shards].watch.Load() == nil }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return table.shards[i%shards].watch.Load() == nil }, 5*time.Second, time.Millisecond)
 }
 
 func TestNeverDone(t *testing.T) {
-	require.Nil(t, Shard(context.Background(), 0))
-	require.Nil(t, Shard(context.WithValue(context.Background(), t, 1), 0))
+	require.Nil(t, table.Shard(context.Background(), 0))
+	require.Nil(t, table.Shard(context.WithValue(context.Background(), t, 1), 0))
 }
 
 func TestSecondUseGetsAWatchThatEndsWithTheContext(t *testing.T) {
 	const i = 1
 	free(t, i)
 	ctx, cancel := context.WithCancel(context.Background())
-	require.Equal(t, ctx.Done(), Shard(ctx, i), "a context seen once waits on its own Done")
-	w := Shard(ctx, i)
+	require.Equal(t, ctx.Done(), table.Shard(ctx, i), "a context seen once waits on its own Done")
+	w := table.Shard(ctx, i)
 	require.NotEqual(t, ctx.Done(), w, "seen twice in a row: the shard's own channel")
-	require.Equal(t, w, Shard(ctx, i), "and the same one after that")
-	require.Equal(t, w, Shard(context.WithValue(ctx, t, 1), i), "a child sharing the Done channel shares the watch")
+	require.Equal(t, w, table.Shard(ctx, i), "and the same one after that")
+	require.Equal(t, w, table.Shard(context.WithValue(ctx, t, 1), i), "a child sharing the Done channel shares the watch")
 	require.True(t, isOpen(w))
 
 	cancel()
@@ -64,20 +67,20 @@ func TestTheShardIsOneContextsAtATime(t *testing.T) {
 	a, cancelA := context.WithCancel(context.Background())
 	b, cancelB := context.WithCancel(context.Background())
 	defer cancelB()
-	Shard(a, i)
-	wa := Shard(a, i)
+	table.Shard(a, i)
+	wa := table.Shard(a, i)
 	require.NotEqual(t, a.Done(), wa)
-	Shard(b, i)
-	require.Equal(t, b.Done(), Shard(b, i), "while a holds the shard, b waits on its own Done")
-	require.Equal(t, b.Done(), Shard(b, i+shards), "whatever index names the shard")
-	other := Shard(b, i+1)
+	table.Shard(b, i)
+	require.Equal(t, b.Done(), table.Shard(b, i), "while a holds the shard, b waits on its own Done")
+	require.Equal(t, b.Done(), table.Shard(b, i+shards), "whatever index names the shard")
+	other := table.Shard(b, i+1)
 	require.Equal(t, b.Done(), other, "b is new to shard i+1")
 
 	cancelA()
 	require.True(t, closed(wa))
 	free(t, i)
-	Shard(b, i)
-	wb := Shard(b, i)
+	table.Shard(b, i)
+	wb := table.Shard(b, i)
 	require.NotEqual(t, b.Done(), wb, "once a ended, b can have the shard")
 	cancelB()
 	require.True(t, closed(wb))
@@ -90,8 +93,8 @@ func TestAContextAlreadyDone(t *testing.T) {
 	free(t, i)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	Shard(ctx, i)
-	require.True(t, closed(Shard(ctx, i)))
+	table.Shard(ctx, i)
+	require.True(t, closed(table.Shard(ctx, i)))
 	free(t, i)
 }
 
@@ -100,8 +103,8 @@ func TestDeadlineEndsTheWatch(t *testing.T) {
 	free(t, i)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	Shard(ctx, i)
-	w := Shard(ctx, i)
+	table.Shard(ctx, i)
+	w := table.Shard(ctx, i)
 	require.True(t, closed(w))
 	require.ErrorIs(t, ctx.Err(), context.DeadlineExceeded)
 	free(t, i)
@@ -120,7 +123,7 @@ func TestManyWaiters(t *testing.T) {
 		wg.Go(func() {
 			var c <-chan struct{}
 			for n := range 50 {
-				c = Shard(ctx, uint32(g+n))
+				c = table.Shard(ctx, uint32(g+n))
 			}
 			ready <- struct{}{}
 			<-c
@@ -136,4 +139,25 @@ func TestManyWaiters(t *testing.T) {
 	for i := range uint32(shards) {
 		free(t, i)
 	}
+}
+
+// TestCloseLetsALongLivedContextGo: after Close, a context that is never
+// cancelled holds no relay of the table (stopping a relay reports whether it
+// was still registered), and Shard hands out Done channels.
+func TestCloseLetsALongLivedContextGo(t *testing.T) {
+	var tb Table
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	tb.Shard(ctx, 5)
+	w := tb.Shard(ctx, 5)
+	require.NotEqual(t, ctx.Done(), w)
+	ws := tb.shards[5].watch.Load()
+	require.NotNil(t, ws)
+	tb.Close()
+	require.Nil(t, tb.shards[5].watch.Load(), "the watch is gone")
+	require.False(t, (*ws.stop.Load())(), "its relay was unregistered by Close")
+	require.Equal(t, ctx.Done(), tb.Shard(ctx, 5))
+	require.Equal(t, ctx.Done(), tb.Shard(ctx, 5), "no new watch once closed")
+	require.Nil(t, tb.shards[5].watch.Load())
+	require.True(t, isOpen(w), "an unregistered relay never closes its channel")
 }
