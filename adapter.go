@@ -1,27 +1,25 @@
 package amqpactor
 
 import (
+	"context"
+	"errors"
 	"reflect"
-	"runtime"
 	"sync"
-	"unsafe"
-	"weak"
 )
 
 // What an adapter says of itself.
 //
 // Responder, Typed and ActorHandler return a plain Handler (a func type, so
 // users' own func(ctx, m) error handlers keep working), and Go gives a func
-// value no room for anything else: a value of another named func type would
-// not be assignable to Handler, and a conversion drops its methods. So each
-// adapter records its descriptor when it is built, in a side table keyed by
-// the closure it returns (the object a func value points to), and Subscribe
-// and AsyncAPI read it there without calling the handler. A closure's code
-// pointer would not do: the closures of Typed[A] and Typed[B] share their
-// code when A and B have one GC shape. Entries are held weakly and go when
-// their adapter is collected, so building adapters in a loop leaks nothing.
-// A handler wrapped in the user's middleware is another closure: it has no
-// descriptor and is described as an untyped handler.
+// value no room for anything else. So every adapter's Handler is a method
+// value of one non-generic type, adapter, and runs the same code,
+// (*adapter).handle. descriptorOf compares a Handler's code pointer
+// (reflect.Value.Pointer) with that method's; only an adapter's matches, and
+// only then is it called, with probe, a message no delivery ever is, which
+// it answers with its descriptor instead of handling anything. A user's own
+// func has code of its own and is never called. A handler wrapped in the
+// user's middleware is another func: it has no descriptor and is described
+// as an untyped handler.
 
 // handlerKind is which adapter built a Handler.
 type handlerKind uint8
@@ -41,47 +39,45 @@ type handlerInfo struct {
 	invalid error        // kindInvalid: why Subscribe refuses it
 }
 
-// describedHandler is an entry of the side table. self tells the adapter's
-// own entry from a stale one of a collected closure that had the same
-// address.
-type describedHandler struct {
+// adapter is the Handler of Responder, Typed and ActorHandler: run is the
+// adapting closure, info what descriptorOf reports of it.
+type adapter struct {
 	info handlerInfo
-	self weak.Pointer[byte]
+	run  Handler
 }
 
-var descriptors sync.Map // closure address (uintptr) -> *describedHandler
+// probe is the message that asks an adapter for its descriptor.
+var probe = new(Message)
 
-// closureOf is the object h points to: one per closure a call of an adapter
-// makes, since each captures the function (or actor) it adapts.
-func closureOf(h Handler) *byte {
-	return *(**byte)(unsafe.Pointer(&h))
+// describing is an adapter's answer to probe.
+type describing struct{ info handlerInfo }
+
+func (*describing) Error() string { return "amqpactor: a handler's descriptor" }
+
+func (a *adapter) handle(ctx context.Context, m *Message) error {
+	if m == probe {
+		return &describing{info: a.info}
+	}
+	return a.run(ctx, m)
 }
 
-// withDescriptor records info as h's descriptor and returns h. h must be a
-// closure that captures something, so that it is a heap object of its own.
+// adapterCode is the code every adapter's Handler runs.
+var adapterCode = sync.OnceValue(func() uintptr { return reflect.ValueOf((&adapter{}).handle).Pointer() })
+
+// withDescriptor returns h as an adapter described by info.
 func withDescriptor(h Handler, info handlerInfo) Handler {
-	p := closureOf(h)
-	e := &describedHandler{info: info, self: weak.Make(p)}
-	key := uintptr(unsafe.Pointer(p))
-	descriptors.Store(key, e)
-	runtime.AddCleanup(p, func(key uintptr) { descriptors.CompareAndDelete(key, e) }, key)
-	return h
+	return (&adapter{info: info, run: h}).handle
 }
 
 // descriptorOf is h's descriptor; the zero one (kindFunc) for a handler no
 // adapter built.
 func descriptorOf(h Handler) handlerInfo {
-	if h == nil {
+	if h == nil || reflect.ValueOf(h).Pointer() != adapterCode() {
 		return handlerInfo{}
 	}
-	p := closureOf(h)
-	v, ok := descriptors.Load(uintptr(unsafe.Pointer(p)))
-	if !ok {
-		return handlerInfo{}
+	var d *describing
+	if errors.As(h(context.Background(), probe), &d) {
+		return d.info
 	}
-	e := v.(*describedHandler)
-	if e.self.Value() != p {
-		return handlerInfo{}
-	}
-	return e.info
+	return handlerInfo{}
 }

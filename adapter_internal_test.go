@@ -12,10 +12,11 @@ import (
 type descA struct{ A string }
 type descB struct{ B string }
 
-// TestDescriptorsAreReadNotProbed: each adapter value carries its own
-// descriptor, read without calling it, even where two instantiations of
-// Typed share their code (pointer types have one GC shape).
-func TestDescriptorsAreReadNotProbed(t *testing.T) {
+// TestDescriptorsAskOnlyAdapters: each adapter value carries its own
+// descriptor, even where two instantiations of Typed share their code
+// (pointer types have one GC shape), and answers the probe without running
+// its function; a Handler no adapter built is never called.
+func TestDescriptorsAskOnlyAdapters(t *testing.T) {
 	called := false
 	ta := Typed(func(context.Context, *descA, *Message) error { called = true; return nil })
 	tb := Typed(func(context.Context, *descB, *Message) error { called = true; return nil })

@@ -30,8 +30,8 @@ import (
 // credit, partitions, settle modes, batch and retry policy.
 //
 // A Typed payload, and whether a handler is a Responder, come from the
-// descriptor its adapter recorded when it was built (adapter.go): a handler
-// is never called to find out.
+// descriptor its adapter carries (adapter.go): an adapter answers a probe
+// without handling anything, and a user's own handler is never called.
 
 // sentRecord is what AsyncAPI knows of an address the App sent to: when it
 // was first used (seq) and how (uses).
