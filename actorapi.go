@@ -79,8 +79,8 @@ func ActorHandler(pid *actor.PID) Handler {
 		// Tx.Accept finds the delivery from the copy while the wait lasts.
 		mc := *m
 		d := &Delivery{Message: &mc}
-		actorCopies.Store(&mc, m)
-		defer actorCopies.Delete(&mc)
+		app.actorCopies.Store(&mc, m)
+		defer app.actorCopies.Delete(&mc)
 		if p := protocol.PartitionFrom(ctx); p != nil {
 			d.Address, d.Partition = p.Address, p.Index
 		}
@@ -101,10 +101,6 @@ func ActorHandler(pid *actor.PID) Handler {
 	}
 	return withDescriptor(h, handlerInfo{kind: kindActor})
 }
-
-// actorCopies maps the copy of a message an actor was handed to the
-// delivery's own, for Tx.Accept.
-var actorCopies sync.Map
 
 // answer is where an actor's answer to one delivery goes. A protoactor
 // Future was used, but an answer after its timeout (an actor busy when its

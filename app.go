@@ -34,6 +34,9 @@ type App struct {
 	// ctxs spreads the publishes waiting on one context over channels of
 	// the App's own (ctxdone), let go when the App stops.
 	ctxs ctxdone.Table
+	// actorCopies maps the copy of a message an ActorHandler's actor was
+	// handed to the delivery's own, for Tx.Accept.
+	actorCopies sync.Map
 
 	mu        sync.Mutex
 	connector Connector

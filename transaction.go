@@ -116,7 +116,7 @@ func (tx *Tx) Accept(m *Message) error {
 	if tx.done {
 		return errors.New("amqpactor: transaction already discharged")
 	}
-	if orig, ok := actorCopies.Load(m); ok {
+	if orig, ok := tx.app.actorCopies.Load(m); ok {
 		m = orig.(*Message) // an actor's copy, while ActorHandler waits for it
 	}
 	h, err := receiver.Find(m)
