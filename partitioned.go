@@ -2,6 +2,8 @@ package amqpactor
 
 import (
 	"github.com/Azure/go-amqp"
+
+	"github.com/amqpactor/amqpactor/internal/protocol"
 )
 
 // partitionOf is the partition queue a publish to addr goes to when addr
@@ -32,9 +34,13 @@ func groupOf(m *amqp.Message) string {
 func partitionSubs(s *Subscription) []*Subscription {
 	addr := s.spec.Address
 	parts := make([]*Subscription, addr.Partitions())
+	// The partitions' receivers share what they hold, to hand over what is
+	// more than this replica's share (actors/receiver, balance.go).
+	bal := protocol.NewBalance(len(parts))
 	for i := range parts {
 		spec := *s.spec
 		spec.Address = addr.Partition(i)
+		spec.Balance, spec.Partition = bal, i
 		parts[i] = &Subscription{app: s.app, spec: &spec, info: s.info}
 	}
 	return parts

@@ -186,6 +186,12 @@ type receiver struct {
 	active                *linkActive
 	activeKnown, isActive bool
 	kept                  *kept
+	// Balancing partitions across replicas (balance.go): self is the PID
+	// the Balance knows, handing a hand-over in progress, balTimer the
+	// next poll of partition 0's receiver.
+	self     *actor.PID
+	handing  bool
+	balTimer *time.Timer
 
 	*counters // the kept ones: a restart keeps counting
 }
@@ -214,7 +220,15 @@ func (r *receiver) Receive(ctx actor.Context) {
 	case *inflightIdle:
 		if m.link == r.gen && r.link != nil && r.drain != nil {
 			r.finishDrainedLink()
+		} else if m.link == r.gen && r.link != nil && r.handing {
+			r.finishHandover(ctx)
 		}
+	case *protocol.Handover:
+		r.onHandover()
+	case *balanceTick:
+		r.onBalanceTick(ctx, m)
+	case *consumersRead:
+		r.onConsumersRead(ctx, m)
 	case *graceOver:
 		if m.link == r.gen && r.link != nil && r.drain != nil {
 			r.cutDrainedLink()
@@ -250,6 +264,7 @@ func (r *receiver) Receive(ctx actor.Context) {
 		if r.timer != nil {
 			r.timer.Stop()
 		}
+		r.stopBalance()
 		r.endLink(context.Background(), nil)
 		r.finishDrain(protocol.ErrStopped)
 		r.set(protocol.StateRestarting, nil)
@@ -260,6 +275,7 @@ func (r *receiver) Receive(ctx actor.Context) {
 		if r.timer != nil {
 			r.timer.Stop()
 		}
+		r.stopBalance()
 		r.endLink(context.Background(), nil)
 		r.finishDrain(protocol.ErrStopped)
 	}
@@ -385,6 +401,7 @@ func (r *receiver) onAttach(ctx actor.Context, m *attachResult) {
 	if m.active != nil {
 		r.showActive(m.active.said.Load())
 	}
+	r.joinBalance(ctx, m.active)
 	base := r.env.Base
 	if base == nil {
 		base = context.Background()
@@ -787,6 +804,7 @@ func (r *receiver) endLink(ctx context.Context, why error) {
 	}
 	link := r.link
 	r.link = nil
+	r.leaveBalance()
 	r.cancelLink()
 	q := r.settleQ
 	r.settleQ, r.inflight = nil, nil
@@ -844,6 +862,7 @@ func (r *receiver) onDrain(ctx actor.Context, m *protocol.Drain) {
 
 // finishDrainedLink closes a draining link after its last settle.
 func (r *receiver) finishDrainedLink() {
+	r.leaveBalance()
 	q, drain, cancelLink := r.settleQ, r.drain, r.cancelLink
 	answer := r.answerer() // forgets r.drain: after the line above
 	r.link, r.settleQ, r.inflight = nil, nil, nil
@@ -858,6 +877,7 @@ func (r *receiver) finishDrainedLink() {
 // refused from now on, what is still held goes back released, the link
 // closes (all by the drain's Ctx), and the handlers' contexts are cancelled.
 func (r *receiver) cutDrainedLink() {
+	r.leaveBalance()
 	f, drain, cancelLink := r.inflight, r.drain, r.cancelLink
 	answer := r.answerer() // forgets r.drain: after the line above
 	r.link, r.settleQ, r.inflight = nil, nil, nil

@@ -1,0 +1,186 @@
+package receiver
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/amqpactor/amqpactor/internal/protocol"
+	"github.com/amqpactor/amqpactor/transport"
+)
+
+// Balancing the partition queues of a Partitioned subscription across the
+// replicas of one App (the Apps of one name, each attached to every
+// partition queue; the broker delivers each queue to one of them, its
+// single active consumer, and the others wait in line). No membership of
+// our own: the number of replicas k is the consumer count of partition 0's
+// queue, which the broker reports, and each replica holds its fair share,
+// ceil(n/k), or fewer. Partition 0's receiver polls the count and, where
+// this replica holds more, asks as many of its active partitions to hand
+// over (protocol.Handover): each stops taking deliveries, waits until what
+// it took is settled, detaches, and attaches again at the back of the line,
+// so the broker activates the next replica waiting, never two at once. A
+// replica that got more than its share so hands the surplus on in turn.
+
+// balanceEvery is how often partition 0's receiver reads the consumer count.
+var balanceEvery = time.Second
+
+// handingFor bounds how long a hand-over asked for keeps the next ones
+// waiting: one whose receiver restarted meanwhile never reports back.
+const handingFor = 30 * time.Second
+
+type (
+	// balanceTick: time to read the consumer count; who is the
+	// incarnation that scheduled it.
+	balanceTick struct{ who *receiver }
+	// consumersRead: the consumer count of partition 0's queue.
+	consumersRead struct {
+		who *receiver
+		n   int
+		err error
+	}
+)
+
+// joinBalance records the new link in the subscription's Balance: whether
+// this replica holds the partition is what the broker said of the link
+// (rabbitmq:active) or, where it says nothing (RabbitMQ 4.0), whether the
+// link got a delivery, which a single-active-consumer queue sends only to
+// its active consumer. Partition 0's receiver starts polling.
+func (r *receiver) joinBalance(ctx actor.Context, la *linkActive) {
+	b := r.spec.Balance
+	if b == nil || la == nil {
+		return
+	}
+	r.self = ctx.Self()
+	delivered := &r.counters.delivered
+	base := delivered.Load()
+	b.Set(r.spec.Partition, protocol.BalancePart{PID: r.self, Held: func() bool {
+		switch la.said.Load() {
+		case 1:
+			return true
+		case 2:
+			return false
+		}
+		return delivered.Load() > base
+	}})
+	if r.spec.Partition == 0 && r.balTimer == nil {
+		r.scheduleBalance(ctx)
+	}
+}
+
+// leaveBalance forgets the link in the Balance.
+func (r *receiver) leaveBalance() {
+	r.handing = false
+	if b := r.spec.Balance; b != nil && r.self != nil {
+		b.Clear(r.spec.Partition, r.self)
+	}
+}
+
+func (r *receiver) scheduleBalance(ctx actor.Context) {
+	r.balTimer = r.env.After(balanceEvery, ctx.Self(), &balanceTick{who: r})
+}
+
+func (r *receiver) stopBalance() {
+	if r.balTimer != nil {
+		r.balTimer.Stop()
+		r.balTimer = nil
+	}
+}
+
+// onBalanceTick reads the consumer count off the actor.
+func (r *receiver) onBalanceTick(ctx actor.Context, m *balanceTick) {
+	if m.who != r || r.stopping {
+		return
+	}
+	r.balTimer = nil
+	cc, ok := r.link.(transport.ConsumerCounter)
+	if r.link == nil || r.handing {
+		r.scheduleBalance(ctx)
+		return
+	}
+	if !ok {
+		r.env.Log.Debug("amqpactor: partitions not balanced: the transport cannot count consumers", "address", r.spec.Address.String())
+		return
+	}
+	self, env := ctx.Self(), r.env
+	env.Go(func() {
+		cctx, cancel := env.CloseCtx(context.Background())
+		defer cancel()
+		n, err := cc.Consumers(cctx)
+		env.Root.Send(self, &consumersRead{who: r, n: n, err: err})
+	})
+}
+
+func (r *receiver) onConsumersRead(ctx actor.Context, m *consumersRead) {
+	if m.who != r || r.stopping {
+		return
+	}
+	if m.err != nil {
+		if errors.Is(m.err, transport.ErrNotSupported) {
+			r.env.Log.Debug("amqpactor: partitions not balanced", "address", r.spec.Address.String(), "error", m.err)
+			return
+		}
+		r.env.Log.Debug("amqpactor: reading the consumer count failed", "address", r.spec.Address.String(), "error", m.err)
+	} else {
+		r.rebalance(ctx, m.n)
+	}
+	r.scheduleBalance(ctx)
+}
+
+// rebalance asks for a hand-over of every partition this replica holds
+// beyond its share of k replicas. While one is in progress it waits, so
+// that what is held is counted once the hand-overs have landed.
+func (r *receiver) rebalance(ctx actor.Context, k int) {
+	parts := r.spec.Balance.Parts()
+	if k < 1 || len(parts) == 0 {
+		return
+	}
+	share := (len(parts) + k - 1) / k
+	now := time.Now()
+	var held []int
+	for i, p := range parts {
+		if !p.Handing.IsZero() && now.Sub(p.Handing) < handingFor {
+			return
+		}
+		if p.PID != nil && p.Held != nil && p.Held() {
+			held = append(held, i)
+		}
+	}
+	// The last ones first: partition 0's receiver is the one that polls.
+	for _, i := range held[min(share, len(held)):] {
+		r.spec.Balance.Handing(i, now)
+		ctx.Send(parts[i].PID, &protocol.Handover{})
+	}
+}
+
+// onHandover stops taking deliveries; once every delivery the link took is
+// settled (inflightIdle), finishHandover detaches it and attaches anew.
+func (r *receiver) onHandover() {
+	if r.link == nil || r.handing || r.drain != nil || r.stopping {
+		return
+	}
+	r.handing = true
+	r.stopPump()
+}
+
+// finishHandover closes the link after its last settle (what the pump had
+// not taken goes back to the broker with it) and attaches again once it is
+// closed: the broker has by then made the next replica in line active.
+func (r *receiver) finishHandover(ctx actor.Context) {
+	link, q, cancelLink := r.link, r.settleQ, r.cancelLink
+	r.leaveBalance()
+	r.link, r.settleQ, r.inflight = nil, nil, nil
+	closed := make(chan struct{})
+	r.kept.closed = closed
+	if !q.PushClose(settleItem{close: true, ctx: context.Background(), done: func(error) {
+		cancelLink()
+		close(closed)
+	}}) {
+		cancelLink()
+		r.closeLink(link, context.Background(), nil)
+	}
+	r.set(protocol.StateDetached, nil)
+	r.attach(ctx, 1)
+}
