@@ -47,7 +47,7 @@ type BalanceResult struct {
 	// Converged is how long each of those took to reach: from the last
 	// replica's start, from the stop, from the new replica's start.
 	Converged [3]time.Duration
-	Elapsed time.Duration
+	Elapsed   time.Duration
 }
 
 func (r BalanceResult) String() string {
