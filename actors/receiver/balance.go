@@ -15,8 +15,9 @@ import (
 // replicas of one App (the Apps of one name, each attached to every
 // partition queue; the broker delivers each queue to one of them, its
 // single active consumer, and the others wait in line). No membership of
-// our own: the number of replicas k is the consumer count of partition 0's
-// queue, which the broker reports, and each replica holds its fair share,
+// our own: the number of replicas k is the consumer count the broker
+// reports of a census queue, to which partition 0's receiver of each replica
+// attaches a link that never gets credit; each replica holds its fair share,
 // ceil(n/k), or fewer. Partition 0's receiver polls the count and, where
 // this replica holds more, asks as many of its active partitions to hand
 // over (protocol.Handover): each stops taking deliveries, waits until what
@@ -35,7 +36,14 @@ type (
 	// balanceTick: time to read the consumer count; who is the
 	// incarnation that scheduled it.
 	balanceTick struct{ who *receiver }
-	// consumersRead: the consumer count of partition 0's queue.
+	// censusAttached: the census link attached (or not) for link gen.
+	censusAttached struct {
+		who  *receiver
+		gen  uint64
+		link transport.Receiver
+		err  error
+	}
+	// consumersRead: the consumer count of the census queue.
 	consumersRead struct {
 		who *receiver
 		n   int
@@ -56,6 +64,7 @@ func (r *receiver) joinBalance(ctx actor.Context, la *linkActive) {
 	r.self = ctx.Self()
 	delivered := &r.counters.delivered
 	base := delivered.Load()
+	r.attachDelivered = base
 	b.Set(r.spec.Partition, protocol.BalancePart{PID: r.self, Held: func() bool {
 		switch la.said.Load() {
 		case 1:
@@ -65,17 +74,70 @@ func (r *receiver) joinBalance(ctx actor.Context, la *linkActive) {
 		}
 		return delivered.Load() > base
 	}})
-	if r.spec.Partition == 0 && r.balTimer == nil {
-		r.scheduleBalance(ctx)
+	if r.spec.Partition == 0 {
+		r.attachCensus(ctx)
+		if r.balTimer == nil {
+			r.scheduleBalance(ctx)
+		}
 	}
 }
 
-// leaveBalance forgets the link in the Balance.
+// deliveredSinceAttach reports whether the link got a delivery: on a
+// single-active-consumer queue whose broker does not say which consumer is
+// active (RabbitMQ 4.0), that it is.
+func (r *receiver) deliveredSinceAttach() bool {
+	return r.link != nil && r.spec.Balance != nil && r.delivered.Load() > r.attachDelivered
+}
+
+// leaveBalance forgets the link in the Balance, and partition 0's receiver
+// its census link.
 func (r *receiver) leaveBalance() {
 	r.handing = false
 	if b := r.spec.Balance; b != nil && r.self != nil {
 		b.Clear(r.spec.Partition, r.self)
 	}
+	if c := r.census; c != nil {
+		r.census = nil
+		env := r.env
+		env.Go(func() {
+			cctx, cancel := env.CloseCtx(context.Background())
+			defer cancel()
+			_ = c.Close(cctx)
+		})
+	}
+}
+
+// attachCensus attaches, beside partition 0's link, a receiver that never
+// gets credit to the subscription's census queue (Balance.Census, a plain
+// queue nothing is sent to): its consumer count is the number of replicas,
+// which a single-active-consumer queue's is not (RabbitMQ counts only its
+// active consumer there).
+func (r *receiver) attachCensus(ctx actor.Context) {
+	self, sess, env, gen := ctx.Self(), r.sess, r.env, r.gen
+	o := transport.ReceiverOptions{Address: r.spec.Balance.Census, Credit: 1, ClassicQueue: true}
+	env.Go(func() {
+		actx, cancel := env.AttachCtx(nil)
+		defer cancel()
+		link, err := sess.NewReceiver(actx, o)
+		env.Root.Send(self, &censusAttached{who: r, gen: gen, link: link, err: err})
+	})
+}
+
+func (r *receiver) onCensusAttached(m *censusAttached) {
+	if m.err != nil {
+		r.env.Log.Warn("amqpactor: partitions not balanced: the census queue refused the attach", "address", r.spec.Balance.Census.String(), "error", m.err)
+		return
+	}
+	if m.who != r || m.gen != r.gen || r.link == nil || r.census != nil {
+		env, c := r.env, m.link
+		env.Go(func() {
+			cctx, cancel := env.CloseCtx(context.Background())
+			defer cancel()
+			_ = c.Close(cctx)
+		})
+		return
+	}
+	r.census = m.link
 }
 
 func (r *receiver) scheduleBalance(ctx actor.Context) {
@@ -95,8 +157,8 @@ func (r *receiver) onBalanceTick(ctx actor.Context, m *balanceTick) {
 		return
 	}
 	r.balTimer = nil
-	cc, ok := r.link.(transport.ConsumerCounter)
-	if r.link == nil || r.handing {
+	cc, ok := r.census.(transport.ConsumerCounter)
+	if r.link == nil || r.census == nil || r.handing {
 		r.scheduleBalance(ctx)
 		return
 	}

@@ -192,6 +192,10 @@ type receiver struct {
 	self     *actor.PID
 	handing  bool
 	balTimer *time.Timer
+	// attachDelivered is the delivered count when the link attached.
+	attachDelivered uint64
+	// census is partition 0's link to the census queue (balance.go).
+	census transport.Receiver
 
 	*counters // the kept ones: a restart keeps counting
 }
@@ -229,6 +233,8 @@ func (r *receiver) Receive(ctx actor.Context) {
 		r.onBalanceTick(ctx, m)
 	case *consumersRead:
 		r.onConsumersRead(ctx, m)
+	case *censusAttached:
+		r.onCensusAttached(m)
 	case *graceOver:
 		if m.link == r.gen && r.link != nil && r.drain != nil {
 			r.cutDrainedLink()
@@ -968,6 +974,9 @@ func (r *receiver) describe(ctx actor.Context) *protocol.Described {
 		if r.isActive {
 			n.Counters["active"] = 1
 		}
+	} else if r.deliveredSinceAttach() {
+		// The broker says nothing, but delivered to this link.
+		n.Counters["active"] = 1
 	}
 	if r.lastErr != nil {
 		n.LastError = r.lastErr.Error()

@@ -212,13 +212,16 @@ func RunBalance(t *testing.T, c BalanceConfig) BalanceResult {
 		return held, ok
 	}
 	await := func(phase, want int, since time.Time) {
-		require.Eventually(t, func() bool {
+		var last []int
+		ok := assert.Eventually(t, func() bool {
 			held, ok := balanced(want)
+			last = held
 			if ok {
 				res.Held[phase] = held
 			}
 			return ok
 		}, c.Converge, 20*time.Millisecond, "phase %d: each replica holding %d ± 1 partitions (%s)", phase, want, res)
+		require.True(t, ok, "phase %d: the replicas hold %v partitions", phase, last)
 		res.Converged[phase] = time.Since(since)
 	}
 

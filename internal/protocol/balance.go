@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/amqpactor/amqpactor/address"
 )
 
 // Balance is shared by the receivers of one Partitioned subscription's
@@ -12,6 +14,10 @@ import (
 // that one of them can count what this replica holds and hand partitions
 // over to other replicas (actors/receiver, balance.go).
 type Balance struct {
+	// Census is the queue whose consumers are the replicas: partition 0's
+	// receiver of each attaches to it, without credit.
+	Census address.Address
+
 	mu    sync.Mutex
 	parts []BalancePart
 }
@@ -29,7 +35,9 @@ type BalancePart struct {
 }
 
 // NewBalance returns the Balance of n partitions.
-func NewBalance(n int) *Balance { return &Balance{parts: make([]BalancePart, n)} }
+func NewBalance(census address.Address, n int) *Balance {
+	return &Balance{Census: census, parts: make([]BalancePart, n)}
+}
 
 // Set records part i.
 func (b *Balance) Set(i int, p BalancePart) {
