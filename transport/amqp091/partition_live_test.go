@@ -22,6 +22,7 @@ func TestLivePartitionedFleet091(t *testing.T) {
 	for i := range addr.Partitions() {
 		s.deleteQueue(addr.Partition(i).Name())
 	}
+	s.deleteQueue(amqpactor.CensusOf(addr).Name())
 	res := fleettest.Run(t, fleettest.Config{
 		Addr:    addr,
 		AppName: unique("amqp091-orders-svc"),
