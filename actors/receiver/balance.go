@@ -17,7 +17,7 @@ import (
 // single active consumer, and the others wait in line). No membership of
 // our own: the number of replicas k is the consumer count the broker
 // reports of a census queue, to which partition 0's receiver of each replica
-// attaches a link that never gets credit; each replica holds its fair share,
+// attaches a link nothing reads; each replica holds its fair share,
 // ceil(n/k), or fewer. Partition 0's receiver polls the count and, where
 // this replica holds more, asks as many of its active partitions to hand
 // over (protocol.Handover): each stops taking deliveries, waits until what
@@ -107,8 +107,8 @@ func (r *receiver) leaveBalance() {
 	}
 }
 
-// attachCensus attaches, beside partition 0's link, a receiver that never
-// gets credit to the subscription's census queue (Balance.Census, a plain
+// attachCensus attaches, beside partition 0's link, a receiver with one
+// credit and no reader to the subscription's census queue (Balance.Census, a plain
 // queue nothing is sent to): its consumer count is the number of replicas,
 // which a single-active-consumer queue's is not (RabbitMQ counts only its
 // active consumer there).
@@ -119,6 +119,17 @@ func (r *receiver) attachCensus(ctx actor.Context) {
 		actx, cancel := env.AttachCtx(nil)
 		defer cancel()
 		link, err := sess.NewReceiver(actx, o)
+		if err == nil {
+			// One credit: a 0-9-1 consumer is counted only once it
+			// consumes; nothing is sent to the census queue.
+			err = link.IssueCredit(1)
+			if err != nil {
+				cctx, ccancel := env.CloseCtx(context.Background())
+				_ = link.Close(cctx)
+				ccancel()
+				link = nil
+			}
+		}
 		env.Root.Send(self, &censusAttached{who: r, gen: gen, link: link, err: err})
 	})
 }
