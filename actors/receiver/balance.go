@@ -25,6 +25,11 @@ import (
 // so the broker activates the next replica waiting, never two at once. A
 // replica that got more than its share so hands the surplus on in turn.
 
+// StateHandingOver is the state of a receiver giving its partition queue to
+// another replica: it takes no new deliveries and waits for what it took to
+// be settled before it detaches.
+const StateHandingOver = "handing-over"
+
 // balanceEvery is how often partition 0's receiver reads the consumer count.
 var balanceEvery = time.Second
 
@@ -96,6 +101,10 @@ func (r *receiver) leaveBalance() {
 	if b := r.spec.Balance; b != nil && r.self != nil {
 		b.Clear(r.spec.Partition, r.self)
 	}
+	r.closeCensus()
+}
+
+func (r *receiver) closeCensus() {
 	if c := r.census; c != nil {
 		r.census = nil
 		env := r.env
@@ -192,7 +201,10 @@ func (r *receiver) onConsumersRead(ctx actor.Context, m *consumersRead) {
 	}
 	if m.err != nil {
 		if errors.Is(m.err, transport.ErrNotSupported) {
+			// This broker's consumers cannot be counted (Artemis): no
+			// balancing, and no census link kept for it.
 			r.env.Log.Debug("amqpactor: partitions not balanced", "address", r.spec.Address.String(), "error", m.err)
+			r.closeCensus()
 			return
 		}
 		r.env.Log.Debug("amqpactor: reading the consumer count failed", "address", r.spec.Address.String(), "error", m.err)
@@ -232,10 +244,15 @@ func (r *receiver) rebalance(ctx actor.Context, k int) {
 // settled (inflightIdle), finishHandover detaches it and attaches anew.
 func (r *receiver) onHandover() {
 	if r.link == nil || r.handing || r.drain != nil || r.stopping {
+		if b := r.spec.Balance; b != nil && !r.handing {
+			// Not handing over after all: the next poll need not wait.
+			b.Handing(r.spec.Partition, time.Time{})
+		}
 		return
 	}
 	r.handing = true
 	r.stopPump()
+	r.set(StateHandingOver, nil)
 }
 
 // finishHandover closes the link after its last settle (what the pump had
