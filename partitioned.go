@@ -2,6 +2,8 @@ package amqpactor
 
 import (
 	"github.com/Azure/go-amqp"
+
+	"github.com/amqpactor/amqpactor/internal/protocol"
 )
 
 // partitionOf is the partition queue a publish to addr goes to when addr
@@ -32,10 +34,19 @@ func groupOf(m *amqp.Message) string {
 func partitionSubs(s *Subscription) []*Subscription {
 	addr := s.spec.Address
 	parts := make([]*Subscription, addr.Partitions())
+	// The partitions' receivers share what they hold, to hand over what is
+	// more than this replica's share (actors/receiver, balance.go).
+	bal := protocol.NewBalance(CensusOf(addr), len(parts))
 	for i := range parts {
 		spec := *s.spec
 		spec.Address = addr.Partition(i)
+		spec.Balance, spec.Partition = bal, i
 		parts[i] = &Subscription{app: s.app, spec: &spec, info: s.info}
 	}
 	return parts
 }
+
+// CensusOf is the queue by whose consumer count the replicas subscribed to
+// the Partitioned address addr count themselves: NAME.replicas, a plain
+// queue nothing is sent to.
+func CensusOf(addr Address) Address { return Queue(addr.Name() + ".replicas") }

@@ -58,7 +58,11 @@
 //     the others wait with their credit. When the active one detaches, its
 //     unsettled deliveries go back to the head, in order, and the next in
 //     attach order becomes active and gets them first, as RabbitMQ 4's
-//     x-single-active-consumer and Artemis's exclusive queues do.
+//     x-single-active-consumer and Artemis's exclusive queues do. Each
+//     receiver is told whether it is the active one (OnActive), as
+//     RabbitMQ 4.3 says with rabbitmq:active, and a receiver counts the
+//     queue's receivers (transport.ConsumerCounter), as RabbitMQ's
+//     consumer count does: what balances partitions across replicas.
 //   - Expiry. A message expires at the earlier of its arrival plus its
 //     header ttl and its absolute-expiry-time; an expired message is
 //     dropped, never delivered, and counted (Expired). It is checked when a

@@ -136,6 +136,11 @@ type receiverLink struct {
 	// (transport.Recycler), so Settle returns its copy to the pool.
 	recycle atomic.Bool
 
+	// onActive is told, on a single-active-consumer queue, whether this
+	// link is the active consumer (transport.ReceiverOptions.OnActive),
+	// as RabbitMQ 4.3 says it with rabbitmq:active. Called under q.mu.
+	onActive func(bool)
+
 	mu        sync.Mutex // guards the fields below; nests inside q.mu
 	buf       deque      // transferred, not yet received
 	unsettled map[*amqp.Message]unsettled
@@ -212,6 +217,7 @@ func (s *session) NewReceiver(ctx context.Context, o transport.ReceiverOptions) 
 		}
 		r.name, r.addr = a.Name(), a
 	}
+	r.onActive = o.OnActive
 	r.q.mu.Lock()
 	if a.SingleActiveConsumer() {
 		r.q.single = true
@@ -230,6 +236,16 @@ func (s *session) NewReceiver(ctx context.Context, o transport.ReceiverOptions) 
 }
 
 func (r *receiverLink) Address() string { return r.name }
+
+// Consumers is the number of receivers attached to the link's queue, this
+// one included (transport.ConsumerCounter): on a single-active-consumer
+// queue, the active one and those standing by.
+func (r *receiverLink) Consumers(context.Context) (int, error) {
+	q := r.q
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.cons), nil
+}
 
 func (r *receiverLink) linkErr(op string, cause error) error {
 	return &transport.LinkError{Address: r.addr.String(), Op: op, Err: cause}

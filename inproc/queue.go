@@ -355,6 +355,9 @@ func (q *queue) dispatchExclLocked(now int64) bool {
 // addConsumerLocked attaches r.
 func (q *queue) addConsumerLocked(r *receiverLink) {
 	q.cons = append(q.cons, r)
+	if q.single && r.onActive != nil {
+		r.onActive(len(q.cons) == 1)
+	}
 }
 
 // removeConsumerLocked detaches r and forgets its credit and its
@@ -362,6 +365,10 @@ func (q *queue) addConsumerLocked(r *receiverLink) {
 func (q *queue) removeConsumerLocked(r *receiverLink) {
 	if i := slices.Index(q.cons, r); i >= 0 {
 		q.cons = slices.Delete(q.cons, i, i+1)
+		if i == 0 && q.single && len(q.cons) > 0 && q.cons[0].onActive != nil {
+			// The next in attach order takes over, as it is told.
+			q.cons[0].onActive(true)
+		}
 		if q.rr > i {
 			q.rr--
 		}

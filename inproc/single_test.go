@@ -3,11 +3,13 @@ package inproc
 import (
 	"context"
 	"strconv"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/amqpactor/amqpactor/address"
+	"github.com/amqpactor/amqpactor/transport"
 )
 
 // A partition queue delivers only to the receiver attached first; when it
@@ -62,4 +64,45 @@ func TestPlainQueueStillCompetes(t *testing.T) {
 	e.sendN(s, "m", 2)
 	require.Equal(t, "m0", recvBody(t, a))
 	require.Equal(t, "m1", recvBody(t, b))
+}
+
+// Each receiver of a partition queue is told whether it is the active one,
+// when it attaches and when the active one before it detaches, as RabbitMQ
+// 4.3 says with rabbitmq:active; Consumers counts every receiver of the
+// queue, the waiting ones too.
+func TestSingleActiveConsumerSaysWhoIsActive(t *testing.T) {
+	e := newEnv(t)
+	pq := address.Partitioned("orders", 4).Partition(1)
+	var mu sync.Mutex
+	said := map[string][]bool{}
+	attach := func(name string) transport.Receiver {
+		return e.receiver(transport.ReceiverOptions{Address: pq, Credit: 10, OnActive: func(active bool) {
+			mu.Lock()
+			defer mu.Unlock()
+			said[name] = append(said[name], active)
+		}}, 10)
+	}
+	saidOf := func(name string) []bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]bool(nil), said[name]...)
+	}
+	a := attach("a")
+	b := attach("b")
+	c := attach("c")
+	require.Equal(t, []bool{true}, saidOf("a"))
+	require.Equal(t, []bool{false}, saidOf("b"))
+	require.Equal(t, []bool{false}, saidOf("c"))
+	n, err := b.(transport.ConsumerCounter).Consumers(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 3, n)
+
+	// b is not the active one: its leaving tells nobody anything.
+	require.NoError(t, b.Close(context.Background()))
+	require.Equal(t, []bool{false}, saidOf("c"))
+	require.NoError(t, a.Close(context.Background()))
+	require.Equal(t, []bool{false, true}, saidOf("c"))
+	n, err = c.(transport.ConsumerCounter).Consumers(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
 }

@@ -197,6 +197,16 @@ type Receiver interface {
 	Close(ctx context.Context) error
 }
 
+// ConsumerCounter is implemented by a Receiver whose transport can read how
+// many consumers the link's queue has, this one included, waiting ones of a
+// single-active-consumer queue too (RabbitMQ 4's management node, the
+// in-process broker): the replicas sharing a Partitioned address count
+// themselves by it. One that cannot tell returns an error wrapping
+// ErrNotSupported.
+type ConsumerCounter interface {
+	Consumers(ctx context.Context) (int, error)
+}
+
 // Transactional is implemented by a Conn whose peer has a transaction
 // coordinator.
 type Transactional interface {

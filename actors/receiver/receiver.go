@@ -186,6 +186,16 @@ type receiver struct {
 	active                *linkActive
 	activeKnown, isActive bool
 	kept                  *kept
+	// Balancing partitions across replicas (balance.go): self is the PID
+	// the Balance knows, handing a hand-over in progress, balTimer the
+	// next poll of partition 0's receiver.
+	self     *actor.PID
+	handing  bool
+	balTimer *time.Timer
+	// attachDelivered is the delivered count when the link attached.
+	attachDelivered uint64
+	// census is partition 0's link to the census queue (balance.go).
+	census transport.Receiver
 
 	*counters // the kept ones: a restart keeps counting
 }
@@ -214,7 +224,17 @@ func (r *receiver) Receive(ctx actor.Context) {
 	case *inflightIdle:
 		if m.link == r.gen && r.link != nil && r.drain != nil {
 			r.finishDrainedLink()
+		} else if m.link == r.gen && r.link != nil && r.handing {
+			r.finishHandover(ctx)
 		}
+	case *protocol.Handover:
+		r.onHandover()
+	case *balanceTick:
+		r.onBalanceTick(ctx, m)
+	case *consumersRead:
+		r.onConsumersRead(ctx, m)
+	case *censusAttached:
+		r.onCensusAttached(m)
 	case *graceOver:
 		if m.link == r.gen && r.link != nil && r.drain != nil {
 			r.cutDrainedLink()
@@ -250,6 +270,7 @@ func (r *receiver) Receive(ctx actor.Context) {
 		if r.timer != nil {
 			r.timer.Stop()
 		}
+		r.stopBalance()
 		r.endLink(context.Background(), nil)
 		r.finishDrain(protocol.ErrStopped)
 		r.set(protocol.StateRestarting, nil)
@@ -260,6 +281,7 @@ func (r *receiver) Receive(ctx actor.Context) {
 		if r.timer != nil {
 			r.timer.Stop()
 		}
+		r.stopBalance()
 		r.endLink(context.Background(), nil)
 		r.finishDrain(protocol.ErrStopped)
 	}
@@ -385,6 +407,7 @@ func (r *receiver) onAttach(ctx actor.Context, m *attachResult) {
 	if m.active != nil {
 		r.showActive(m.active.said.Load())
 	}
+	r.joinBalance(ctx, m.active)
 	base := r.env.Base
 	if base == nil {
 		base = context.Background()
@@ -787,6 +810,7 @@ func (r *receiver) endLink(ctx context.Context, why error) {
 	}
 	link := r.link
 	r.link = nil
+	r.leaveBalance()
 	r.cancelLink()
 	q := r.settleQ
 	r.settleQ, r.inflight = nil, nil
@@ -844,6 +868,7 @@ func (r *receiver) onDrain(ctx actor.Context, m *protocol.Drain) {
 
 // finishDrainedLink closes a draining link after its last settle.
 func (r *receiver) finishDrainedLink() {
+	r.leaveBalance()
 	q, drain, cancelLink := r.settleQ, r.drain, r.cancelLink
 	answer := r.answerer() // forgets r.drain: after the line above
 	r.link, r.settleQ, r.inflight = nil, nil, nil
@@ -858,6 +883,7 @@ func (r *receiver) finishDrainedLink() {
 // refused from now on, what is still held goes back released, the link
 // closes (all by the drain's Ctx), and the handlers' contexts are cancelled.
 func (r *receiver) cutDrainedLink() {
+	r.leaveBalance()
 	f, drain, cancelLink := r.inflight, r.drain, r.cancelLink
 	answer := r.answerer() // forgets r.drain: after the line above
 	r.link, r.settleQ, r.inflight = nil, nil, nil
@@ -948,6 +974,9 @@ func (r *receiver) describe(ctx actor.Context) *protocol.Described {
 		if r.isActive {
 			n.Counters["active"] = 1
 		}
+	} else if r.deliveredSinceAttach() {
+		// The broker says nothing, but delivered to this link.
+		n.Counters["active"] = 1
 	}
 	if r.lastErr != nil {
 		n.LastError = r.lastErr.Error()

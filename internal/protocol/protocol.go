@@ -154,6 +154,12 @@ type SubscriptionSpec struct {
 	QueueArguments map[string]any
 	DeadLetter     address.Address
 	DeliveryLimit  uint32
+
+	// Balance, for a partition queue of a Partitioned subscription, is
+	// shared by the receivers of its n partition queues, which balance them
+	// across the App's replicas with it; Partition is this queue's index.
+	Balance   *Balance
+	Partition int
 }
 
 // Retry is how a partition worker retries a failed delivery in place: it

@@ -30,6 +30,7 @@ func TestPartitionedFleet(t *testing.T) {
 				err := brokeradmin.DeleteQueue(ctx, m, addr.Partition(i).Name())
 				require.NoError(t, err)
 			}
+			require.NoError(t, brokeradmin.DeleteQueue(ctx, m, amqpactor.CensusOf(addr).Name()))
 		})
 	})
 	res := fleettest.Run(t, fleettest.Config{
@@ -72,6 +73,7 @@ func TestPartitionActiveOrStandby(t *testing.T) {
 			for i := range addr.Partitions() {
 				_ = brokeradmin.DeleteQueue(ctx, m, addr.Partition(i).Name())
 			}
+			_ = brokeradmin.DeleteQueue(ctx, m, amqpactor.CensusOf(addr).Name())
 		})
 	})
 	name := unique("standby-svc")

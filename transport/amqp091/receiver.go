@@ -125,6 +125,23 @@ func (r *Receiver) ReplyNode() string {
 	return ""
 }
 
+// Consumers reads the consumer count of the receiver's queue with a passive
+// declare on a channel of its own (transport.ConsumerCounter). RabbitMQ
+// counts a consumer once it consumes (after the first IssueCredit), and of a
+// single-active-consumer queue only the active one.
+func (r *Receiver) Consumers(ctx context.Context) (int, error) {
+	if r.queue == "" || r.queue == DirectReplyTo {
+		return 0, fmt.Errorf("amqpactor: consumer count of %s: %w", r.addr, transport.ErrNotSupported)
+	}
+	var n int
+	err := r.s.conn.declare(ctx, func(ch *rmq.Channel) error {
+		q, err := ch.QueueDeclarePassive(r.queue, false, false, false, false, nil)
+		n = q.Consumers
+		return err
+	})
+	return n, err
+}
+
 // Address is the address as given (a direct reply-to address when
 // Dynamic: a request naming it as reply-to is published on this
 // receiver's channel, as direct reply-to needs).

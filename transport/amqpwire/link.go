@@ -281,7 +281,11 @@ func (s *Session) NewReceiver(ctx context.Context, o transport.ReceiverOptions) 
 	if opts.DynamicAddress {
 		addr = rcv.Address()
 	}
-	return &Receiver{r: rcv, addr: addr, window: o.Credit, conn: s.conn, replyNode: replyNode}, nil
+	out := &Receiver{r: rcv, addr: addr, window: o.Credit, conn: s.conn, replyNode: replyNode}
+	if d == address.RabbitMQ4 && !o.Dynamic && o.Address.Kind() == address.KindQueue {
+		out.queue = o.Address.Name()
+	}
+	return out, nil
 }
 
 // Receiver is a receiver link with manual credit. It implements
@@ -292,6 +296,7 @@ type Receiver struct {
 	window    uint32
 	conn      *Conn
 	replyNode string // a dynamic receiver's kind of node (Conn.ReplyNode)
+	queue     string // the RabbitMQ 4 queue it receives from, for Consumers
 
 	received atomic.Uint64 // transfers returned by Receive
 
@@ -309,6 +314,21 @@ func (r *Receiver) ReplyNode() string { return r.replyNode }
 
 // Address is the source as attached (the broker's address when Dynamic).
 func (r *Receiver) Address() string { return r.addr }
+
+// Consumers reads the consumer count of the link's queue from RabbitMQ 4's
+// management node (transport.ConsumerCounter); it counts the consumers
+// waiting on a single-active-consumer queue too. Off RabbitMQ 4, or for a
+// link that receives from no queue of its own naming, it is not supported.
+func (r *Receiver) Consumers(ctx context.Context) (int, error) {
+	if r.queue == "" || r.conn.mgmt == nil {
+		return 0, fmt.Errorf("amqpactor: consumer count of %s: %w", r.addr, transport.ErrNotSupported)
+	}
+	info, err := r.conn.mgmt.QueueInfo(ctx, r.queue)
+	if err != nil {
+		return 0, err
+	}
+	return int(info.Consumers), nil
+}
 
 // IssueCredit adds n to the link credit. When the receiver was attached with
 // a Credit window, the credit outstanding (granted and not yet returned by

@@ -1,0 +1,362 @@
+package fleettest
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/amqpactor/amqpactor"
+	"github.com/amqpactor/amqpactor/internal/protocol"
+)
+
+// BalanceConfig is one run of the balancing scenario: Replicas Apps of one
+// name share a Partitioned address while one publisher sends Groups ordered
+// groups of PerGroup messages; once the partitions are balanced one replica
+// is stopped, once they are balanced again one more is started.
+type BalanceConfig struct {
+	Addr     amqpactor.Address // a Partitioned address
+	AppName  string
+	NewApp   func(name string) *amqpactor.App
+	Replicas int // 3 when zero
+	Groups   int // 300 when zero
+	PerGroup int // 100 when zero
+	// Converge bounds each wait for the partitions to be balanced; 30 s
+	// when zero.
+	Converge time.Duration
+	// Bound limits the whole run; 3 minutes when zero.
+	Bound time.Duration
+	// Diagnose, when set, describes the broker's side when not everything
+	// published is handled.
+	Diagnose func() string
+}
+
+// BalanceResult is what a balancing run measured.
+type BalanceResult struct {
+	Published, Handled, Lost, Duplicates, Inversions, Overlaps, Handovers int
+	// Held is how many partitions each running replica held once balanced:
+	// with Replicas, after one stopped, after one more started.
+	Held [3][]int
+	// Converged is how long each of those took to reach: from the last
+	// replica's start, from the stop, from the new replica's start.
+	Converged [3]time.Duration
+	Elapsed   time.Duration
+}
+
+func (r BalanceResult) String() string {
+	return fmt.Sprintf("published %d, handled %d, lost %d, duplicates %d, inversions %d, overlaps %d, hand-overs %d, held %v in %v, %v",
+		r.Published, r.Handled, r.Lost, r.Duplicates, r.Inversions, r.Overlaps, r.Handovers, r.Held,
+		[]time.Duration{r.Converged[0].Round(time.Millisecond), r.Converged[1].Round(time.Millisecond), r.Converged[2].Round(time.Millisecond)},
+		r.Elapsed.Round(time.Millisecond))
+}
+
+// Held returns, for each partition of addr that app's tree shows active
+// (the receiver's counter active=1: the broker holds this replica as the
+// queue's single active consumer), its index.
+func Held(ctx context.Context, app *amqpactor.App, addr amqpactor.Address) ([]int, error) {
+	tree, err := app.Tree(ctx)
+	if err != nil {
+		return nil, err
+	}
+	names := map[string]int{}
+	for i := range addr.Partitions() {
+		names[addr.Partition(i).String()] = i
+	}
+	var held []int
+	var walk func(n *amqpactor.Node)
+	walk = func(n *amqpactor.Node) {
+		if n.Kind == "receiver" && n.Counters["active"] == 1 {
+			if f := strings.Fields(n.Address); len(f) > 0 {
+				if i, ok := names[f[0]]; ok {
+					held = append(held, i)
+				}
+			}
+		}
+		for _, c := range n.Children {
+			walk(c)
+		}
+	}
+	walk(tree)
+	return held, nil
+}
+
+// RunBalance runs the balancing scenario. It asserts on t only what it
+// needs to go on (Start, Publish, each wait for balance within Converge);
+// the caller asserts on the result.
+func RunBalance(t *testing.T, c BalanceConfig) BalanceResult {
+	t.Helper()
+	if c.Replicas == 0 {
+		c.Replicas = 3
+	}
+	if c.Groups == 0 {
+		c.Groups = 300
+	}
+	if c.PerGroup == 0 {
+		c.PerGroup = 100
+	}
+	if c.Converge == 0 {
+		c.Converge = 30 * time.Second
+	}
+	if c.Bound == 0 {
+		c.Bound = 3 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.Bound)
+	defer cancel()
+	n := c.Addr.Partitions()
+	require.Positive(t, n)
+	tl := &tally{parts: map[string]*atomic.Int64{}, seen: make([]map[int]bool, c.Groups), maxFirst: make([]int, c.Groups),
+		byReplica: make([]int, c.Replicas+1)}
+	for i := range n {
+		tl.parts[c.Addr.Partition(i).Name()] = new(atomic.Int64)
+	}
+	for g := range tl.seen {
+		tl.seen[g] = map[int]bool{}
+		tl.maxFirst[g] = -1
+	}
+	total := c.Groups * c.PerGroup
+
+	var mu sync.Mutex
+	running := map[int]*amqpactor.App{} // replica id → App
+	startReplica := func(id int) {
+		app := c.NewApp(c.AppName)
+		_, err := app.Subscribe(c.Addr, func(hctx context.Context, m *amqpactor.Message) error {
+			p := protocol.PartitionFrom(hctx)
+			if p == nil {
+				return fmt.Errorf("no partition in the handler's context")
+			}
+			q := p.Address.Name()
+			counted := tl.enter(q, int64(id+1))
+			defer func() {
+				if counted {
+					tl.exit(q)
+				}
+			}()
+			g, err := strconv.Atoi(m.GroupID[1:])
+			if err != nil {
+				return amqpactor.Reject(err)
+			}
+			seq, err := strconv.Atoi(string(m.Body))
+			if err != nil {
+				return amqpactor.Reject(err)
+			}
+			tl.record(id, g, seq)
+			return nil
+		})
+		require.NoError(t, err)
+		require.NoError(t, app.Start(ctx))
+		mu.Lock()
+		running[id] = app
+		mu.Unlock()
+	}
+	stopAll := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for id, a := range running {
+			sctx, scancel := context.WithTimeout(context.Background(), 15*time.Second)
+			require.NoError(t, a.Stop(sctx), "replica %d", id)
+			scancel()
+			delete(running, id)
+		}
+	}
+	t.Cleanup(stopAll)
+
+	pub := c.NewApp(c.AppName + "-publisher")
+	require.NoError(t, pub.Start(ctx))
+	t.Cleanup(func() {
+		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer scancel()
+		_ = pub.Stop(sctx)
+	})
+
+	var res BalanceResult
+	// balanced polls every replica's tree: each running replica holds
+	// want ± 1 partitions and each partition is held once. The trees are
+	// read one after the other, so a hand-over between two reads can show
+	// a partition on two replicas without it having been so: that no two
+	// handled one at once is the handlers' busy marks' to show (Overlaps).
+	balanced := func(want int) ([]int, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		owners := make([]int, n)
+		var held []int
+		ok := true
+		for id := range c.Replicas + 1 {
+			app := running[id]
+			if app == nil {
+				continue
+			}
+			h, err := Held(ctx, app, c.Addr)
+			if err != nil {
+				return nil, false
+			}
+			for _, p := range h {
+				owners[p]++
+			}
+			held = append(held, len(h))
+			if len(h) < want-1 || len(h) > want+1 {
+				ok = false
+			}
+		}
+		for _, o := range owners {
+			if o != 1 {
+				ok = false
+			}
+		}
+		return held, ok
+	}
+	await := func(phase, want int, since time.Time) {
+		var last []int
+		ok := assert.Eventually(t, func() bool {
+			held, ok := balanced(want)
+			last = held
+			if ok {
+				res.Held[phase] = held
+			}
+			return ok
+		}, c.Converge, 20*time.Millisecond, "phase %d: each replica holding %d ± 1 partitions (%s)", phase, want, res)
+		require.True(t, ok, "phase %d: the replicas hold %v partitions", phase, last)
+		res.Converged[phase] = time.Since(since)
+	}
+
+	begin := time.Now()
+	for id := range c.Replicas {
+		startReplica(id)
+	}
+	since := time.Now()
+	// Only now: a queue the in-process broker does not have yet drops
+	// what is sent to it. The publisher sends rounds, one message of every group each; the
+	// round at each third waits for the next phase, so that the stop and
+	// the start are mid-stream. The ticker paces the stream over the
+	// phases; nothing waits on it.
+	gates := []chan struct{}{make(chan struct{}), make(chan struct{})}
+	var published atomic.Int64
+	pubErr := make(chan error, 1)
+	go func() {
+		pace := time.NewTicker(10 * time.Millisecond)
+		defer pace.Stop()
+		for seq := range c.PerGroup {
+			if gi := seq * 3 / c.PerGroup; seq > 0 && gi != (seq-1)*3/c.PerGroup && gi <= len(gates) {
+				select {
+				case <-gates[gi-1]:
+				case <-ctx.Done():
+					pubErr <- ctx.Err()
+					return
+				}
+			}
+			var wg sync.WaitGroup
+			errs := make(chan error, 16)
+			for w := range 16 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for g := w; g < c.Groups; g += 16 {
+						m := &amqpactor.Message{GroupID: "g" + strconv.Itoa(g), Body: []byte(strconv.Itoa(seq))}
+						if err := pub.Publish(ctx, c.Addr, m); err != nil {
+							errs <- fmt.Errorf("group %d seq %d: %w", g, seq, err)
+							return
+						}
+						published.Add(1)
+					}
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			if err := <-errs; err != nil {
+				pubErr <- err
+				return
+			}
+			select {
+			case <-pace.C:
+			case <-ctx.Done():
+			}
+		}
+		pubErr <- nil
+	}()
+
+	await(0, n/c.Replicas, since)
+
+	// Stop the replica that holds the most.
+	victim, most := 0, -1
+	mu.Lock()
+	for id, app := range running {
+		h, err := Held(ctx, app, c.Addr)
+		require.NoError(t, err)
+		if len(h) > most {
+			victim, most = id, len(h)
+		}
+	}
+	app := running[victim]
+	delete(running, victim)
+	mu.Unlock()
+	since = time.Now()
+	sctx, scancel := context.WithTimeout(ctx, 15*time.Second)
+	require.NoError(t, app.Stop(sctx))
+	scancel()
+	close(gates[0])
+	await(1, n/(c.Replicas-1), since)
+
+	since = time.Now()
+	startReplica(c.Replicas)
+	close(gates[1])
+	await(2, n/c.Replicas, since)
+
+	require.NoError(t, <-pubErr)
+	// Everything published is handled, or the bound ends the wait (and
+	// the caller sees what was lost).
+	if !assert.Eventually(t, func() bool { return tl.count() >= total }, c.Bound/2, time.Millisecond, "handled %d of %d", tl.count(), total) {
+		mu.Lock()
+		for id, app := range running {
+			tree, err := app.Tree(ctx)
+			if err != nil {
+				continue
+			}
+			var walk func(n *amqpactor.Node, depth int)
+			walk = func(n *amqpactor.Node, depth int) {
+				if n.Kind == "receiver" || n.Kind == "subscription" {
+					t.Logf("replica %d %s%s %s %s %v %s", id, strings.Repeat(" ", depth), n.Kind, n.Address, n.State, n.Counters, n.LastError)
+				}
+				for _, c := range n.Children {
+					walk(c, depth+1)
+				}
+			}
+			walk(tree, 0)
+		}
+		mu.Unlock()
+		if c.Diagnose != nil {
+			t.Log(c.Diagnose())
+		}
+		tl.mu.Lock()
+		var missing []string
+		for g := range c.Groups {
+			for seq := range c.PerGroup {
+				if !tl.seen[g][seq] {
+					missing = append(missing, fmt.Sprintf("g%d/%d(%s)", g, seq, c.Addr.Partition(c.Addr.PartitionFor("g"+strconv.Itoa(g))).Name()))
+				}
+			}
+		}
+		tl.mu.Unlock()
+		t.Logf("%d missing: %v", len(missing), missing[:min(len(missing), 40)])
+		t.FailNow()
+	}
+	sctx, scancel = context.WithTimeout(context.Background(), 10*time.Second)
+	require.NoError(t, pub.Stop(sctx))
+	scancel()
+	stopAll()
+	res.Elapsed = time.Since(begin)
+
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	res.Published = int(published.Load())
+	res.Handled = tl.handled
+	res.Lost = res.Published - tl.handled
+	res.Duplicates, res.Inversions = tl.dups, tl.inv
+	res.Overlaps, res.Handovers = int(tl.overlaps.Load()), int(tl.handovers.Load())
+	return res
+}
