@@ -142,7 +142,7 @@ func (s *soak) run() error {
 	s.busy, s.faults = map[string]bool{}, map[string]int{}
 	rng := rand.New(rand.NewPCG(s.seed, s.seed^0x9e3779b97f4a7c15))
 	targets := s.nodes
-	if targets == nil {
+	if len(targets) == 0 {
 		targets = []string{s.url}
 	}
 	var viaProxy []string
@@ -162,7 +162,7 @@ func (s *soak) run() error {
 	}
 	dialOpts := []amqpactor.DialOption{amqpactor.WithIdleTimeout(4 * time.Second)}
 	var connector amqpactor.Connector
-	if s.nodes != nil {
+	if len(s.nodes) > 0 {
 		connector = clusterctl.Dial(viaProxy, dialOpts...)
 	} else {
 		connector = amqpactor.Dial(viaProxy[0], append([]amqpactor.DialOption{amqpactor.WithDialect(amqpactor.RabbitMQ4)}, dialOpts...)...)
@@ -340,7 +340,7 @@ func (s *soak) inject(rng *rand.Rand, app *amqpactor.App, start time.Time) {
 			return
 		}
 		kinds := []string{"cut", "cut", "blackhole", "latency", "restart"}
-		if s.nodes != nil {
+		if len(s.nodes) > 0 {
 			// A node kill in place of the restart, and more often: it is
 			// what cluster mode is for.
 			kinds = []string{"cut", "cut", "blackhole", "latency", "kill", "kill"}
@@ -417,7 +417,7 @@ func (s *soak) eachProxy(f func(*testproxy.Proxy)) {
 // the proxy its tree names; 0 when it is not attached or not in cluster
 // mode.
 func (s *soak) attachedNode(app *amqpactor.App) int {
-	if s.nodes == nil || app == nil {
+	if len(s.nodes) == 0 || app == nil {
 		return 0
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -561,7 +561,7 @@ func (s *soak) duplicates() int {
 func (s *soak) mgmt(f func(ctx context.Context, m *amqpwire.Management)) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if s.nodes != nil {
+	if len(s.nodes) > 0 {
 		// Straight to the first node that answers, not through the proxies.
 		_ = clusterctl.Management(ctx, s.nodes, f)
 		return
@@ -590,7 +590,7 @@ func (s *soak) report() string {
 	s.mu.Unlock()
 	var b strings.Builder
 	mode := "single"
-	if s.nodes != nil {
+	if len(s.nodes) > 0 {
 		mode = "cluster"
 	}
 	fmt.Fprintf(&b, "SOAK mode=%s seed=%d for=%v published=%d publish_errors_retried=%d lost=%d duplicates=%d requests=%d request_errors=%d requests_late=%d overlaps=%d stop=%v faults: %s\n",
