@@ -346,6 +346,11 @@ func (s *soak) inject(rng *rand.Rand, app *amqpactor.App, start time.Time) {
 			kinds = []string{"cut", "cut", "blackhole", "latency", "kill", "kill"}
 		}
 		kind := kinds[rng.IntN(len(kinds))]
+		if len(s.nodes) > 0 && s.kills && s.faults["kill"] == 0 && time.Since(start) > s.runFor/2 {
+			// A short run (make test's two minutes) kills a node at least
+			// once, whatever the draw.
+			kind = "kill"
+		}
 		if kind == "restart" && (!s.restarts || time.Since(lastRestart) < 50*time.Second) {
 			kind = "cut"
 		}
