@@ -5,10 +5,11 @@
 # suites and fault injection a second time on RabbitMQ 4.3, the current
 # release line, which it starts beside 4.0 (AMQPACTOR_RABBIT_VERSION=4.3;
 # AMQP_URL_43 names an existing one instead). Last, as root, it starts a
-# three-node RabbitMQ 4.0 cluster for the cluster tests alone and stops it
-# after them (AMQP_CLUSTER_URLS names an existing one instead). The first
-# pass leaves the script to pick the node from AMQP_URL (4.0 unless it names
-# the 4.3 node), so that its rabbitmqctl calls reach the broker under test.
+# three-node RabbitMQ 4.0 cluster for the cluster tests and the cluster soak
+# (node kills) alone and stops it after them (AMQP_CLUSTER_URLS names an
+# existing one instead). The first pass leaves the script to pick the node
+# from AMQP_URL (4.0 unless it names the 4.3 node), so that its rabbitmqctl
+# calls reach the broker under test.
 SHELL := /bin/bash
 GO ?= go
 
@@ -58,11 +59,16 @@ test: check
 	if [ -d test/cluster ]; then \
 		if [ -n "$${AMQP_CLUSTER_URLS:-}" ]; then \
 			$(GO) test -race -count=1 -p 1 -timeout 10m ./test/cluster/; \
+			echo "make test: the cluster soak: $${CLUSTER_SOAK_FOR:-2m} through a fault proxy a node, with node kills as root" >&2; \
+			$(GO) run -race ./test/soak -for "$${CLUSTER_SOAK_FOR:-2m}" -sample 1m; \
 		elif [ "$$(id -u)" = 0 ]; then \
-			echo "make test: the cluster tests kill and restart nodes of a 3-node RabbitMQ 4 cluster started for them alone" >&2; \
+			echo "make test: the cluster tests and the cluster soak kill and restart nodes of a 3-node RabbitMQ 4 cluster started for them alone" >&2; \
 			trap 'bash test/broker/rabbitmq4.sh cluster-stop' EXIT; \
 			bash test/broker/rabbitmq4.sh cluster-start; \
-			AMQP_CLUSTER_URLS="$$(bash test/broker/rabbitmq4.sh cluster-urls)" $(GO) test -race -count=1 -p 1 -timeout 10m ./test/cluster/; \
+			export AMQP_CLUSTER_URLS="$$(bash test/broker/rabbitmq4.sh cluster-urls)"; \
+			$(GO) test -race -count=1 -p 1 -timeout 10m ./test/cluster/; \
+			echo "make test: the cluster soak: $${CLUSTER_SOAK_FOR:-2m} through a fault proxy a node, with node kills" >&2; \
+			$(GO) run -race ./test/soak -for "$${CLUSTER_SOAK_FOR:-2m}" -sample 1m; \
 		else \
 			echo "make test: not root, so no RabbitMQ 4 cluster: the cluster tests will SKIP (set AMQP_CLUSTER_URLS to use one)" >&2; \
 			$(GO) test -race -count=1 -p 1 ./test/cluster/; \

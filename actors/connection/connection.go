@@ -343,7 +343,10 @@ func (c *connection) Receive(ctx actor.Context) {
 		})
 	case *redial:
 		c.timer = nil
-		if !c.stopping && c.conn == nil {
+		// A resume during the backoff dials at once and stops the timer,
+		// which may have fired already: its redial then finds that dial
+		// under way and leaves it be (seed 528 of test/chaos).
+		if !c.stopping && c.conn == nil && c.dialing == nil {
 			c.dial(ctx, m.attempt)
 		}
 	case *protocol.Unsubscribe:
@@ -539,7 +542,9 @@ func (c *connection) onDialed(ctx actor.Context, m *dialed) {
 		return
 	}
 	c.terminal = 0
-	if c.stopping {
+	if c.stopping || c.conn != nil {
+		// Stopping, or a raced dial's answer while a connection is live:
+		// adopting it would orphan the live one and its watcher.
 		closeConn(c.env, conn)
 		return
 	}

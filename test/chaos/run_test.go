@@ -322,6 +322,11 @@ func (r *run) stopInc(inc *incarnation) error {
 	r.mu.Lock()
 	r.retired = append(r.retired, inc)
 	r.mu.Unlock()
+	if el > stopBound/2 {
+		// Within its bound, but a graceful stop that long waited on
+		// something: say which, to replay it.
+		r.t.Logf("Stop of %s (incarnation %d) took %s (err %v)", inc.name, inc.id, el.Round(time.Millisecond), err)
+	}
 	if el > stopBound+stopSlack {
 		return fmt.Errorf("Stop of %s (incarnation %d) took %s, over its bound %s (err %v)", inc.name, inc.id, el, stopBound, err)
 	}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"sort"
 	"strings"
 	"sync"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/amqpactor/amqpactor"
 	"github.com/amqpactor/amqpactor/internal/brokeradmin"
+	"github.com/amqpactor/amqpactor/internal/clusterctl"
 	"github.com/amqpactor/amqpactor/internal/livetest"
 	"github.com/amqpactor/amqpactor/transport/amqpwire"
 )
@@ -44,8 +44,8 @@ const (
 // Missing the cluster.
 func nodes(t *testing.T) []string {
 	t.Helper()
-	urls := strings.Fields(os.Getenv("AMQP_CLUSTER_URLS"))
-	if len(urls) != 3 {
+	urls := clusterctl.URLs()
+	if len(urls) != clusterctl.Nodes {
 		livetest.Missing(t, "AMQP_CLUSTER_URLS does not name three nodes, so the cluster tests cannot run. Start the "+
 			"three-node RabbitMQ 4 cluster with `bash test/broker/rabbitmq4.sh cluster-start` and set "+
 			"AMQP_CLUSTER_URLS=$(bash test/broker/rabbitmq4.sh cluster-urls) (as root), or run `make test` as root")
@@ -61,9 +61,11 @@ func script(t *testing.T, args ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, "bash", append([]string{"../broker/rabbitmq4.sh"}, args...)...).CombinedOutput()
-	require.NoError(t, err, "rabbitmq4.sh %s:\n%s", strings.Join(args, " "), out)
+	require.NoError(t, clusterctl.Script(ctx, brokerScript, args...))
 }
+
+// brokerScript is the test broker's script, from this package's directory.
+const brokerScript = "../broker/rabbitmq4.sh"
 
 // kill crashes node n (1..3) and makes sure it runs again when the test ends,
 // so that every test starts with the whole cluster.
@@ -149,7 +151,7 @@ func clusterApp(t *testing.T, urls []string) (*amqpactor.App, *changes) {
 	log := slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ch := &changes{}
 	app := amqpactor.New(
-		amqpactor.Dial(urls[0], amqpactor.WithDialect(amqpactor.RabbitMQ4), amqpactor.WithFailover(urls[1:]...)),
+		clusterctl.Dial(urls),
 		amqpactor.WithLogger(log), amqpactor.WithBackoff(backoffInitial, backoffMax),
 		amqpactor.WithCloseTimeout(3*time.Second), amqpactor.WithStateChanges(ch.add))
 	return app, ch
@@ -178,18 +180,9 @@ func management(t *testing.T, urls []string, f func(ctx context.Context, m *amqp
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var lastErr error
-	for _, u := range urls {
-		c, err := amqpwire.New(amqpwire.Config{URL: u, Dialect: amqpactor.RabbitMQ4}).Connect(ctx)
-		if err != nil {
-			lastErr = err
-			continue
-		}
-		defer func() { _ = c.Close(ctx) }()
-		f(ctx, c.(*amqpwire.Conn).Management())
-		return
+	if err := clusterctl.Management(ctx, urls, f); err != nil {
+		t.Logf("management: no node answers: %v", err)
 	}
-	t.Logf("management: no node answers: %v", lastErr)
 }
 
 // clusterQueue names a fresh queue, deleted when the test ends.

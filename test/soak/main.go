@@ -10,6 +10,14 @@
 //
 //	go run ./test/soak -url amqp://guest:guest@127.0.0.1:5673/ -for 3m
 //
+// Given the three-node test cluster (-cluster, default $AMQP_CLUSTER_URLS),
+// it runs in cluster mode: the App dials the nodes, each through a fault
+// proxy of its own, with failover, and the schedule kills a node (mostly
+// the one the App is on) and restarts it, one node at a time, through the
+// test broker's script, instead of restarting a single broker.
+//
+//	AMQP_CLUSTER_URLS="$(bash test/broker/rabbitmq4.sh cluster-urls)" go run ./test/soak -for 2m
+//
 // It exits 1 on a broken invariant, printing the seed and the faults it
 // injected; -seed replays a schedule (the faults' times and kinds; the
 // broker's own timing is not replayed).
@@ -34,6 +42,7 @@ import (
 
 	"github.com/amqpactor/amqpactor"
 	"github.com/amqpactor/amqpactor/internal/brokeradmin"
+	"github.com/amqpactor/amqpactor/internal/clusterctl"
 	"github.com/amqpactor/amqpactor/internal/testproxy"
 	"github.com/amqpactor/amqpactor/transport/amqpwire"
 )
@@ -45,17 +54,29 @@ func main() {
 		sample   = flag.Duration("sample", time.Minute, "how often the heap, goroutines, connections and queue depths are sampled")
 		seed     = flag.Uint64("seed", 0, "the schedule's seed (0: one from the clock, printed)")
 		restarts = flag.Bool("restarts", os.Geteuid() == 0, "restart the broker now and then (stop_app/start_app through -broker-script; needs root)")
-		script   = flag.String("broker-script", "test/broker/rabbitmq4.sh", "the test broker's script, for -restarts")
+		script   = flag.String("broker-script", "test/broker/rabbitmq4.sh", "the test broker's script, for -restarts and -kills")
+		cluster  = flag.String("cluster", os.Getenv(clusterctl.EnvURLs), "the test cluster's three node URLs, space separated (default $"+clusterctl.EnvURLs+"): cluster mode")
+		kills    = flag.Bool("kills", os.Geteuid() == 0, "in cluster mode, kill and restart nodes now and then (through -broker-script; needs root)")
 	)
 	flag.Parse()
-	if *rawURL == "" {
-		fmt.Fprintln(os.Stderr, "soak: no broker: give -url or set AMQP_URL")
+	nodes := strings.Fields(*cluster)
+	switch {
+	case len(nodes) > 0 && len(nodes) != clusterctl.Nodes:
+		fmt.Fprintf(os.Stderr, "soak: -cluster names %d nodes, not %d\n", len(nodes), clusterctl.Nodes)
+		os.Exit(2)
+	case len(nodes) > 0:
+		// The single broker's restarts are not the cluster's: its nodes
+		// are killed instead.
+		*restarts = false
+	case *rawURL == "":
+		fmt.Fprintln(os.Stderr, "soak: no broker: give -url or set AMQP_URL, or -cluster")
 		os.Exit(2)
 	}
 	if *seed == 0 {
 		*seed = uint64(time.Now().UnixNano())
 	}
-	s := &soak{url: *rawURL, seed: *seed, runFor: *runFor, sampleEvery: *sample, restarts: *restarts, script: *script}
+	s := &soak{url: *rawURL, nodes: nodes, seed: *seed, runFor: *runFor, sampleEvery: *sample, restarts: *restarts,
+		kills: *kills && len(nodes) > 0, script: *script}
 	err := s.run()
 	fmt.Println(s.report())
 	if err != nil {
@@ -65,11 +86,17 @@ func main() {
 }
 
 type soak struct {
-	url, script   string
+	url, script string
+	// nodes are the cluster's node URLs in cluster mode (nil otherwise);
+	// proxies are the fault proxies the App dials, one a node in cluster
+	// mode.
+	nodes         []string
+	proxies       []*testproxy.Proxy
 	seed          uint64
 	runFor        time.Duration
 	sampleEvery   time.Duration
 	restarts      bool
+	kills         bool
 	schedule      []string // the faults, as injected
 	faults        map[string]int
 	samples       []sample
@@ -96,6 +123,7 @@ type sample struct {
 	heapMiB             float64
 	goroutines          int
 	connections         int
+	node                int // in cluster mode, the node (1..3) the App is attached to; 0 when not known
 	ordersDepth, rpcDep uint64
 }
 
@@ -113,17 +141,32 @@ const (
 func (s *soak) run() error {
 	s.busy, s.faults = map[string]bool{}, map[string]int{}
 	rng := rand.New(rand.NewPCG(s.seed, s.seed^0x9e3779b97f4a7c15))
-	u, err := url.Parse(s.url)
-	if err != nil {
-		return fmt.Errorf("url: %w", err)
+	targets := s.nodes
+	if len(targets) == 0 {
+		targets = []string{s.url}
 	}
-	proxy, err := testproxy.Start(u.Host)
-	if err != nil {
-		return err
+	var viaProxy []string
+	for _, target := range targets {
+		u, err := url.Parse(target)
+		if err != nil {
+			return fmt.Errorf("url: %w", err)
+		}
+		proxy, err := testproxy.Start(u.Host)
+		if err != nil {
+			return err
+		}
+		defer proxy.Close()
+		s.proxies = append(s.proxies, proxy)
+		u.Host = proxy.Addr()
+		viaProxy = append(viaProxy, u.String())
 	}
-	defer proxy.Close()
-	viaProxy := *u
-	viaProxy.Host = proxy.Addr()
+	dialOpts := []amqpactor.DialOption{amqpactor.WithIdleTimeout(4 * time.Second)}
+	var connector amqpactor.Connector
+	if len(s.nodes) > 0 {
+		connector = clusterctl.Dial(viaProxy, dialOpts...)
+	} else {
+		connector = amqpactor.Dial(viaProxy[0], append([]amqpactor.DialOption{amqpactor.WithDialect(amqpactor.RabbitMQ4)}, dialOpts...)...)
+	}
 
 	tag := strconv.FormatUint(s.seed%1_000_000, 36)
 	orders := amqpactor.Queue("soak." + tag + ".orders")
@@ -133,8 +176,7 @@ func (s *soak) run() error {
 	runtime.GC()
 	s.goroutinesBefore = runtime.NumGoroutine()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	app := amqpactor.New(amqpactor.Dial(viaProxy.String(), amqpactor.WithDialect(amqpactor.RabbitMQ4),
-		amqpactor.WithIdleTimeout(4*time.Second)),
+	app := amqpactor.New(connector,
 		amqpactor.WithName("soak-"+tag), amqpactor.WithLogger(log),
 		amqpactor.WithBackoff(50*time.Millisecond, settleBackoff), amqpactor.WithCloseTimeout(5*time.Second))
 	if _, err := app.Subscribe(orders, s.handle, amqpactor.WithPartitions(4)); err != nil {
@@ -146,7 +188,7 @@ func (s *soak) run() error {
 		return err
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	err = app.Start(sctx)
+	err := app.Start(sctx)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("start: %w", err)
@@ -168,11 +210,13 @@ func (s *soak) run() error {
 	}
 	wg.Go(func() { s.request(traffic, app, rpc) })
 	s.take(app, start)
-	s.inject(rng, proxy, start)
+	s.inject(rng, app, start)
 	stopTraffic()
 	wg.Wait()
-	proxy.BlackHole(false)
-	proxy.Latency(0)
+	for _, p := range s.proxies {
+		p.BlackHole(false)
+		p.Latency(0)
+	}
 
 	// Everything published comes, after the last fault.
 	deadline := time.Now().Add(drainBound)
@@ -280,7 +324,7 @@ func (s *soak) request(ctx context.Context, app *amqpactor.App, q amqpactor.Addr
 
 // inject runs the schedule of faults until runFor has passed, sampling on
 // the way.
-func (s *soak) inject(rng *rand.Rand, p *testproxy.Proxy, start time.Time) {
+func (s *soak) inject(rng *rand.Rand, app *amqpactor.App, start time.Time) {
 	nextSample := start.Add(s.sampleEvery)
 	lastRestart := start
 	for time.Since(start) < s.runFor {
@@ -288,34 +332,72 @@ func (s *soak) inject(rng *rand.Rand, p *testproxy.Proxy, start time.Time) {
 		for end := time.Now().Add(wait); time.Now().Before(end) && time.Since(start) < s.runFor; {
 			time.Sleep(200 * time.Millisecond) // the gap between faults itself
 			if time.Now().After(nextSample) {
-				s.take(nil, start)
+				s.take(app, start)
 				nextSample = nextSample.Add(s.sampleEvery)
 			}
 		}
 		if time.Since(start) >= s.runFor {
 			return
 		}
-		kind := []string{"cut", "cut", "blackhole", "latency", "restart"}[rng.IntN(5)]
+		kinds := []string{"cut", "cut", "blackhole", "latency", "restart"}
+		if len(s.nodes) > 0 {
+			// A node kill in place of the restart, and more often: it is
+			// what cluster mode is for.
+			kinds = []string{"cut", "cut", "blackhole", "latency", "kill", "kill"}
+		}
+		kind := kinds[rng.IntN(len(kinds))]
+		if len(s.nodes) > 0 && s.kills && s.faults["kill"] == 0 && time.Since(start) > s.runFor/2 {
+			// A short run (make test's two minutes) kills a node at least
+			// once, whatever the draw.
+			kind = "kill"
+		}
 		if kind == "restart" && (!s.restarts || time.Since(lastRestart) < 50*time.Second) {
+			kind = "cut"
+		}
+		if kind == "kill" && !s.kills {
 			kind = "cut"
 		}
 		at := time.Since(start).Round(time.Second)
 		switch kind {
 		case "cut":
-			n := p.Cut()
+			n := 0
+			for _, p := range s.proxies {
+				n += p.Cut()
+			}
 			s.note(fmt.Sprintf("%v cut (%d connections)", at, n), kind)
 		case "blackhole":
 			d := time.Duration(3+rng.IntN(5)) * time.Second
-			p.BlackHole(true)
+			s.eachProxy(func(p *testproxy.Proxy) { p.BlackHole(true) })
 			time.Sleep(d) // the fault's length
-			p.BlackHole(false)
+			s.eachProxy(func(p *testproxy.Proxy) { p.BlackHole(false) })
 			s.note(fmt.Sprintf("%v black hole %v", at, d), kind)
 		case "latency":
 			d := time.Duration(5+rng.IntN(40)) * time.Millisecond
-			p.Latency(d)
+			s.eachProxy(func(p *testproxy.Proxy) { p.Latency(d) })
 			time.Sleep(5 * time.Second) // the fault's length
-			p.Latency(0)
+			s.eachProxy(func(p *testproxy.Proxy) { p.Latency(0) })
 			s.note(fmt.Sprintf("%v latency %v for 5s", at, d), kind)
+		case "kill":
+			// Mostly the node the App is on (a failover), else any (the
+			// App's queues lose a replica under it).
+			n, on := 1+rng.IntN(clusterctl.Nodes), s.attachedNode(app)
+			if on > 0 && rng.IntN(3) > 0 {
+				n = on
+			}
+			down := time.Duration(3+rng.IntN(10)) * time.Second
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			err := clusterctl.Kill(ctx, s.script, n)
+			if err == nil {
+				time.Sleep(down) // the node stays down this long, traffic running
+				err = clusterctl.Restart(ctx, s.script, n)
+			}
+			cancel()
+			if err != nil {
+				// A node that did not come back: killing another would
+				// take the cluster's quorum, which is no fault of the App's.
+				s.kills = false
+			}
+			s.note(fmt.Sprintf("%v node %d killed (the App on node %d), restarted after %v (%v)", at, n, on, down, err), kind)
 		case "restart":
 			lastRestart = time.Now()
 			err := s.brokerCtl("stop_app")
@@ -328,6 +410,37 @@ func (s *soak) inject(rng *rand.Rand, p *testproxy.Proxy, start time.Time) {
 			s.note(fmt.Sprintf("%v broker restart (%v)", at, err), kind)
 		}
 	}
+}
+
+func (s *soak) eachProxy(f func(*testproxy.Proxy)) {
+	for _, p := range s.proxies {
+		f(p)
+	}
+}
+
+// attachedNode is the node (1..3) the App's connection is attached to, by
+// the proxy its tree names; 0 when it is not attached or not in cluster
+// mode.
+func (s *soak) attachedNode(app *amqpactor.App) int {
+	if len(s.nodes) == 0 || app == nil {
+		return 0
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	tree, err := app.Tree(ctx)
+	if err != nil || tree.State != "attached" {
+		return 0
+	}
+	u, err := url.Parse(tree.Address)
+	if err != nil {
+		return 0
+	}
+	for i, p := range s.proxies {
+		if p.Addr() == u.Host {
+			return i + 1
+		}
+	}
+	return 0
 }
 
 func (s *soak) note(what, kind string) {
@@ -360,6 +473,7 @@ func (s *soak) take(app *amqpactor.App, start time.Time) {
 			sm.connections = 1
 		}
 		cancel()
+		sm.node = s.attachedNode(app)
 	}
 	s.mgmt(func(ctx context.Context, m *amqpwire.Management) {
 		tag := strconv.FormatUint(s.seed%1_000_000, 36)
@@ -452,6 +566,11 @@ func (s *soak) duplicates() int {
 func (s *soak) mgmt(f func(ctx context.Context, m *amqpwire.Management)) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	if len(s.nodes) > 0 {
+		// Straight to the first node that answers, not through the proxies.
+		_ = clusterctl.Management(ctx, s.nodes, f)
+		return
+	}
 	c, err := amqpwire.New(amqpwire.Config{URL: s.url, Dialect: amqpactor.RabbitMQ4}).Connect(ctx)
 	if err != nil {
 		return
@@ -471,19 +590,28 @@ func (s *soak) deleteQueues(names ...string) {
 func (s *soak) report() string {
 	s.mu.Lock()
 	samples := append([]sample(nil), s.samples...)
-	faults := fmt.Sprintf("cut=%d blackhole=%d latency=%d restart=%d", s.faults["cut"], s.faults["blackhole"], s.faults["latency"], s.faults["restart"])
+	schedule := strings.Join(s.schedule, "; ")
+	faults := fmt.Sprintf("cut=%d blackhole=%d latency=%d restart=%d kill=%d", s.faults["cut"], s.faults["blackhole"], s.faults["latency"], s.faults["restart"], s.faults["kill"])
 	s.mu.Unlock()
 	var b strings.Builder
-	fmt.Fprintf(&b, "SOAK seed=%d for=%v published=%d publish_errors_retried=%d lost=%d duplicates=%d requests=%d request_errors=%d requests_late=%d overlaps=%d stop=%v faults: %s\n",
-		s.seed, s.runFor, s.published.Load(), s.publishErrors.Load(), s.missing(), s.duplicates(), s.requests.Load(),
+	mode := "single"
+	if len(s.nodes) > 0 {
+		mode = "cluster"
+	}
+	fmt.Fprintf(&b, "SOAK mode=%s seed=%d for=%v published=%d publish_errors_retried=%d lost=%d duplicates=%d requests=%d request_errors=%d requests_late=%d overlaps=%d stop=%v faults: %s\n",
+		mode, s.seed, s.runFor, s.published.Load(), s.publishErrors.Load(), s.missing(), s.duplicates(), s.requests.Load(),
 		s.requestErrors.Load(), s.late.Load(), s.overlaps.Load(), s.stopTook.Round(time.Millisecond), faults)
-	fmt.Fprintf(&b, "%8s %10s %10s %11s %12s %9s\n", "at", "heap MiB", "goroutines", "connections", "orders depth", "rpc depth")
+	fmt.Fprintf(&b, "schedule: %s\n", schedule)
+	fmt.Fprintf(&b, "%8s %10s %10s %11s %12s %9s %5s\n", "at", "heap MiB", "goroutines", "connections", "orders depth", "rpc depth", "node")
 	for _, sm := range samples {
-		conns := "-"
+		conns, node := "-", "-"
 		if sm.connections > 0 {
 			conns = strconv.Itoa(sm.connections)
 		}
-		fmt.Fprintf(&b, "%8v %10.1f %10d %11s %12d %9d\n", sm.at, sm.heapMiB, sm.goroutines, conns, sm.ordersDepth, sm.rpcDep)
+		if sm.node > 0 {
+			node = strconv.Itoa(sm.node)
+		}
+		fmt.Fprintf(&b, "%8v %10.1f %10d %11s %12d %9d %5s\n", sm.at, sm.heapMiB, sm.goroutines, conns, sm.ordersDepth, sm.rpcDep, node)
 	}
 	return b.String()
 }
