@@ -42,7 +42,11 @@ type rig struct {
 
 type settleFunc func(*protocol.Delivery, messages.Outcome)
 
-func (f settleFunc) Settle(d *protocol.Delivery, o messages.Outcome) { f(d, o) }
+func (f settleFunc) Settle(ds []*protocol.Delivery, _ *actor.PID) {
+	for _, d := range ds {
+		f(d, d.Outcome)
+	}
+}
 
 func newRig(tb testing.TB, partitions int, handler protocol.Handler, onVerdict func(messages.Outcome)) *rig {
 	return newRigWith(tb, &protocol.SubscriptionSpec{
@@ -83,7 +87,12 @@ func (r *rig) stop() {
 func (r *rig) deliver(id uint64, m *messages.Message) {
 	d := protocol.NewDelivery()
 	d.ID, d.Message, d.Ctx, d.To = id, m, context.Background(), r.to
-	r.rt.Route(d)
+	r.route(d)
+}
+
+// route sends d to the dispatcher, as the receiver does.
+func (r *rig) route(ds ...*protocol.Delivery) {
+	r.sys.Root.Send(r.disp, &dispatcher.Deliveries{Items: ds})
 }
 
 // Deliveries of one group-id run in order, one at a time, whatever the
