@@ -62,12 +62,27 @@ var IdleAfter = time.Second
 
 // Deliveries is a batch of deliveries in arrival order: from the receiver
 // to the dispatcher (any partitions), and from the dispatcher to one
-// partition (its own). The receiver of the message owns Items.
+// partition (its own). The actor that receives it owns it, and recycles it
+// once done (NewDeliveries).
 type Deliveries struct {
 	Items []*protocol.Delivery
 	// queued: a partition incarnation has put Items on its queue (guarded
 	// by the partition's transit lock).
 	queued bool
+}
+
+// batches recycles Deliveries: a message and its slice per batch were most
+// of what the hops between the actors allocate.
+var batches = sync.Pool{New: func() any { return &Deliveries{Items: make([]*protocol.Delivery, 0, 16)} }}
+
+// NewDeliveries returns an empty batch, possibly one released before.
+func NewDeliveries() *Deliveries { return batches.Get().(*Deliveries) }
+
+// release recycles b; nothing may refer to it any more.
+func (b *Deliveries) release() {
+	clear(b.Items)
+	b.Items, b.queued = b.Items[:0], false
+	batches.Put(b)
 }
 
 // Router is what a subscription's dispatcher incarnations share: the
@@ -106,22 +121,27 @@ func (t *transit) add(b *Deliveries) {
 }
 
 // take marks b queued by the caller, and reports false when an incarnation
-// queued it already (takeAll).
-func (t *transit) take(b *Deliveries) bool {
+// queued it already (takeAll). free says that transit no longer refers to
+// b, so that the caller may recycle it once queued.
+func (t *transit) take(b *Deliveries) (ok, free bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if b.queued {
-		return false
+		return false, false
 	}
 	b.queued = true
 	// Batches arrive in the order sent: the queued ones are the oldest.
 	n := 0
 	for n < len(t.sent) && t.sent[n].queued {
+		free = free || t.sent[n] == b
 		t.sent[n] = nil
 		n++
 	}
 	t.sent = t.sent[n:]
-	return true
+	if len(t.sent) == 0 {
+		t.sent = t.sent[:0:0] // let the array go rather than creep along it
+	}
+	return true, free
 }
 
 // takeAll marks every batch in transit queued by the caller and returns
@@ -185,7 +205,7 @@ type dispatcher struct {
 	spec       *protocol.SubscriptionSpec
 	rt         *Router
 	partitions []*actor.PID
-	split      [][]*protocol.Delivery // per partition, while routing one batch
+	split      []*Deliveries // per partition, while routing one batch
 }
 
 // route sends each partition its share of ds, in order, as one message.
@@ -197,11 +217,15 @@ func (d *dispatcher) route(ctx actor.Context, m *Deliveries) {
 	}
 	for _, dl := range m.Items {
 		i := d.rt.pick(dl.Message.GroupID)
-		d.split[i] = append(d.split[i], dl)
+		if d.split[i] == nil {
+			d.split[i] = NewDeliveries()
+		}
+		d.split[i].Items = append(d.split[i].Items, dl)
 	}
-	for i, items := range d.split {
-		if len(items) > 0 {
-			d.send(ctx, i, &Deliveries{Items: items})
+	m.release()
+	for i, b := range d.split {
+		if b != nil {
+			d.send(ctx, i, b)
 			d.split[i] = nil // the partition owns it now
 		}
 	}
@@ -220,7 +244,7 @@ func (d *dispatcher) Receive(ctx actor.Context) {
 		// once its children have stopped): the queues are theirs again.
 		d.rt.handover.Store(false)
 		d.partitions = make([]*actor.PID, len(d.rt.queues))
-		d.split = make([][]*protocol.Delivery, len(d.rt.queues))
+		d.split = make([]*Deliveries, len(d.rt.queues))
 		for i := range d.rt.queues {
 			pid, err := ctx.SpawnNamed(newPartition(d.env, d.spec, i, d.rt), "partition-"+strconv.Itoa(i))
 			if err != nil {

@@ -53,8 +53,11 @@ func newPartition(env *actors.Env, spec *protocol.SubscriptionSpec, index int, r
 func (p *partition) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *Deliveries:
-		if p.rt.transit[p.index].take(m) {
+		if ok, free := p.rt.transit[p.index].take(m); ok {
 			p.queue(m.Items)
+			if free {
+				m.release()
+			}
 		}
 	case *actor.Started:
 		p.self, p.quit = ctx.Self(), make(chan struct{})
@@ -164,7 +167,8 @@ func (o *outbox) flush() {
 		return
 	}
 	o.to.Settle(o.ds, o.from)
-	o.to, o.ds = nil, nil // the Settler owns the slice now
+	clear(o.ds)
+	o.to, o.ds = nil, o.ds[:0] // the Settler took its own copy
 }
 
 // outboxLimit bounds the outcomes one disposition message carries, so that

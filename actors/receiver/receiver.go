@@ -68,6 +68,11 @@ type Dispositions struct {
 	in    *inflight
 }
 
+// dispositions recycles Dispositions, which the actor puts back once it has
+// queued their outcomes: one message per batch of outcomes otherwise
+// allocated twice.
+var dispositions = sync.Pool{New: func() any { return &Dispositions{Items: make([]*protocol.Delivery, 0, 16)} }}
+
 // pumpBatch bounds the deliveries one message to the dispatcher carries.
 const pumpBatch = 256
 
@@ -225,6 +230,9 @@ func (r *receiver) Receive(ctx actor.Context) {
 		}
 	case *Dispositions:
 		m.in.settle(m.Items)
+		clear(m.Items)
+		m.Items, m.in = m.Items[:0], nil
+		dispositions.Put(m)
 	case *attachResult:
 		r.onAttach(ctx, m)
 	case *inflightIdle:
@@ -542,7 +550,8 @@ func (in *inflight) cutAndClose(it settleItem) {
 
 // Settle sends ds's outcomes to the receiver actor; see protocol.Settler.
 func (in *inflight) Settle(ds []*protocol.Delivery, from *actor.PID) {
-	m := &Dispositions{Items: ds, in: in}
+	m := dispositions.Get().(*Dispositions)
+	m.Items, m.in = append(m.Items, ds...), in
 	if from == nil {
 		in.r.env.Root.Send(in.self, m)
 		return
@@ -586,7 +595,7 @@ func (r *receiver) pump(in *inflight, link transport.Receiver, ctx context.Conte
 	defer in.release()
 	var id uint64
 	pf, _ := link.(transport.Prefetcher)
-	var batch []*protocol.Delivery
+	batch := dispatcher.NewDeliveries()
 	// Nothing reads a delivery's transfer once the settler has settled it,
 	// so a transport that can reuse its memory may, once the handler's
 	// Message has its own Body.
@@ -612,7 +621,7 @@ func (r *receiver) pump(in *inflight, link transport.Receiver, ctx context.Conte
 		in.open.Add(1)
 		in.unsettled.Add(1)
 		in.hold(d)
-		batch = append(batch, d)
+		batch.Items = append(batch.Items, d)
 	}
 	for {
 		raw, err := link.Receive(ctx)
@@ -628,18 +637,18 @@ func (r *receiver) pump(in *inflight, link transport.Receiver, ctx context.Conte
 			return
 		}
 		take(raw)
-		for pf != nil && len(batch) < pumpBatch && ctx.Err() == nil {
+		for pf != nil && len(batch.Items) < pumpBatch && ctx.Err() == nil {
 			raw := pf.Prefetched()
 			if raw == nil {
 				break
 			}
 			take(raw)
 		}
-		if len(batch) > 0 {
+		if len(batch.Items) > 0 {
 			// What was taken is counted in the inflight: it goes to the
 			// dispatcher even when the link is ending now.
-			r.env.Root.Send(r.to, &dispatcher.Deliveries{Items: batch})
-			batch = nil
+			r.env.Root.Send(r.to, batch)
+			batch = dispatcher.NewDeliveries()
 		}
 	}
 }

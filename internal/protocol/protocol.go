@@ -77,7 +77,7 @@ type Delivery struct {
 // from (a partition; nil outside an actor). Each delivery is settled once;
 // Settle never blocks, and a delivery of a link that has ended since is
 // dropped (the broker has taken it back). The caller must not touch ds's
-// deliveries afterwards, nor reuse ds.
+// deliveries afterwards; ds itself it may reuse.
 type Settler interface {
 	Settle(ds []*Delivery, from *actor.PID)
 }
@@ -93,7 +93,8 @@ func NewDelivery() *Delivery { return deliveries.Get().(*Delivery) }
 // touch d afterwards: the Settler may Release it.
 func (d *Delivery) Settle(o messages.Outcome) {
 	d.Outcome = o
-	d.To.Settle([]*Delivery{d}, nil)
+	one := [1]*Delivery{d}
+	d.To.Settle(one[:], nil)
 }
 
 // Release recycles d. Only its Settler calls it, once done with d.
