@@ -28,9 +28,9 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"))
 }
 
-// rig runs a dispatcher with its partitions on the App's pool, delivers
-// through its Router as the receiver's pump does, and settles like the
-// receiver's inflight: it recycles the Delivery and calls onVerdict.
+// rig runs a dispatcher with its partitions on the App's pool, sends it
+// deliveries as the receiver does, and settles like the receiver's
+// inflight: it recycles the Delivery and calls onVerdict.
 type rig struct {
 	sys  *actor.ActorSystem
 	pool *actors.Pool
