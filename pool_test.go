@@ -40,6 +40,16 @@ func (h *handledSet) handler(q string) amqpactor.Handler {
 	}
 }
 
+func (h *handledSet) total() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, c := range h.seen {
+		n += c
+	}
+	return n
+}
+
 func (h *handledSet) queues() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()

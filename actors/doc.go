@@ -5,10 +5,11 @@
 // # Where a message goes
 //
 // The actors own the life of connections, sessions and links: attaching,
-// re-attaching with backoff, draining, supervision. A message itself does
-// not pass through their mailboxes once its link is up, because each
-// mailbox hand-over was a measurable share of a message's cost
-// (docs/BENCHMARKS.md, items 11, 13 and 14):
+// re-attaching with backoff, draining, supervision. A published message and
+// a reply do not pass through their mailboxes once the link is up, because
+// each mailbox hand-over was a measurable share of a message's cost
+// (docs/BENCHMARKS.md, items 11 and 14); a delivery and its disposition do,
+// in batches:
 //
 //   - publish: App.Publish puts the Publish on the sender's Lane (found in
 //     the publishers' table, session.Senders), the queue of the attached
@@ -18,11 +19,15 @@
 //     publisher, which routes it: to the address's sender, which keeps it
 //     until the next link, to the anonymous sender, or to a new sender
 //     (package session says which, and how senders retire).
-//   - receive: the receiver's pump goroutine takes each transfer, routes it
-//     to its partition (dispatcher.Router) and the partition's worker runs
-//     the handler and settles through the link's flow, whose settler
-//     goroutine sends the disposition and re-grants credit. A new link gets
-//     a new flow; a settle for an ended link is dropped.
+//   - receive: the receiver's pump goroutine takes each transfer, with what
+//     else the link has prefetched, and sends them to the dispatcher actor
+//     in one message; the dispatcher sends each partition actor its share
+//     by group-id; the partition queues it for its worker goroutine (started
+//     when work comes, gone when idle), which runs the handler and sends the
+//     outcomes back to the receiver actor as one disposition message; the
+//     receiver queues them for its settler goroutine, which sends the
+//     dispositions and re-grants credit. A new link gets a new inflight; a
+//     disposition for an ended link is dropped.
 //   - request/reply: while the reply link is attached, App.Request registers
 //     in the requests actor's book (session.Replies) and the reply pump
 //     hands each reply straight to its caller.

@@ -56,6 +56,9 @@ type Env struct {
 	// Budget bounds the bytes of deliveries every receiver of the App holds
 	// and has credit out for (WithMaxInFlightBytes); nil bounds nothing.
 	Budget *budget.Budget
+	// Middleware wraps the Receive of every actor of the App; tests spy on
+	// mailboxes with it. Nil adds nothing.
+	Middleware []actor.ReceiverMiddleware
 
 	wg sync.WaitGroup
 
@@ -107,6 +110,9 @@ func (e *Env) MarkStopped() {
 func (e *Env) Props(producer func() actor.Actor, opts ...actor.PropsOption) *actor.Props {
 	if e.Mailboxes != nil {
 		opts = append(opts, actor.WithDispatcher(e.Mailboxes))
+	}
+	if len(e.Middleware) > 0 {
+		opts = append(opts, actor.WithReceiverMiddleware(e.Middleware...))
 	}
 	opts = append([]actor.PropsOption{actor.WithSupervisor(e.strategy())}, opts...)
 	return actor.PropsFromProducer(producer, opts...)

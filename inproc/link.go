@@ -279,30 +279,7 @@ func (r *receiverLink) Receive(ctx context.Context) (*amqp.Message, error) {
 	for {
 		r.mu.Lock()
 		if r.buf.len() > 0 {
-			e := r.buf.popFront()
-			first := !e.delivered
-			e.delivered = true
-			count, s := e.count, e.msg
-			d, pb := s.newBox()
-			if !r.settled {
-				r.unsettled[&d.msg] = unsettled{e: e, b: d}
-				// The copy below holds s: once unlocked, the link may end
-				// and e go back, to be accepted on another link.
-				s.refs.Add(1)
-			}
-			r.mu.Unlock()
-			if testHookReceiveUnlocked != nil {
-				testHookReceiveUnlocked()
-			}
-			if r.settled {
-				r.q.out.Add(-1) // the broker settled it on transfer
-			}
-			// s is immutable: the copy needs no lock.
-			s.deliverInto(d, pb, first, count)
-			// The copy's reference, or for a settled link the entry's
-			// (e, too, may be s's own: not read from here on).
-			s.release()
-			return &d.msg, nil
+			return r.popLocked(), nil
 		}
 		cause := r.cause
 		r.mu.Unlock()
@@ -317,6 +294,49 @@ func (r *receiverLink) Receive(ctx context.Context) (*amqp.Message, error) {
 		}
 	}
 }
+
+// Prefetched returns a transfer already on the link, or nil; see
+// transport.Prefetcher. Once the link has ended it returns nil: Receive
+// reports why.
+func (r *receiverLink) Prefetched() *amqp.Message {
+	r.mu.Lock()
+	if r.buf.len() == 0 || r.cause != nil {
+		r.mu.Unlock()
+		return nil
+	}
+	return r.popLocked()
+}
+
+// popLocked takes the first transfer off the link's buffer and copies it
+// out; r.mu is held, and is unlocked on return.
+func (r *receiverLink) popLocked() *amqp.Message {
+	e := r.buf.popFront()
+	first := !e.delivered
+	e.delivered = true
+	count, s := e.count, e.msg
+	d, pb := s.newBox()
+	if !r.settled {
+		r.unsettled[&d.msg] = unsettled{e: e, b: d}
+		// The copy below holds s: once unlocked, the link may end
+		// and e go back, to be accepted on another link.
+		s.refs.Add(1)
+	}
+	r.mu.Unlock()
+	if testHookReceiveUnlocked != nil {
+		testHookReceiveUnlocked()
+	}
+	if r.settled {
+		r.q.out.Add(-1) // the broker settled it on transfer
+	}
+	// s is immutable: the copy needs no lock.
+	s.deliverInto(d, pb, first, count)
+	// The copy's reference, or for a settled link the entry's
+	// (e, too, may be s's own: not read from here on).
+	s.release()
+	return &d.msg
+}
+
+var _ transport.Prefetcher = (*receiverLink)(nil)
 
 // Settle applies o to the delivery m. For a settled link it does nothing.
 func (r *receiverLink) Settle(ctx context.Context, m *amqp.Message, o transport.Outcome) error {

@@ -3,6 +3,24 @@
 // order, one at a time; different group-ids run in parallel; deliveries
 // without a group-id are spread round robin.
 //
+// # Messages
+//
+// The receiver actor sends the dispatcher actor a *Deliveries with every
+// delivery its pump had at hand; the dispatcher splits it by partition and
+// sends each partition actor its share as one *Deliveries; the partition
+// actor puts them on its queue, which its worker goroutine takes from, so a
+// handler never runs in a mailbox. The worker hands the outcomes back to
+// each delivery's Settler (protocol.Settler), which sends them to the
+// receiver actor as one disposition message with the partition as sender.
+//
+// # Workers come and go
+//
+// A partition's worker is started by its actor when work arrives and no
+// worker runs, and returns once it has waited IdleAfter with nothing
+// queued, so an idle subscription keeps no goroutine per partition. Every
+// worker started on a queue waits for the one started before it
+// (Router.follow), so two never run one queue at once.
+//
 // # Restarts
 //
 // The Router and its queues belong to the subscription and outlive every
@@ -15,9 +33,13 @@
 // dispatcher that panics marks its Router as handed over before its
 // partitions are stopped, so they quit their workers the same way instead
 // of closing their queues, and the next incarnation's partitions carry on
-// with the same queues. A partition stopped for good (the subscription
-// stops the dispatcher) closes its queue, as before: Route then drops, and
-// the link ending gives those deliveries back to the broker.
+// with the same queues. What a stopped partition had in its mailbox is not
+// lost with it: the Router keeps every batch sent to a partition until one
+// of its incarnations has queued it (Router.transit), and a new
+// incarnation queues the ones still in transit first. A partition stopped
+// for good (the subscription stops the dispatcher) closes its queue, as
+// before: what is sent to it then is dropped, and the link ending gives
+// those deliveries back to the broker.
 package dispatcher
 
 import (
@@ -25,6 +47,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -33,17 +56,44 @@ import (
 	"github.com/amqpactor/amqpactor/internal/workq"
 )
 
-// Router puts a subscription's deliveries on its partitions' queues. The
-// receiver calls Route itself, so a delivery goes from the receiver straight
-// to the worker that runs its handler, with no actor mailbox in between;
-// the dispatcher actor only owns the partitions. Route is safe for
-// concurrent use: a replaced receiver may still be stopping while its
-// successor starts.
+// IdleAfter is how long a partition's worker waits with nothing queued
+// before it returns; the next delivery starts a new one.
+var IdleAfter = time.Second
+
+// Deliveries is a batch of deliveries in arrival order: from the receiver
+// to the dispatcher (any partitions), and from the dispatcher to one
+// partition (its own). The actor that receives it owns it, and recycles it
+// once done (NewDeliveries).
+type Deliveries struct {
+	Items []*protocol.Delivery
+	// queued: a partition incarnation has put Items on its queue (guarded
+	// by the partition's transit lock).
+	queued bool
+}
+
+// batches recycles Deliveries: a message and its slice per batch were most
+// of what the hops between the actors allocate.
+var batches = sync.Pool{New: func() any { return &Deliveries{Items: make([]*protocol.Delivery, 0, 16)} }}
+
+// NewDeliveries returns an empty batch, possibly one released before.
+func NewDeliveries() *Deliveries { return batches.Get().(*Deliveries) }
+
+// release recycles b; nothing may refer to it any more.
+func (b *Deliveries) release() {
+	clear(b.Items)
+	b.Items, b.queued = b.Items[:0], false
+	batches.Put(b)
+}
+
+// Router is what a subscription's dispatcher incarnations share: the
+// partitions' queues and the group-id hash. Only the dispatcher actor
+// routes (see Messages in the package documentation).
 type Router struct {
-	queues []*workq.Q[*protocol.Delivery] // partition i's work, in arrival order
-	seed   maphash.Seed
-	next   atomic.Uint64
-	routed atomic.Uint64
+	queues  []*workq.Q[*protocol.Delivery] // partition i's work, in arrival order
+	transit []transit                      // partition i's batches sent, not queued yet
+	seed    maphash.Seed
+	next    uint64 // round robin; only the dispatcher's mailbox run touches it
+	routed  atomic.Uint64
 
 	// handover: the dispatcher is restarting, its partitions stop to be
 	// replaced; their queues stay open.
@@ -53,6 +103,61 @@ type Router struct {
 	last []chan struct{}
 	// panics counts the dispatcher's restarts (its node shows them).
 	panics atomic.Uint64
+}
+
+// transit keeps one partition's batches from the dispatcher's send until a
+// partition incarnation has queued them: a partition stopped by its
+// dispatcher's restart drops what its mailbox holds, and the next
+// incarnation queues those batches instead.
+type transit struct {
+	mu   sync.Mutex
+	sent []*Deliveries
+}
+
+func (t *transit) add(b *Deliveries) {
+	t.mu.Lock()
+	t.sent = append(t.sent, b)
+	t.mu.Unlock()
+}
+
+// take marks b queued by the caller, and reports false when an incarnation
+// queued it already (takeAll). free says that transit no longer refers to
+// b, so that the caller may recycle it once queued.
+func (t *transit) take(b *Deliveries) (ok, free bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if b.queued {
+		return false, false
+	}
+	b.queued = true
+	// Batches arrive in the order sent: the queued ones are the oldest.
+	n := 0
+	for n < len(t.sent) && t.sent[n].queued {
+		free = free || t.sent[n] == b
+		t.sent[n] = nil
+		n++
+	}
+	t.sent = t.sent[n:]
+	if len(t.sent) == 0 {
+		t.sent = t.sent[:0:0] // let the array go rather than creep along it
+	}
+	return true, free
+}
+
+// takeAll marks every batch in transit queued by the caller and returns
+// them, oldest first.
+func (t *transit) takeAll() []*Deliveries {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []*Deliveries
+	for _, b := range t.sent {
+		if !b.queued {
+			b.queued = true
+			out = append(out, b)
+		}
+	}
+	t.sent = nil
+	return out
 }
 
 // follow records done as queue i's worker, and returns its predecessor's.
@@ -66,19 +171,13 @@ func (r *Router) follow(i int, done chan struct{}) chan struct{} {
 
 // NewRouter returns the router of spec, with one queue per partition.
 func NewRouter(spec *protocol.SubscriptionSpec) *Router {
-	r := &Router{seed: maphash.MakeSeed(), queues: make([]*workq.Q[*protocol.Delivery], max(spec.Partitions, 1))}
-	r.last = make([]chan struct{}, len(r.queues))
+	n := max(spec.Partitions, 1)
+	r := &Router{seed: maphash.MakeSeed(), queues: make([]*workq.Q[*protocol.Delivery], n), transit: make([]transit, n)}
+	r.last = make([]chan struct{}, n)
 	for i := range r.queues {
 		r.queues[i] = workq.New[*protocol.Delivery]()
 	}
 	return r
-}
-
-// Route hands d to its partition. It never blocks; once the partitions
-// have stopped it drops d, whose link ends with them (the broker redelivers).
-func (r *Router) Route(d *protocol.Delivery) {
-	r.routed.Add(1)
-	r.queues[r.pick(d.Message.GroupID)].Push(d)
 }
 
 func (r *Router) pick(group string) int {
@@ -87,7 +186,8 @@ func (r *Router) pick(group string) int {
 		return 0
 	}
 	if group == "" {
-		return int(r.next.Add(1) % n)
+		r.next++
+		return int(r.next % n)
 	}
 	return int(maphash.String(r.seed, group) % n)
 }
@@ -105,6 +205,36 @@ type dispatcher struct {
 	spec       *protocol.SubscriptionSpec
 	rt         *Router
 	partitions []*actor.PID
+	split      []*Deliveries // per partition, while routing one batch
+}
+
+// route sends each partition its share of ds, in order, as one message.
+func (d *dispatcher) route(ctx actor.Context, m *Deliveries) {
+	d.rt.routed.Add(uint64(len(m.Items)))
+	if len(d.partitions) == 1 {
+		d.send(ctx, 0, m)
+		return
+	}
+	for _, dl := range m.Items {
+		i := d.rt.pick(dl.Message.GroupID)
+		if d.split[i] == nil {
+			d.split[i] = NewDeliveries()
+		}
+		d.split[i].Items = append(d.split[i].Items, dl)
+	}
+	m.release()
+	for i, b := range d.split {
+		if b != nil {
+			d.send(ctx, i, b)
+			d.split[i] = nil // the partition owns it now
+		}
+	}
+}
+
+func (d *dispatcher) send(ctx actor.Context, i int, b *Deliveries) {
+	b.queued = false
+	d.rt.transit[i].add(b)
+	ctx.Send(d.partitions[i], b)
 }
 
 func (d *dispatcher) Receive(ctx actor.Context) {
@@ -114,6 +244,7 @@ func (d *dispatcher) Receive(ctx actor.Context) {
 		// once its children have stopped): the queues are theirs again.
 		d.rt.handover.Store(false)
 		d.partitions = make([]*actor.PID, len(d.rt.queues))
+		d.split = make([]*Deliveries, len(d.rt.queues))
 		for i := range d.rt.queues {
 			pid, err := ctx.SpawnNamed(newPartition(d.env, d.spec, i, d.rt), "partition-"+strconv.Itoa(i))
 			if err != nil {
@@ -121,6 +252,8 @@ func (d *dispatcher) Receive(ctx actor.Context) {
 			}
 			d.partitions[i] = pid
 		}
+	case *Deliveries:
+		d.route(ctx, m)
 	case *actors.Crash:
 		panic("amqpactor: dispatcher " + d.spec.Address.String() + ": " + m.Reason)
 	case *actor.Restarting:

@@ -28,9 +28,9 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"))
 }
 
-// rig runs a dispatcher with its partitions on the App's pool, delivers
-// through its Router as the receiver's pump does, and settles like the
-// receiver's inflight: it recycles the Delivery and calls onVerdict.
+// rig runs a dispatcher with its partitions on the App's pool, sends it
+// deliveries as the receiver does, and settles like the receiver's
+// inflight: it recycles the Delivery and calls onVerdict.
 type rig struct {
 	sys  *actor.ActorSystem
 	pool *actors.Pool
@@ -42,7 +42,11 @@ type rig struct {
 
 type settleFunc func(*protocol.Delivery, messages.Outcome)
 
-func (f settleFunc) Settle(d *protocol.Delivery, o messages.Outcome) { f(d, o) }
+func (f settleFunc) Settle(ds []*protocol.Delivery, _ *actor.PID) {
+	for _, d := range ds {
+		f(d, d.Outcome)
+	}
+}
 
 func newRig(tb testing.TB, partitions int, handler protocol.Handler, onVerdict func(messages.Outcome)) *rig {
 	return newRigWith(tb, &protocol.SubscriptionSpec{
@@ -83,7 +87,14 @@ func (r *rig) stop() {
 func (r *rig) deliver(id uint64, m *messages.Message) {
 	d := protocol.NewDelivery()
 	d.ID, d.Message, d.Ctx, d.To = id, m, context.Background(), r.to
-	r.rt.Route(d)
+	r.route(d)
+}
+
+// route sends d to the dispatcher, as the receiver does.
+func (r *rig) route(ds ...*protocol.Delivery) {
+	m := dispatcher.NewDeliveries()
+	m.Items = append(m.Items, ds...)
+	r.sys.Root.Send(r.disp, m)
 }
 
 // Deliveries of one group-id run in order, one at a time, whatever the
@@ -170,11 +181,23 @@ func TestHandlerContextCarriesPartition(t *testing.T) {
 
 // BenchmarkDispatch: a delivery in, routed to a partition, the handler run,
 // the outcome settled with the link. One op is one delivery; Deliveries are
-// recycled as the receiver recycles them.
+// recycled as the receiver recycles them. batch is how many deliveries one
+// message to the dispatcher carries (the pump sends what the link had
+// prefetched: 1 on a quiet link).
 func BenchmarkDispatch(b *testing.B) {
 	for _, partitions := range []int{1, 8} {
 		for _, group := range []string{"", "g"} {
-			name := fmt.Sprintf("partitions=%d/group-id=%t", partitions, group != "")
+			for _, batch := range []int{1, 64} {
+				benchDispatch(b, partitions, group, batch)
+			}
+		}
+	}
+}
+
+func benchDispatch(b *testing.B, partitions int, group string, batch int) {
+	{
+		{
+			name := fmt.Sprintf("partitions=%d/group-id=%t/batch=%d", partitions, group != "", batch)
 			b.Run(name, func(b *testing.B) {
 				var settled atomic.Int64
 				done := make(chan struct{})
@@ -194,8 +217,15 @@ func BenchmarkDispatch(b *testing.B) {
 				}
 				b.ReportAllocs()
 				b.ResetTimer()
+				pending := make([]*protocol.Delivery, 0, batch)
 				for i := range b.N {
-					r.deliver(uint64(i), msgs[i%len(msgs)])
+					d := protocol.NewDelivery()
+					d.ID, d.Message, d.Ctx, d.To = uint64(i), msgs[i%len(msgs)], context.Background(), r.to
+					pending = append(pending, d)
+					if len(pending) == batch || i == b.N-1 {
+						r.route(pending...)
+						pending = pending[:0]
+					}
 				}
 				select {
 				case <-done:

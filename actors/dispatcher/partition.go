@@ -16,12 +16,13 @@ import (
 	"github.com/amqpactor/amqpactor/messages"
 )
 
-// A partition actor owns one worker goroutine that runs the handler for the
-// deliveries the dispatcher puts on its queue, one at a time, in arrival
-// order; the worker settles each delivery straight with its link (Delivery.To).
-// The worker is the incarnation's own (see Restarts in the package
-// documentation); the counters are shared by every incarnation of one
-// partition, so its node counts across restarts.
+// A partition actor queues the deliveries the dispatcher sends it and owns
+// the worker goroutine that runs the handler for them, one at a time, in
+// arrival order; the worker gives the outcomes back to each delivery's
+// Settler (Delivery.To) in batches, sent with the partition as sender. The
+// worker is the incarnation's own and comes and goes with work (see the
+// package documentation); the counters are shared by every incarnation of
+// one partition, so its node counts across restarts.
 type partition struct {
 	env   *actors.Env
 	spec  *protocol.SubscriptionSpec
@@ -29,7 +30,11 @@ type partition struct {
 	rt    *Router
 	q     *workq.Q[*protocol.Delivery]
 	info  *protocol.Partition // what the handlers' context carries of it
-	quit  chan struct{}       // closed to make this incarnation's worker return
+	self  *actor.PID
+	quit  chan struct{} // closed to make this incarnation's worker return
+	// working: this incarnation has a worker that has not decided to
+	// return yet; whoever sets it starts one.
+	working atomic.Bool
 	*counts
 }
 
@@ -47,21 +52,25 @@ func newPartition(env *actors.Env, spec *protocol.SubscriptionSpec, index int, r
 
 func (p *partition) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
+	case *Deliveries:
+		if ok, free := p.rt.transit[p.index].take(m); ok {
+			p.queue(m.Items)
+			if free {
+				m.release()
+			}
+		}
 	case *actor.Started:
-		q, quit, done := p.q, make(chan struct{}), make(chan struct{})
-		p.quit = quit
-		prev := p.rt.follow(p.index, done)
-		p.env.Go(func() {
-			defer close(done)
-			if prev != nil {
-				<-prev // the last incarnation's worker finishes what it took
-			}
-			if p.spec.BatchHandler != nil {
-				p.batchWorker(q, quit)
-			} else {
-				p.worker(q, quit)
-			}
-		})
+		p.self, p.quit = ctx.Self(), make(chan struct{})
+		// What an incarnation stopped by its dispatcher's restart had in its
+		// mailbox comes first, in the order it was sent.
+		for _, b := range p.rt.transit[p.index].takeAll() {
+			p.queue(b.Items)
+		}
+		// What the last incarnation's worker left on the queue when it quit
+		// needs a worker before more comes.
+		if p.q.Len() > 0 && p.working.CompareAndSwap(false, true) {
+			p.startWorker()
+		}
 	case *actors.Crash:
 		panic(fmt.Sprintf("amqpactor: partition-%d of %s: %s", p.index, p.spec.Address, m.Reason))
 	case *actor.Restarting:
@@ -89,9 +98,87 @@ func (p *partition) Receive(ctx actor.Context) {
 	}
 }
 
+// queue puts items on the queue and makes sure a worker runs for them.
+func (p *partition) queue(items []*protocol.Delivery) {
+	if !p.q.PushAll(items) {
+		return // stopped for good: the link's end gives them back
+	}
+	if p.working.CompareAndSwap(false, true) {
+		p.startWorker()
+	}
+}
+
+// startWorker starts a worker of this incarnation on the queue; it waits for
+// the worker started before it on the same queue, of this incarnation or an
+// earlier one, so that one queue never has two workers running at once.
+func (p *partition) startWorker() {
+	q, quit, done := p.q, p.quit, make(chan struct{})
+	prev := p.rt.follow(p.index, done)
+	p.env.Go(func() {
+		defer close(done)
+		if prev != nil {
+			<-prev // the last worker finishes what it took
+		}
+		if p.spec.BatchHandler != nil {
+			p.batchWorker(q, quit)
+		} else {
+			p.worker(q, quit)
+		}
+	})
+}
+
+// idle is a worker's wait with nothing queued: it reports true when the
+// worker is to return. A push that comes while it decides either finds
+// working unset (and starts a new worker) or is seen here.
+func (p *partition) idle(q *workq.Q[*protocol.Delivery]) bool {
+	p.working.Store(false)
+	if q.Len() == 0 {
+		return true
+	}
+	// Work came meanwhile: carry on, unless the push started a worker.
+	return !p.working.CompareAndSwap(false, true)
+}
+
+// outbox gathers a worker's outcomes for one Settler and hands them over in
+// batches: at the end of what the worker took, before it waits, and when
+// the batch is full.
+type outbox struct {
+	to    protocol.Settler
+	link  uint64 // to's link: a Settler is one link's (Delivery.Link)
+	ds    []*protocol.Delivery
+	from  *actor.PID
+	limit int
+}
+
+func (o *outbox) add(d *protocol.Delivery, out messages.Outcome) {
+	if len(o.ds) > 0 && d.Link != o.link {
+		o.flush()
+	}
+	d.Outcome = out
+	o.to, o.link = d.To, d.Link
+	o.ds = append(o.ds, d)
+	if len(o.ds) >= o.limit {
+		o.flush()
+	}
+}
+
+func (o *outbox) flush() {
+	if len(o.ds) == 0 {
+		return
+	}
+	o.to.Settle(o.ds, o.from)
+	clear(o.ds)
+	o.to, o.ds = nil, o.ds[:0] // the Settler took its own copy
+}
+
+// outboxLimit bounds the outcomes one disposition message carries, so that
+// credit comes back while a long batch is still being handled.
+const outboxLimit = 64
+
 // worker runs the handler for each delivery of q in order, until q is
 // closed (what it had taken and not run stays unsettled: its link's end
-// gives it back) or quit is (it first runs everything it had taken).
+// gives it back), quit is (it first runs everything it had taken), or
+// nothing has come for IdleAfter.
 func (p *partition) worker(q *workq.Q[*protocol.Delivery], quit <-chan struct{}) {
 	// hctx is the handlers' context: the link's, carrying the partition
 	// index; made again only when the link (and so its context) changes.
@@ -100,6 +187,10 @@ func (p *partition) worker(q *workq.Q[*protocol.Delivery], quit <-chan struct{})
 	// rest of what that link handed this partition goes back too, released,
 	// rather than overtake it.
 	var yield uint64
+	out := &outbox{from: p.self, limit: outboxLimit}
+	defer out.flush()
+	idle := time.NewTimer(IdleAfter)
+	defer idle.Stop()
 	for {
 		select {
 		case <-quit:
@@ -110,6 +201,12 @@ func (p *partition) worker(q *workq.Q[*protocol.Delivery], quit <-chan struct{})
 		case <-q.Ready():
 		case <-quit:
 			return
+		case <-idle.C:
+			if p.idle(q) {
+				return
+			}
+			idle.Reset(IdleAfter)
+			continue
 		}
 		items, closed := q.Take()
 		for _, d := range items {
@@ -120,30 +217,33 @@ func (p *partition) worker(q *workq.Q[*protocol.Delivery], quit <-chan struct{})
 				continue // its link is gone; the broker redelivers it
 			}
 			if yield != 0 && d.Link == yield {
-				d.Settle(messages.Outcome{Kind: messages.Released})
+				out.add(d, messages.Outcome{Kind: messages.Released})
 				continue
 			}
 			if d.Ctx != base {
 				base, hctx = d.Ctx, protocol.WithPartition(d.Ctx, p.info)
 			}
 			msgs := [1]*messages.Message{d.Message}
-			err, stopped := p.attempts(d, msgs[:], func() error {
+			err, stopped := p.attempts(d, msgs[:], out, func() error {
 				return p.run(hctx, func(ctx context.Context) error { return p.spec.Handler(ctx, d.Message) })
 			})
 			if stopped {
 				yield = d.Link
 			}
-			d.Settle(p.spec.Outcome(d.Ctx, err, d.Message))
+			out.add(d, p.spec.Outcome(d.Ctx, err, d.Message))
 		}
+		out.flush()
 		if closed {
 			return
 		}
+		idle.Reset(IdleAfter)
 	}
 }
 
 // batchWorker hands the handler what has arrived, up to the batch size, or
 // what arrived within the batch wait after the first delivery.
-// On quit it runs what it holds, then returns.
+// On quit it runs what it holds, then returns; with nothing held or queued
+// for IdleAfter it returns too.
 func (p *partition) batchWorker(q *workq.Q[*protocol.Delivery], quit <-chan struct{}) {
 	size := max(min(p.spec.BatchSize, int(p.spec.Credit)), 1)
 	wait := p.spec.BatchWait
@@ -151,14 +251,25 @@ func (p *partition) batchWorker(q *workq.Q[*protocol.Delivery], quit <-chan stru
 		wait = 50 * time.Millisecond
 	}
 	var pending []*protocol.Delivery
+	out := &outbox{from: p.self, limit: max(size, outboxLimit)}
+	defer out.flush()
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
+	idle := time.NewTimer(IdleAfter)
+	defer idle.Stop()
 	armed := false
 	for {
 		flush := false
 		select {
+		case <-idle.C:
+			if len(pending) == 0 && !armed && p.idle(q) {
+				return
+			}
+			idle.Reset(IdleAfter)
+			continue
 		case <-q.Ready(): // never closed: Take reports the queue's end
+			idle.Reset(IdleAfter)
 			items, closed := q.Take()
 			if closed {
 				return
@@ -180,14 +291,14 @@ func (p *partition) batchWorker(q *workq.Q[*protocol.Delivery], quit <-chan stru
 		case <-quit:
 			for len(pending) > 0 {
 				n := min(len(pending), size)
-				p.runBatch(pending[:n])
+				p.runBatch(pending[:n], out)
 				pending = pending[n:]
 			}
 			return
 		}
 		for flush && len(pending) > 0 {
 			n := min(len(pending), size)
-			p.runBatch(pending[:n])
+			p.runBatch(pending[:n], out)
 			pending = append(pending[:0], pending[n:]...)
 			flush = len(pending) >= size
 		}
@@ -201,7 +312,7 @@ func (p *partition) batchWorker(q *workq.Q[*protocol.Delivery], quit <-chan stru
 	}
 }
 
-func (p *partition) runBatch(batch []*protocol.Delivery) {
+func (p *partition) runBatch(batch []*protocol.Delivery, out *outbox) {
 	live := batch[:0:0]
 	msgs := make([]*messages.Message, 0, len(batch))
 	for _, d := range batch {
@@ -214,12 +325,13 @@ func (p *partition) runBatch(batch []*protocol.Delivery) {
 		return
 	}
 	ctx := protocol.WithPartition(live[0].Ctx, p.info)
-	err, _ := p.attempts(live[0], msgs, func() error {
+	err, _ := p.attempts(live[0], msgs, out, func() error {
 		return p.run(ctx, func(ctx context.Context) error { return p.spec.BatchHandler(ctx, msgs) })
 	})
 	for _, d := range live {
-		d.Settle(p.spec.Outcome(d.Ctx, err, d.Message))
+		out.add(d, p.spec.Outcome(d.Ctx, err, d.Message))
 	}
+	out.flush()
 }
 
 // run calls the handler, turning a panic into a failure so one poison
@@ -252,7 +364,8 @@ func (p *partition) run(ctx context.Context, f func(context.Context) error) (err
 // redelivery would. It returns the last failure, and stopped when d's link
 // drained or ended during a wait: that failure then goes to the broker as
 // any other (modified), to be redelivered.
-func (p *partition) attempts(d *protocol.Delivery, ms []*messages.Message, run func() error) (err error, stopped bool) {
+// Outcomes waiting in out go first: a wait must not hold back their credit.
+func (p *partition) attempts(d *protocol.Delivery, ms []*messages.Message, out *outbox, run func() error) (err error, stopped bool) {
 	r := &p.spec.Retry
 	for n := 1; ; n++ {
 		err = run()
@@ -265,6 +378,7 @@ func (p *partition) attempts(d *protocol.Delivery, ms []*messages.Message, run f
 				r.Failed(d.Ctx, err, m, wait)
 			}
 		}
+		out.flush()
 		if !sleep(d, wait) {
 			return err, true
 		}

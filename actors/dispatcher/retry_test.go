@@ -185,7 +185,7 @@ func TestRetryWaitEndsAtDrain(t *testing.T) {
 	for id := uint64(1); id <= 3; id++ {
 		d := protocol.NewDelivery()
 		d.ID, d.Link, d.Message, d.Ctx, d.To, d.Draining = id, 7, &messages.Message{Body: []byte("x")}, context.Background(), r.to, draining
-		r.rt.Route(d)
+		r.route(d)
 	}
 	select {
 	case <-failedOnce:

@@ -1,18 +1,20 @@
 // Package receiver owns one receiver link: it attaches it, grants credit by
 // the runtime's rule, turns transfers into protocol.Delivery, hands them to
-// the subscription's partitions (dispatcher.Router) and sends the
-// dispositions that come back.
+// the subscription's dispatcher actor and sends the dispositions that come
+// back.
 //
 // Three goroutines serve the actor and report to it by message: the attach
 // call, the pump (blocked in the link's Receive) and the settler (which sends
 // dispositions and owns the credit count, so credit is granted only for
 // deliveries whose disposition is on the wire, and only what the App's byte
-// budget, package budget, has room for). Deliveries do not pass
-// through the actor: the pump routes each to its partition and the worker
-// settles it through the link's inflight (its deliveries not settled yet),
-// which queues it for the settler; the actor owns the link's life (attach,
-// end, drain, pause) and opens a new inflight per link, so a late settle for
-// an ended link is dropped.
+// budget, package budget, has room for). The pump sends the dispatcher
+// actor a *dispatcher.Deliveries with every transfer it has at hand (what
+// the link had prefetched, transport.Prefetcher); the partitions' workers
+// send the outcomes back to this actor as *Dispositions, which it queues
+// for the settler through the link's inflight (its deliveries not settled
+// yet). The actor owns the link's life (attach, end, drain, pause) and opens
+// a new inflight per link, so a late disposition for an ended link is
+// dropped.
 //
 // A poison delivery (transport.Poison: the transport found it unsafe to
 // decode, or over the max message size) never reaches a partition: the pump
@@ -32,6 +34,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/amqpactor/amqpactor/actors"
+	"github.com/amqpactor/amqpactor/actors/dispatcher"
 	"github.com/amqpactor/amqpactor/internal/budget"
 	"github.com/amqpactor/amqpactor/internal/protocol"
 	"github.com/amqpactor/amqpactor/internal/workq"
@@ -57,16 +60,32 @@ func sessionEnded(err error) bool {
 	return errors.As(err, &se)
 }
 
+// Dispositions carries outcomes back from a partition (the message's
+// sender) to the receiver actor: Items are deliveries of one link, each with
+// its Outcome, in the order they were decided.
+type Dispositions struct {
+	Items []*protocol.Delivery
+	in    *inflight
+}
+
+// dispositions recycles Dispositions, which the actor puts back once it has
+// queued their outcomes: one message per batch of outcomes otherwise
+// allocated twice.
+var dispositions = sync.Pool{New: func() any { return &Dispositions{Items: make([]*protocol.Delivery, 0, 16)} }}
+
+// pumpBatch bounds the deliveries one message to the dispatcher carries.
+const pumpBatch = 256
+
 // New returns the props of a receiver for spec on sess; deliveries go to
-// route. A receiver made paused grants no credit until Resume. A
+// the dispatcher actor to, as *dispatcher.Deliveries. A receiver made paused grants no credit until Resume. A
 // replacement (after a lost session or connection) retries a failed first
 // attach; the first receiver of a subscription reports it instead, since it
 // decides Subscribe and Start.
-func New(env *actors.Env, sess transport.Session, spec *protocol.SubscriptionSpec, route func(*protocol.Delivery), paused, replacement bool) *actor.Props {
+func New(env *actors.Env, sess transport.Session, spec *protocol.SubscriptionSpec, to *actor.PID, paused, replacement bool) *actor.Props {
 	k := &kept{paused: paused}
 	return env.Props(func() actor.Actor {
 		// Every incarnation starts from here (see Restarts above).
-		r := &receiver{env: env, sess: sess, spec: spec, route: route, kept: k, counters: &k.counters,
+		r := &receiver{env: env, sess: sess, spec: spec, to: to, kept: k, counters: &k.counters,
 			replacement: replacement || k.panics.Load() > 0 || k.detached != nil, stopping: k.drained}
 		r.paused.Store(k.paused)
 		if d := k.detached; d != nil {
@@ -156,10 +175,10 @@ type (
 )
 
 type receiver struct {
-	env   *actors.Env
-	sess  transport.Session
-	spec  *protocol.SubscriptionSpec
-	route func(*protocol.Delivery) // to the partitions, never blocks
+	env  *actors.Env
+	sess transport.Session
+	spec *protocol.SubscriptionSpec
+	to   *actor.PID // the dispatcher
 
 	link       transport.Receiver
 	gen        uint64
@@ -219,6 +238,11 @@ func (r *receiver) Receive(ctx actor.Context) {
 		default:
 			r.attach(ctx, 1)
 		}
+	case *Dispositions:
+		m.in.settle(m.Items)
+		clear(m.Items)
+		m.Items, m.in = m.Items[:0], nil
+		dispositions.Put(m)
 	case *attachResult:
 		r.onAttach(ctx, m)
 	case *inflightIdle:
@@ -547,8 +571,26 @@ func (in *inflight) cutAndClose(it settleItem) {
 	in.mu.Unlock()
 }
 
-// Settle queues d's outcome for the settler; see protocol.Settler.
-func (in *inflight) Settle(d *protocol.Delivery, o messages.Outcome) {
+// Settle sends ds's outcomes to the receiver actor; see protocol.Settler.
+func (in *inflight) Settle(ds []*protocol.Delivery, from *actor.PID) {
+	m := dispositions.Get().(*Dispositions)
+	m.Items, m.in = append(m.Items, ds...), in
+	if from == nil {
+		in.r.env.Root.Send(in.self, m)
+		return
+	}
+	in.r.env.Root.RequestWithCustomSender(in.self, m, from)
+}
+
+// settle queues the outcomes of ds for the settler, in order; the actor
+// calls it for the Dispositions that come back.
+func (in *inflight) settle(ds []*protocol.Delivery) {
+	for _, d := range ds {
+		in.settleOne(d, d.Outcome)
+	}
+}
+
+func (in *inflight) settleOne(d *protocol.Delivery, o messages.Outcome) {
 	ok := in.push(d, settleItem{raw: d.Raw, outcome: o})
 	d.Release()
 	in.unsettled.Add(-1)
@@ -569,11 +611,14 @@ func (in *inflight) release() {
 	}
 }
 
-// pump blocks in Receive so the actor never does, and routes each delivery
-// to its partition.
+// pump blocks in Receive so the actor never does, and sends the dispatcher
+// what it receives: with each transfer, what else the link has prefetched
+// (up to pumpBatch), in one message.
 func (r *receiver) pump(in *inflight, link transport.Receiver, ctx context.Context) {
 	defer in.release()
 	var id uint64
+	pf, _ := link.(transport.Prefetcher)
+	batch := dispatcher.NewDeliveries()
 	// Nothing reads a delivery's transfer once the settler has settled it,
 	// so a transport that can reuse its memory may, once the handler's
 	// Message has its own Body.
@@ -581,6 +626,25 @@ func (r *receiver) pump(in *inflight, link transport.Receiver, ctx context.Conte
 	if rc, ok := link.(transport.Recycler); ok && !r.spec.Settled {
 		rc.RecycleSettled()
 		fromAMQP = protocol.FromAMQPOwned
+	}
+	take := func(raw *amqp.Message) {
+		r.delivered.Add(1)
+		if in.budget.Arrived(budget.Size(raw)) {
+			// The size is known now: the settler may grant the rest.
+			in.q.Push(settleItem{resume: true})
+		}
+		if reason, ok := transport.Poison(raw); ok {
+			r.rejectPoison(in, raw, reason)
+			return
+		}
+		id++
+		d := protocol.NewDelivery()
+		d.ID, d.Link, d.Raw, d.Message, d.Ctx, d.To = id, in.gen, raw, fromAMQP(raw), in.ctx, in
+		d.Draining = ctx.Done() // a worker waiting to retry stops at a drain
+		in.open.Add(1)
+		in.unsettled.Add(1)
+		in.hold(d)
+		batch.Items = append(batch.Items, d)
 	}
 	for {
 		raw, err := link.Receive(ctx)
@@ -595,23 +659,20 @@ func (r *receiver) pump(in *inflight, link transport.Receiver, ctx context.Conte
 			// unsettled and its link's close gives it back to the broker.
 			return
 		}
-		r.delivered.Add(1)
-		if in.budget.Arrived(budget.Size(raw)) {
-			// The size is known now: the settler may grant the rest.
-			in.q.Push(settleItem{resume: true})
+		take(raw)
+		for pf != nil && len(batch.Items) < pumpBatch && ctx.Err() == nil {
+			raw := pf.Prefetched()
+			if raw == nil {
+				break
+			}
+			take(raw)
 		}
-		if reason, ok := transport.Poison(raw); ok {
-			r.rejectPoison(in, raw, reason)
-			continue
+		if len(batch.Items) > 0 {
+			// What was taken is counted in the inflight: it goes to the
+			// dispatcher even when the link is ending now.
+			r.env.Root.Send(r.to, batch)
+			batch = dispatcher.NewDeliveries()
 		}
-		id++
-		d := protocol.NewDelivery()
-		d.ID, d.Link, d.Raw, d.Message, d.Ctx, d.To = id, in.gen, raw, fromAMQP(raw), in.ctx, in
-		d.Draining = ctx.Done() // a worker waiting to retry stops at a drain
-		in.open.Add(1)
-		in.unsettled.Add(1)
-		in.hold(d)
-		r.route(d)
 	}
 }
 

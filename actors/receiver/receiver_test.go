@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/amqpactor/amqpactor/actors"
+	"github.com/amqpactor/amqpactor/actors/dispatcher"
 	"github.com/amqpactor/amqpactor/actors/receiver"
 	"github.com/amqpactor/amqpactor/address"
 	"github.com/amqpactor/amqpactor/internal/protocol"
@@ -82,7 +83,7 @@ func spawnReceiver(t *testing.T, link *fakeLink, spec *protocol.SubscriptionSpec
 	t.Cleanup(sys.Shutdown)
 	env := &actors.Env{Root: sys.Root, Log: slog.New(slog.DiscardHandler), CloseTimeout: 5 * time.Second,
 		Base: context.Background()}
-	props := receiver.New(env, &fakeSession{link: link}, spec, route, false, false)
+	props := receiver.New(env, &fakeSession{link: link}, spec, routeActor(sys, route), false, false)
 	spawned := make(chan *actor.PID, 1)
 	sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
 		if _, ok := c.Message().(*actor.Started); ok {
@@ -90,6 +91,18 @@ func spawnReceiver(t *testing.T, link *fakeLink, spec *protocol.SubscriptionSpec
 		}
 	}))
 	return sys, env, <-spawned
+}
+
+// routeActor stands in for the dispatcher: it calls route for each delivery
+// of every *dispatcher.Deliveries it receives, in order.
+func routeActor(sys *actor.ActorSystem, route func(*protocol.Delivery)) *actor.PID {
+	return sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		if m, ok := c.Message().(*dispatcher.Deliveries); ok {
+			for _, d := range m.Items {
+				route(d)
+			}
+		}
+	}))
 }
 
 type fakeSession struct{ link *fakeLink }

@@ -134,7 +134,7 @@ func TestRestartMidStream(t *testing.T) {
 	})
 	route := func(d *protocol.Delivery) { work <- d }
 	spawned := make(chan *actor.PID, 1)
-	props := receiver.New(env, b, spec, route, false, false)
+	props := receiver.New(env, b, spec, routeActor(sys, route), false, false)
 	ppid := sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
 		if _, ok := c.Message().(*actor.Started); ok {
 			spawned <- c.Spawn(props)

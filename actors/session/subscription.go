@@ -241,7 +241,7 @@ func (s *subscription) onSession(ctx actor.Context, m *sessionResult) {
 	// A fresh name per session: the receiver of a dead session may still be
 	// stopping. It is made paused, not told afterwards: its first attach
 	// may come before a message would.
-	pid := ctx.SpawnPrefix(receiver.New(s.env, s.sess, s.spec, s.router.Route, s.paused, s.started == nil), "receiver")
+	pid := ctx.SpawnPrefix(receiver.New(s.env, s.sess, s.spec, s.dispatcher, s.paused, s.started == nil), "receiver")
 	s.receiver = pid
 }
 

@@ -126,11 +126,13 @@ type Link struct {
 	b    *Budget
 	wake chan struct{}
 
-	// mu keeps credit and est consistent between a grant and an arrival.
+	// mu keeps credit and est consistent between a grant and an arrival
+	// that changes what is reserved. An arrival of exactly est bytes, the
+	// common case, changes nothing shared: it takes no lock (see Arrived).
 	mu     sync.Mutex
-	credit int64       // granted under the budget, not arrived yet
-	est    int64       // the largest delivery seen; 0 until one arrives
-	closed atomic.Bool // written under mu
+	credit atomic.Int64 // granted under the budget, not arrived yet; raised under mu
+	est    atomic.Int64 // the largest delivery seen; 0 until one arrives; written under mu
+	closed atomic.Bool  // written under mu
 
 	held   atomic.Int64 // bytes arrived, not settled
 	total  atomic.Int64 // everything this link counts in b.used
@@ -162,11 +164,12 @@ func (l *Link) Grant(want uint32) uint32 {
 	if l.closed.Load() {
 		return 0
 	}
-	idle := l.credit == 0 && l.held.Load() == 0
-	if l.est == 0 {
+	credit, est := l.credit.Load(), l.est.Load()
+	idle := credit == 0 && l.held.Load() == 0
+	if est == 0 {
 		// Slow start: nothing is known about the size yet.
-		if l.credit == 0 {
-			l.credit = 1
+		if credit == 0 {
+			l.credit.Store(1)
 			return 1
 		}
 		return 0
@@ -177,28 +180,39 @@ func (l *Link) Grant(want uint32) uint32 {
 	for {
 		u := b.used.Load()
 		room := min(b.limit-u, share-l.total.Load())
-		k = min(int64(want), max(room, 0)/l.est)
+		k = min(int64(want), max(room, 0)/est)
 		if k == 0 && idle {
 			k = 1 // nothing held, no credit: never stuck
 		}
 		if k == 0 {
 			return 0
 		}
-		if b.used.CompareAndSwap(u, u+k*l.est) {
-			b.notePeak(u + k*l.est)
+		if b.used.CompareAndSwap(u, u+k*est) {
+			b.notePeak(u + k*est)
 			break
 		}
 	}
-	l.total.Add(k * l.est)
-	l.credit += k
+	l.total.Add(k * est)
+	l.credit.Add(k)
 	return uint32(k)
 }
 
 // Arrived counts a delivery of size bytes (Size) in place of one credit's
 // reservation. It reports whether this was the link's first delivery: its
 // settler may grant by the estimate from now on.
+//
+// Only the pump calls Arrived, and only Arrived lowers credit or changes
+// est, so a delivery of exactly est bytes on credit turns its reservation
+// into held bytes without the lock or the shared counter: nothing the
+// budget counts changes. (Should Close come in between, what this adds to
+// the closed link's own counts is never read again.)
 func (l *Link) Arrived(size int64) (first bool) {
 	if l == nil {
+		return false
+	}
+	if size == l.est.Load() && l.credit.Load() > 0 && !l.closed.Load() {
+		l.credit.Add(-1)
+		l.held.Add(size)
 		return false
 	}
 	l.mu.Lock()
@@ -207,15 +221,16 @@ func (l *Link) Arrived(size int64) (first bool) {
 		return false
 	}
 	delta := size
-	if l.credit > 0 {
-		l.credit--
-		delta -= l.est
+	credit, est := l.credit.Load(), l.est.Load()
+	if credit > 0 {
+		credit = l.credit.Add(-1)
+		delta -= est
 	}
-	if size > l.est {
+	if size > est {
 		// The credit still out may bring deliveries as large as this one.
-		first = l.est == 0
-		delta += l.credit * (size - l.est)
-		l.est = size
+		first = est == 0
+		delta += credit * (size - est)
+		l.est.Store(size)
 	}
 	l.held.Add(size)
 	l.total.Add(delta)
@@ -283,7 +298,7 @@ func (l *Link) Close() {
 		return
 	}
 	l.closed.Store(true)
-	l.credit = 0
+	l.credit.Store(0)
 	n := l.total.Swap(0)
 	l.held.Store(0)
 	l.mu.Unlock()

@@ -37,8 +37,10 @@ type ConnDown struct{ Err error }
 // again: a child's escalation when new sessions fail like the old ones.
 type Reconnect struct{ Err error }
 
-// Delivery is one transfer, handed from the receiver's pump to a partition
-// worker, which settles it through To.
+// Delivery is one transfer, handed from the receiver actor to the
+// dispatcher and its partition by message; the partition's worker runs the
+// handler and gives the outcome back to To, which sends it to the receiver
+// actor as a disposition message.
 type Delivery struct {
 	// ID numbers the delivery within its receiver; Link numbers the link it
 	// came on.
@@ -51,6 +53,9 @@ type Delivery struct {
 	Raw *amqp.Message
 	// To takes the handler's verdict: the link the delivery came on.
 	To Settler
+	// Outcome is the handler's verdict, set by the worker before it hands
+	// the delivery to To.
+	Outcome messages.Outcome
 	// Draining is closed when the link stops taking deliveries (a drain)
 	// or ends: a worker waiting to retry the delivery in place stops
 	// waiting. Nil never closes.
@@ -66,11 +71,15 @@ type Delivery struct {
 	Claimed            bool
 }
 
-// A Settler takes the outcome of a delivery it handed out. Settle is called
-// once per delivery, from any goroutine, and never blocks; a delivery of a
-// link that has ended since is dropped (the broker has taken it back).
+// A Settler takes the outcomes (each Delivery.Outcome) of deliveries it
+// handed out, all of its own, in the order they were decided: it sends
+// them to the receiver actor as one disposition message from the actor
+// from (a partition; nil outside an actor). Each delivery is settled once;
+// Settle never blocks, and a delivery of a link that has ended since is
+// dropped (the broker has taken it back). The caller must not touch ds's
+// deliveries afterwards; ds itself it may reuse.
 type Settler interface {
-	Settle(d *Delivery, o messages.Outcome)
+	Settle(ds []*Delivery, from *actor.PID)
 }
 
 // deliveries recycles Deliveries: one per message was a tenth of what the
@@ -80,9 +89,13 @@ var deliveries = sync.Pool{New: func() any { return new(Delivery) }}
 // NewDelivery returns a zero Delivery, possibly one released before.
 func NewDelivery() *Delivery { return deliveries.Get().(*Delivery) }
 
-// Settle hands o to d.To. The worker must not touch d afterwards: the
-// Settler may Release it.
-func (d *Delivery) Settle(o messages.Outcome) { d.To.Settle(d, o) }
+// Settle hands o to d.To alone, from outside an actor. The caller must not
+// touch d afterwards: the Settler may Release it.
+func (d *Delivery) Settle(o messages.Outcome) {
+	d.Outcome = o
+	one := [1]*Delivery{d}
+	d.To.Settle(one[:], nil)
+}
 
 // Release recycles d. Only its Settler calls it, once done with d.
 func (d *Delivery) Release() {

@@ -20,6 +20,23 @@ func New[T any]() *Q[T] { return &Q[T]{notify: make(chan struct{}, 1)} }
 // Push appends v. It reports false when the queue is closed.
 func (q *Q[T]) Push(v T) bool { return q.push(v, false) }
 
+// PushAll appends vs in order, in one step. It reports false when the
+// queue is closed (nothing is appended then).
+func (q *Q[T]) PushAll(vs []T) bool {
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		return false
+	}
+	q.items = append(q.items, vs...)
+	q.mu.Unlock()
+	select {
+	case q.notify <- struct{}{}:
+	default:
+	}
+	return true
+}
+
 // Ready is signalled when items may be waiting.
 func (q *Q[T]) Ready() <-chan struct{} { return q.notify }
 

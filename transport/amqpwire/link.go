@@ -368,6 +368,18 @@ func (r *Receiver) Receive(ctx context.Context) (*amqp.Message, error) {
 	return m, nil
 }
 
+// Prefetched returns a transfer that has arrived already, or nil; see
+// transport.Prefetcher.
+func (r *Receiver) Prefetched() *amqp.Message {
+	m := r.r.Prefetched()
+	if m != nil {
+		r.received.Add(1)
+	}
+	return m
+}
+
+var _ transport.Prefetcher = (*Receiver)(nil)
+
 // Settle sends the outcome for m through the link m came from. A pre-settled
 // message needs no outcome and returns nil.
 func (r *Receiver) Settle(ctx context.Context, m *amqp.Message, o transport.Outcome) (err error) {
