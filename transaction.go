@@ -8,6 +8,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 
+	"github.com/amqpactor/amqpactor/actors"
 	"github.com/amqpactor/amqpactor/actors/receiver"
 	"github.com/amqpactor/amqpactor/address"
 	"github.com/amqpactor/amqpactor/internal/protocol"
@@ -42,7 +43,7 @@ func (a *App) Transaction(ctx context.Context, fn func(tx *Tx) error) (err error
 	if res.Err != nil {
 		return res.Err
 	}
-	tx := &Tx{app: a, txn: res.Txn}
+	tx := &Tx{app: a, env: env, txn: res.Txn}
 	committed := false
 	defer func() {
 		tx.done = true
@@ -87,6 +88,7 @@ func (a *App) Transaction(ctx context.Context, fn func(tx *Tx) error) (err error
 // Tx is one transaction; see App.Transaction.
 type Tx struct {
 	app      *App
+	env      *actors.Env
 	txn      transport.Txn
 	done     bool
 	accepted []receiver.Held
@@ -119,7 +121,7 @@ func (tx *Tx) Accept(m *Message) error {
 	if orig, ok := tx.app.actorCopies.Load(m); ok {
 		m = orig.(*Message) // an actor's copy, while ActorHandler waits for it
 	}
-	h, err := receiver.Find(m)
+	h, err := receiver.Find(tx.env, m)
 	if err != nil {
 		return fmt.Errorf("amqpactor: transactional accept: %w", err)
 	}

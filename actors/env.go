@@ -59,6 +59,10 @@ type Env struct {
 	// Middleware wraps the Receive of every actor of the App; tests spy on
 	// mailboxes with it. Nil adds nothing.
 	Middleware []actor.ReceiverMiddleware
+	// Holders is every receiver link of the App holding unsettled
+	// deliveries (package receiver registers them), for Tx.Accept to find
+	// the link of the message it accepts.
+	Holders Holders
 
 	wg sync.WaitGroup
 
@@ -369,3 +373,39 @@ func LinkGone(err error) bool {
 // so a test can make its supervisor restart it mid-stream. Nothing in the
 // runtime sends it.
 type Crash struct{ Reason string }
+
+// Holders is a set of the App's links that hold deliveries. The zero value
+// is empty and ready to use.
+type Holders struct {
+	mu  sync.Mutex
+	set map[any]struct{}
+}
+
+// Add puts h in the set.
+func (s *Holders) Add(h any) {
+	s.mu.Lock()
+	if s.set == nil {
+		s.set = map[any]struct{}{}
+	}
+	s.set[h] = struct{}{}
+	s.mu.Unlock()
+}
+
+// Remove takes h out of the set.
+func (s *Holders) Remove(h any) {
+	s.mu.Lock()
+	delete(s.set, h)
+	s.mu.Unlock()
+}
+
+// Range calls f for each member, with the set locked, until f returns
+// false.
+func (s *Holders) Range(f func(h any) bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for h := range s.set {
+		if !f(h) {
+			return
+		}
+	}
+}

@@ -77,20 +77,30 @@ func (l *fakeLink) Close(context.Context) error {
 // the test shuts down.
 func spawnReceiver(t *testing.T, link *fakeLink, spec *protocol.SubscriptionSpec, route func(*protocol.Delivery)) (*actor.ActorSystem, *actors.Env, *actor.PID) {
 	t.Helper()
+	sys, env, pid, _ := spawnReceiverRouted(t, link, spec, route)
+	return sys, env, pid
+}
+
+// spawnReceiverRouted is spawnReceiver, and the PID of the actor standing
+// in for the dispatcher, which a test stops to know route has seen every
+// delivery the receiver sent it.
+func spawnReceiverRouted(t *testing.T, link *fakeLink, spec *protocol.SubscriptionSpec, route func(*protocol.Delivery)) (*actor.ActorSystem, *actors.Env, *actor.PID, *actor.PID) {
+	t.Helper()
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(slog.DiscardHandler)
 	}))
 	t.Cleanup(sys.Shutdown)
 	env := &actors.Env{Root: sys.Root, Log: slog.New(slog.DiscardHandler), CloseTimeout: 5 * time.Second,
 		Base: context.Background()}
-	props := receiver.New(env, &fakeSession{link: link}, spec, routeActor(sys, route), false, false)
+	router := routeActor(sys, route)
+	props := receiver.New(env, &fakeSession{link: link}, spec, router, false, false)
 	spawned := make(chan *actor.PID, 1)
 	sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
 		if _, ok := c.Message().(*actor.Started); ok {
 			spawned <- c.Spawn(props)
 		}
 	}))
-	return sys, env, <-spawned
+	return sys, env, <-spawned, router
 }
 
 // routeActor stands in for the dispatcher: it calls route for each delivery

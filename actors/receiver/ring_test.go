@@ -6,12 +6,14 @@ import (
 	"math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/Azure/go-amqp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/amqpactor/amqpactor/actors"
 	"github.com/amqpactor/amqpactor/actors/receiver"
 	"github.com/amqpactor/amqpactor/address"
 	"github.com/amqpactor/amqpactor/internal/protocol"
@@ -38,6 +40,7 @@ func TestHeldDeliveriesUnderAConcurrentCut(t *testing.T) {
 				claimed  = map[string]bool{}
 				handlers sync.WaitGroup
 			)
+			var renv atomic.Pointer[actors.Env] // set once spawned; deliveries may come before
 			route := func(d *protocol.Delivery) {
 				body := string(d.Raw.GetData())
 				mu.Lock()
@@ -46,7 +49,7 @@ func TestHeldDeliveriesUnderAConcurrentCut(t *testing.T) {
 				handlers.Go(func() {
 					rng := rand.New(rand.NewPCG(uint64(len(body)), uint64(time.Now().UnixNano())))
 					if rng.IntN(10) == 0 {
-						if h, err := receiver.Find(d.Message); err == nil && h.Claim() == nil {
+						if h, err := receiver.Find(renv.Load(), d.Message); err == nil && h.Claim() == nil {
 							mu.Lock()
 							claimed[body] = true
 							mu.Unlock()
@@ -58,7 +61,8 @@ func TestHeldDeliveriesUnderAConcurrentCut(t *testing.T) {
 					d.Settle(messages.Outcome{Kind: messages.Accepted})
 				})
 			}
-			sys, env, pid := spawnReceiver(t, link, spec, route)
+			sys, env, pid, router := spawnReceiverRouted(t, link, spec, route)
+			renv.Store(env)
 			require.Eventually(t, func() bool {
 				mu.Lock()
 				defer mu.Unlock()
@@ -75,9 +79,14 @@ func TestHeldDeliveriesUnderAConcurrentCut(t *testing.T) {
 			case <-hard.Done():
 				t.Fatal("the drain was not answered by its Ctx")
 			}
-			handlers.Wait()
 			require.NoError(t, sys.Root.PoisonFuture(pid).Wait())
 			require.NoError(t, env.Wait(hard))
+			// Deliveries the receiver sent before the cut may still be on
+			// their way to the dispatcher (released by the cut all the
+			// same): once the stand-in has taken them all, no handler can
+			// start after the wait.
+			require.NoError(t, sys.Root.PoisonFuture(router).Wait())
+			handlers.Wait()
 
 			settled := map[string]int{}
 			for _, e := range link.events() {

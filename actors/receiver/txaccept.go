@@ -2,10 +2,10 @@ package receiver
 
 import (
 	"errors"
-	"sync"
 
 	"github.com/Azure/go-amqp"
 
+	"github.com/amqpactor/amqpactor/actors"
 	"github.com/amqpactor/amqpactor/internal/protocol"
 	"github.com/amqpactor/amqpactor/messages"
 	"github.com/amqpactor/amqpactor/transport"
@@ -17,28 +17,8 @@ import (
 // has it back).
 var ErrNotHeld = errors.New("the message is not an unsettled delivery of a subscription")
 
-// live is every inflight that holds deliveries, for a transaction to find
-// the link of the message it accepts. A handler's message is the key, so
-// the lookup walks the links; there are few, and only Tx.Accept looks.
-var live struct {
-	sync.Mutex
-	set map[*inflight]struct{}
-}
-
-func register(in *inflight) {
-	live.Lock()
-	if live.set == nil {
-		live.set = map[*inflight]struct{}{}
-	}
-	live.set[in] = struct{}{}
-	live.Unlock()
-}
-
-func unregister(in *inflight) {
-	live.Lock()
-	delete(live.set, in)
-	live.Unlock()
-}
+func register(in *inflight)   { in.r.env.Holders.Add(in) }
+func unregister(in *inflight) { in.r.env.Holders.Remove(in) }
 
 // Held is one delivery a transaction settles: the link it came on and the
 // transfer, for the transport's Txn.Accept, and the claim that keeps its
@@ -53,25 +33,35 @@ type Held struct {
 // Link is the receiver link the delivery came on.
 func (h Held) Link() transport.Receiver { return h.in.link }
 
-// Find returns the delivery m is the message of, while its link holds it
-// unsettled; otherwise an error wrapping ErrNotHeld.
-func Find(m *messages.Message) (Held, error) {
-	live.Lock()
-	defer live.Unlock()
-	for in := range live.set {
+// Find returns the delivery m is the message of, while a link of env holds
+// it unsettled; otherwise an error wrapping ErrNotHeld. A handler's message
+// is the key, so the lookup walks the App's links; there are few, and only
+// Tx.Accept looks.
+func Find(env *actors.Env, m *messages.Message) (Held, error) {
+	if env == nil {
+		return Held{}, ErrNotHeld
+	}
+	var h Held
+	found := false
+	env.Holders.Range(func(x any) bool {
+		in := x.(*inflight)
 		in.mu.Lock()
-		if !in.cut {
-			for d := in.held.HeldNext; d != &in.held; d = d.HeldNext {
-				if d.Message == m {
-					h := Held{in: in, d: d, m: m, Raw: d.Raw}
-					in.mu.Unlock()
-					return h, nil
-				}
+		defer in.mu.Unlock()
+		if in.cut {
+			return true
+		}
+		for d := in.held.HeldNext; d != &in.held; d = d.HeldNext {
+			if d.Message == m {
+				h, found = Held{in: in, d: d, m: m, Raw: d.Raw}, true
+				return false
 			}
 		}
-		in.mu.Unlock()
+		return true
+	})
+	if !found {
+		return Held{}, ErrNotHeld
 	}
-	return Held{}, ErrNotHeld
+	return h, nil
 }
 
 // stillLocked reports whether h's Delivery is still m's and held: a

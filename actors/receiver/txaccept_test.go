@@ -37,15 +37,15 @@ func TestClaimedDeliveryIsTheTransactions(t *testing.T) {
 	}
 	a, b, c := ds["a"].Message, ds["b"].Message, ds["c"].Message
 
-	_, err := receiver.Find(&messages.Message{})
+	_, err := receiver.Find(env, &messages.Message{})
 	require.ErrorIs(t, err, receiver.ErrNotHeld, "a message no link holds")
-	ha, err := receiver.Find(a)
+	ha, err := receiver.Find(env, a)
 	require.NoError(t, err)
 	require.Same(t, link, ha.Link())
 	require.Equal(t, "a", string(ha.Raw.GetData()))
 	require.NoError(t, ha.Claim())
 	require.ErrorIs(t, ha.Claim(), receiver.ErrNotHeld, "claimed twice")
-	hc, err := receiver.Find(c)
+	hc, err := receiver.Find(env, c)
 	require.NoError(t, err)
 	require.NoError(t, hc.Claim())
 
@@ -53,7 +53,7 @@ func TestClaimedDeliveryIsTheTransactions(t *testing.T) {
 	ds["b"].Settle(messages.Outcome{Kind: messages.Accepted})
 	require.Eventually(t, func() bool { return len(link.events()) == 1 }, 5*time.Second, time.Millisecond)
 	require.Equal(t, []string{"settle b accepted"}, link.events(), "the claimed delivery's own settle stays off the link")
-	_, err = receiver.Find(b)
+	_, err = receiver.Find(env, b)
 	require.ErrorIs(t, err, receiver.ErrNotHeld, "a settled delivery")
 
 	// A drain cut short releases what handlers hold, but not c: the
@@ -70,7 +70,7 @@ func TestClaimedDeliveryIsTheTransactions(t *testing.T) {
 		t.Fatal("the drain was not answered by its Ctx")
 	}
 	require.Equal(t, []string{"settle b accepted", "close"}, link.events())
-	_, err = receiver.Find(c)
+	_, err = receiver.Find(env, c)
 	require.ErrorIs(t, err, receiver.ErrNotHeld, "a delivery of a link that ended")
 	require.NoError(t, sys.Root.PoisonFuture(pid).Wait())
 	require.NoError(t, env.Wait(hard))
