@@ -28,9 +28,11 @@ func TestPartitionsBalancedAcrossReplicasInProcess(t *testing.T) {
 	b := inproc.New()
 	addr := amqpactor.Partitioned("orders-balanced", 12)
 	res := fleettest.RunBalance(t, fleettest.BalanceConfig{
-		Addr:    addr,
-		AppName: "orders-svc",
-		NewApp:  func(name string) *amqpactor.App { return amqpactor.New(b, amqpactor.WithName(name)) },
+		Config: fleettest.Config{
+			Addr:    addr,
+			AppName: "orders-svc",
+			NewApp:  func(name string) *amqpactor.App { return amqpactor.New(b, amqpactor.WithName(name)) },
+		},
 		Diagnose: func() string {
 			var s []string
 			for i := range addr.Partitions() {

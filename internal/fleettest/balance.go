@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/amqpactor/amqpactor"
-	"github.com/amqpactor/amqpactor/internal/protocol"
 )
 
 // BalanceConfig is one run of the balancing scenario: Replicas Apps of one
@@ -22,17 +21,12 @@ import (
 // groups of PerGroup messages; once the partitions are balanced one replica
 // is stopped, once they are balanced again one more is started.
 type BalanceConfig struct {
-	Addr     amqpactor.Address // a Partitioned address
-	AppName  string
-	NewApp   func(name string) *amqpactor.App
-	Replicas int // 3 when zero
-	Groups   int // 300 when zero
-	PerGroup int // 100 when zero
+	// Config is the run's addresses and Apps; its zero Groups, PerGroup
+	// and Bound mean 300, 100 and 3 minutes here.
+	Config
 	// Converge bounds each wait for the partitions to be balanced; 30 s
 	// when zero.
 	Converge time.Duration
-	// Bound limits the whole run; 3 minutes when zero.
-	Bound time.Duration
 	// Diagnose, when set, describes the broker's side when not everything
 	// published is handled.
 	Diagnose func() string
@@ -92,63 +86,22 @@ func Held(ctx context.Context, app *amqpactor.App, addr amqpactor.Address) ([]in
 // the caller asserts on the result.
 func RunBalance(t *testing.T, c BalanceConfig) BalanceResult {
 	t.Helper()
-	if c.Replicas == 0 {
-		c.Replicas = 3
-	}
-	if c.Groups == 0 {
-		c.Groups = 300
-	}
-	if c.PerGroup == 0 {
-		c.PerGroup = 100
-	}
+	c.Config = c.orDefaults(300, 100, 3*time.Minute)
 	if c.Converge == 0 {
 		c.Converge = 30 * time.Second
-	}
-	if c.Bound == 0 {
-		c.Bound = 3 * time.Minute
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.Bound)
 	defer cancel()
 	n := c.Addr.Partitions()
 	require.Positive(t, n)
-	tl := &tally{parts: map[string]*atomic.Int64{}, seen: make([]map[int]bool, c.Groups), maxFirst: make([]int, c.Groups),
-		byReplica: make([]int, c.Replicas+1)}
-	for i := range n {
-		tl.parts[c.Addr.Partition(i).Name()] = new(atomic.Int64)
-	}
-	for g := range tl.seen {
-		tl.seen[g] = map[int]bool{}
-		tl.maxFirst[g] = -1
-	}
+	tl := newTally(c.Addr, c.Groups, c.Replicas)
 	total := c.Groups * c.PerGroup
 
 	var mu sync.Mutex
 	running := map[int]*amqpactor.App{} // replica id → App
 	startReplica := func(id int) {
 		app := c.NewApp(c.AppName)
-		_, err := app.Subscribe(c.Addr, func(hctx context.Context, m *amqpactor.Message) error {
-			p := protocol.PartitionFrom(hctx)
-			if p == nil {
-				return fmt.Errorf("no partition in the handler's context")
-			}
-			q := p.Address.Name()
-			counted := tl.enter(q, int64(id+1))
-			defer func() {
-				if counted {
-					tl.exit(q)
-				}
-			}()
-			g, err := strconv.Atoi(m.GroupID[1:])
-			if err != nil {
-				return amqpactor.Reject(err)
-			}
-			seq, err := strconv.Atoi(string(m.Body))
-			if err != nil {
-				return amqpactor.Reject(err)
-			}
-			tl.record(id, g, seq)
-			return nil
-		})
+		_, err := app.Subscribe(c.Addr, tl.handler(id, nil, nil))
 		require.NoError(t, err)
 		require.NoError(t, app.Start(ctx))
 		mu.Lock()

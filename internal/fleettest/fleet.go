@@ -34,6 +34,24 @@ type Config struct {
 	Bound time.Duration
 }
 
+// orDefaults is c with its zero fields set: 3 replicas, and the groups,
+// messages per group and bound given.
+func (c Config) orDefaults(groups, perGroup int, bound time.Duration) Config {
+	if c.Replicas == 0 {
+		c.Replicas = 3
+	}
+	if c.Groups == 0 {
+		c.Groups = groups
+	}
+	if c.PerGroup == 0 {
+		c.PerGroup = perGroup
+	}
+	if c.Bound == 0 {
+		c.Bound = bound
+	}
+	return c
+}
+
 // Result is what a run measured.
 type Result struct {
 	Published int
@@ -76,6 +94,59 @@ type tally struct {
 	byReplica []int
 	overlaps  atomic.Int64
 	handovers atomic.Int64
+}
+
+// newTally is the tally of a run of groups over addr's partitions with
+// replicas replicas (and one more started later).
+func newTally(addr amqpactor.Address, groups, replicas int) *tally {
+	tl := &tally{parts: map[string]*atomic.Int64{}, seen: make([]map[int]bool, groups), maxFirst: make([]int, groups),
+		byReplica: make([]int, replicas+1)}
+	for i := range addr.Partitions() {
+		tl.parts[addr.Partition(i).Name()] = new(atomic.Int64)
+	}
+	for g := range tl.seen {
+		tl.seen[g] = map[int]bool{}
+		tl.maxFirst[g] = -1
+	}
+	return tl
+}
+
+// handler is replica id's handler: while it runs its partition is marked
+// busy (enter); it reads the group and sequence from the message, waits for
+// hold (nil: no wait), records the handling and tells recorded (nil: no one)
+// how many distinct messages are handled so far.
+func (t *tally) handler(id int, hold func(context.Context) error, recorded func(handled int)) amqpactor.Handler {
+	return func(hctx context.Context, m *amqpactor.Message) error {
+		p := protocol.PartitionFrom(hctx)
+		if p == nil {
+			return fmt.Errorf("no partition in the handler's context")
+		}
+		q := p.Address.Name()
+		counted := t.enter(q, int64(id+1))
+		defer func() {
+			if counted {
+				t.exit(q)
+			}
+		}()
+		g, err := strconv.Atoi(m.GroupID[1:])
+		if err != nil {
+			return amqpactor.Reject(err)
+		}
+		seq, err := strconv.Atoi(string(m.Body))
+		if err != nil {
+			return amqpactor.Reject(err)
+		}
+		if hold != nil {
+			if err := hold(hctx); err != nil {
+				return err
+			}
+		}
+		n := t.record(id, g, seq)
+		if recorded != nil {
+			recorded(n)
+		}
+		return nil
+	}
 }
 
 // enter marks replica (1-based) as handling in partition queue q; it
@@ -134,31 +205,12 @@ func (t *tally) count() int {
 // the run itself cannot go on (a Start or Publish error, the bound).
 func Run(t *testing.T, c Config) Result {
 	t.Helper()
-	if c.Replicas == 0 {
-		c.Replicas = 3
-	}
-	if c.Groups == 0 {
-		c.Groups = 16
-	}
-	if c.PerGroup == 0 {
-		c.PerGroup = 500
-	}
-	if c.Bound == 0 {
-		c.Bound = 60 * time.Second
-	}
+	c = c.orDefaults(16, 500, 60*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), c.Bound)
 	defer cancel()
 	n := c.Addr.Partitions()
 	require.Positive(t, n)
-	tl := &tally{parts: map[string]*atomic.Int64{}, seen: make([]map[int]bool, c.Groups), maxFirst: make([]int, c.Groups),
-		byReplica: make([]int, c.Replicas+1)}
-	for i := range n {
-		tl.parts[c.Addr.Partition(i).Name()] = new(atomic.Int64)
-	}
-	for g := range tl.seen {
-		tl.seen[g] = map[int]bool{}
-		tl.maxFirst[g] = -1
-	}
+	tl := newTally(c.Addr, c.Groups, c.Replicas)
 	total := c.Groups * c.PerGroup
 
 	// Once a quarter is handled, handlers hold until the stop has been
@@ -170,26 +222,7 @@ func Run(t *testing.T, c Config) Result {
 	var running []*amqpactor.App // index = replica
 	startReplica := func(id int) {
 		app := c.NewApp(c.AppName)
-		_, err := app.Subscribe(c.Addr, func(hctx context.Context, m *amqpactor.Message) error {
-			p := protocol.PartitionFrom(hctx)
-			if p == nil {
-				return fmt.Errorf("no partition in the handler's context")
-			}
-			q := p.Address.Name()
-			counted := tl.enter(q, int64(id+1))
-			defer func() {
-				if counted {
-					tl.exit(q)
-				}
-			}()
-			g, err := strconv.Atoi(m.GroupID[1:])
-			if err != nil {
-				return amqpactor.Reject(err)
-			}
-			seq, err := strconv.Atoi(string(m.Body))
-			if err != nil {
-				return amqpactor.Reject(err)
-			}
+		_, err := app.Subscribe(c.Addr, tl.handler(id, func(hctx context.Context) error {
 			if held.Load() {
 				select {
 				case <-release:
@@ -197,11 +230,12 @@ func Run(t *testing.T, c Config) Result {
 					return hctx.Err()
 				}
 			}
-			if tl.record(id, g, seq) == total/4 {
+			return nil
+		}, func(handled int) {
+			if handled == total/4 {
 				held.Store(true)
 			}
-			return nil
-		}, amqpactor.WithPartitions(4))
+		}), amqpactor.WithPartitions(4))
 		require.NoError(t, err)
 		require.NoError(t, app.Start(ctx))
 		mu.Lock()

@@ -29,10 +29,12 @@ func TestPartitionsBalancedAcrossReplicas(t *testing.T) {
 		})
 	})
 	res := fleettest.RunBalance(t, fleettest.BalanceConfig{
-		Addr:    addr,
-		AppName: unique("orders-svc"),
-		NewApp: func(name string) *amqpactor.App {
-			return amqpactor.New(amqpactor.Dial(u, amqpactor.WithDialect(amqpactor.RabbitMQ4)), amqpactor.WithName(name))
+		Config: fleettest.Config{
+			Addr:    addr,
+			AppName: unique("orders-svc"),
+			NewApp: func(name string) *amqpactor.App {
+				return amqpactor.New(amqpactor.Dial(u, amqpactor.WithDialect(amqpactor.RabbitMQ4)), amqpactor.WithName(name))
+			},
 		},
 	})
 	t.Log(res)

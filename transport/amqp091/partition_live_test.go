@@ -55,10 +55,12 @@ func TestLivePartitionsBalanced091(t *testing.T) {
 	}
 	s.deleteQueue(amqpactor.CensusOf(addr).Name())
 	res := fleettest.RunBalance(t, fleettest.BalanceConfig{
-		Addr:    addr,
-		AppName: unique("amqp091-balanced-svc"),
-		NewApp: func(name string) *amqpactor.App {
-			return amqpactor.New(amqpactor.Dial091(url), amqpactor.WithName(name))
+		Config: fleettest.Config{
+			Addr:    addr,
+			AppName: unique("amqp091-balanced-svc"),
+			NewApp: func(name string) *amqpactor.App {
+				return amqpactor.New(amqpactor.Dial091(url), amqpactor.WithName(name))
+			},
 		},
 	})
 	t.Log(res)
