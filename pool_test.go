@@ -240,12 +240,19 @@ func TestPoolMemberIsAConnectionOfItsOwn(t *testing.T) {
 	require.NotNil(t, member)
 	require.NotNil(t, byName(member, "subscription:pool-member.member-9"))
 	require.Nil(t, byName(member, "subscription:pool-member.member-0"))
-	pathsMu.Lock()
-	require.Equal(t, "attached", paths["connection/connection-2"])
-	require.Equal(t, "attached", paths["connection/connection-2/subscription:pool-member.member-9"])
-	require.Equal(t, "attached", paths["connection/connection-2/subscription:pool-member.member-9/receiver"])
-	require.Equal(t, "attached", paths["connection/subscription:pool-member.member-0"])
-	pathsMu.Unlock()
+	// State changes reach the callback through the App's own goroutine,
+	// after the tree has them: awaited, and never asserted under the lock
+	// the callback takes.
+	pathState := func(p string) string {
+		pathsMu.Lock()
+		defer pathsMu.Unlock()
+		return paths[p]
+	}
+	for _, p := range []string{"connection/connection-2", "connection/connection-2/subscription:pool-member.member-9",
+		"connection/connection-2/subscription:pool-member.member-9/receiver", "connection/subscription:pool-member.member-0"} {
+		require.Eventually(t, func() bool { return pathState(p) == "attached" }, 10*time.Second, time.Millisecond,
+			"%s: %q", p, pathState(p))
+	}
 
 	// A panic resumes it: the same actor, the same subscriptions.
 	resumed := make(chan struct{}, 1)
