@@ -203,12 +203,24 @@ func (r *receiver) onConsumersRead(ctx actor.Context, m *consumersRead) {
 		if errors.Is(m.err, transport.ErrNotSupported) {
 			// This broker's consumers cannot be counted (Artemis): no
 			// balancing, and no census link kept for it.
-			r.env.Log.Debug("amqpactor: partitions not balanced", "address", r.spec.Address.String(), "error", m.err)
+			r.env.Log.Info("amqpactor: partitions not balanced: this broker's consumers cannot be counted", "address", r.spec.Address.String(), "error", m.err)
 			r.closeCensus()
 			return
 		}
-		r.env.Log.Debug("amqpactor: reading the consumer count failed", "address", r.spec.Address.String(), "error", m.err)
+		// Once at Warn: balancing stops while it fails, which must not be
+		// silent, but a read fails every second for as long as it lasts.
+		log := r.env.Log.Debug
+		if !r.countFailing {
+			log = r.env.Log.Warn
+		}
+		r.countFailing = true
+		log("amqpactor: partitions not balanced: reading the census queue's consumers failed", "address", r.spec.Address.String(),
+			"census", r.spec.Balance.Census.String(), "error", m.err)
 	} else {
+		if r.countFailing {
+			r.env.Log.Info("amqpactor: partitions balanced again: the census queue's consumers are read", "address", r.spec.Address.String())
+			r.countFailing = false
+		}
 		r.rebalance(ctx, m.n)
 	}
 	r.scheduleBalance(ctx)

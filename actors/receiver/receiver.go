@@ -215,6 +215,9 @@ type receiver struct {
 	attachDelivered uint64
 	// census is partition 0's link to the census queue (balance.go).
 	census transport.Receiver
+	// countFailing: the last read of the census queue's consumers failed
+	// (warned once; balancing waits until a read works again).
+	countFailing bool
 
 	*counters // the kept ones: a restart keeps counting
 }
