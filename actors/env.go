@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/Azure/go-amqp"
@@ -63,8 +64,13 @@ type Env struct {
 	// deliveries (package receiver registers them), for Tx.Accept to find
 	// the link of the message it accepts.
 	Holders Holders
+	// IdleAfter is how long a partition's worker waits with nothing queued
+	// before it ends (package dispatcher); zero means one second.
+	IdleAfter time.Duration
 
-	wg sync.WaitGroup
+	// gens numbers the links of every sender and receiver of the App (Gen).
+	gens atomic.Uint64
+	wg   sync.WaitGroup
 
 	stopOnce, markOnce sync.Once
 	stopped            chan struct{}
@@ -73,6 +79,11 @@ type Env struct {
 	// channel contended for its lock.
 	shards [8]chan struct{}
 }
+
+// Gen returns a number no link of the App has had before: a restarted
+// sender's or receiver's first link must not share its generation with a
+// link of its predecessor, whose goroutines may still report.
+func (e *Env) Gen() uint64 { return e.gens.Add(1) }
 
 // Stopped is closed once the App's actor tree has stopped: nothing will
 // answer a Drain or an Unsubscribe after that, so whoever waits for one

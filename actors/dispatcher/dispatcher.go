@@ -16,7 +16,7 @@
 // # Workers come and go
 //
 // A partition's worker is started by its actor when work arrives and no
-// worker runs, and returns once it has waited IdleAfter with nothing
+// worker runs, and returns once it has waited Env.IdleAfter with nothing
 // queued, so an idle subscription keeps no goroutine per partition. Every
 // worker started on a queue waits for the one started before it
 // (Router.follow), so two never run one queue at once.
@@ -56,9 +56,10 @@ import (
 	"github.com/amqpactor/amqpactor/internal/workq"
 )
 
-// IdleAfter is how long a partition's worker waits with nothing queued
-// before it returns; the next delivery starts a new one.
-var IdleAfter = time.Second
+// defaultIdleAfter is how long a partition's worker waits with nothing
+// queued before it returns (Env.IdleAfter overrides it); the next delivery
+// starts a new one.
+const defaultIdleAfter = time.Second
 
 // Deliveries is a batch of deliveries in arrival order: from the receiver
 // to the dispatcher (any partitions), and from the dispatcher to one

@@ -48,21 +48,24 @@ func (f settleFunc) Settle(ds []*protocol.Delivery, _ *actor.PID) {
 	}
 }
 
-func newRig(tb testing.TB, partitions int, handler protocol.Handler, onVerdict func(messages.Outcome)) *rig {
+func newRig(tb testing.TB, partitions int, handler protocol.Handler, onVerdict func(messages.Outcome), tune ...func(*actors.Env)) *rig {
 	return newRigWith(tb, &protocol.SubscriptionSpec{
 		Address: address.Queue("bench"), Partitions: partitions, Handler: handler,
 		Outcome: func(context.Context, error, *messages.Message) messages.Outcome {
 			return messages.Outcome{Kind: messages.Accepted}
 		},
-	}, onVerdict)
+	}, onVerdict, tune...)
 }
 
-func newRigWith(tb testing.TB, spec *protocol.SubscriptionSpec, onVerdict func(messages.Outcome)) *rig {
+func newRigWith(tb testing.TB, spec *protocol.SubscriptionSpec, onVerdict func(messages.Outcome), tune ...func(*actors.Env)) *rig {
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(slog.DiscardHandler)
 	}))
 	pool := actors.NewPool(4)
 	env := &actors.Env{Root: sys.Root, Mailboxes: pool, Base: context.Background()}
+	for _, f := range tune {
+		f(env)
+	}
 	r := &rig{sys: sys, pool: pool, env: env, rt: dispatcher.NewRouter(spec)}
 	var err error
 	r.disp, err = sys.Root.SpawnNamed(dispatcher.New(env, spec, r.rt), "dispatcher")

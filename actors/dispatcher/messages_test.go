@@ -13,6 +13,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/stretchr/testify/require"
 
+	"github.com/amqpactor/amqpactor/actors"
 	"github.com/amqpactor/amqpactor/actors/dispatcher"
 	"github.com/amqpactor/amqpactor/address"
 	"github.com/amqpactor/amqpactor/internal/protocol"
@@ -97,19 +98,16 @@ func TestDeliveriesAndDispositionsAreMessages(t *testing.T) {
 	}
 }
 
-// A partition's worker returns once it has been idle for IdleAfter, and
+// A partition's worker returns once it has been idle for Env.IdleAfter, and
 // the next delivery starts a new one, which handles it.
 func TestIdleWorkersReturn(t *testing.T) {
-	old := dispatcher.IdleAfter
-	dispatcher.IdleAfter = 20 * time.Millisecond
-	t.Cleanup(func() { dispatcher.IdleAfter = old })
 	var handled atomic.Int64
 	hold := make(chan struct{})
 	r := newRig(t, 8, func(context.Context, *messages.Message) error {
 		<-hold
 		handled.Add(1)
 		return nil
-	}, func(messages.Outcome) {})
+	}, func(messages.Outcome) {}, func(e *actors.Env) { e.IdleAfter = 20 * time.Millisecond })
 	r.describe(t, r.disp) // its partitions have started
 	require.Zero(t, workers(), "no worker before there is work")
 	r.deliver(1000, &messages.Message{GroupID: "first"})

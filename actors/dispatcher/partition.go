@@ -178,7 +178,7 @@ const outboxLimit = 64
 // worker runs the handler for each delivery of q in order, until q is
 // closed (what it had taken and not run stays unsettled: its link's end
 // gives it back), quit is (it first runs everything it had taken), or
-// nothing has come for IdleAfter.
+// nothing has come for Env.IdleAfter.
 func (p *partition) worker(q *workq.Q[*protocol.Delivery], quit <-chan struct{}) {
 	// hctx is the handlers' context: the link's, carrying the partition
 	// index; made again only when the link (and so its context) changes.
@@ -189,7 +189,8 @@ func (p *partition) worker(q *workq.Q[*protocol.Delivery], quit <-chan struct{})
 	var yield uint64
 	out := &outbox{from: p.self, limit: outboxLimit}
 	defer out.flush()
-	idle := time.NewTimer(IdleAfter)
+	idleAfter := p.idleAfter()
+	idle := time.NewTimer(idleAfter)
 	defer idle.Stop()
 	for {
 		select {
@@ -205,7 +206,7 @@ func (p *partition) worker(q *workq.Q[*protocol.Delivery], quit <-chan struct{})
 			if p.idle(q) {
 				return
 			}
-			idle.Reset(IdleAfter)
+			idle.Reset(idleAfter)
 			continue
 		}
 		items, closed := q.Take()
@@ -236,14 +237,14 @@ func (p *partition) worker(q *workq.Q[*protocol.Delivery], quit <-chan struct{})
 		if closed {
 			return
 		}
-		idle.Reset(IdleAfter)
+		idle.Reset(idleAfter)
 	}
 }
 
 // batchWorker hands the handler what has arrived, up to the batch size, or
 // what arrived within the batch wait after the first delivery.
 // On quit it runs what it holds, then returns; with nothing held or queued
-// for IdleAfter it returns too.
+// for Env.IdleAfter it returns too.
 func (p *partition) batchWorker(q *workq.Q[*protocol.Delivery], quit <-chan struct{}) {
 	size := max(min(p.spec.BatchSize, int(p.spec.Credit)), 1)
 	wait := p.spec.BatchWait
@@ -256,7 +257,8 @@ func (p *partition) batchWorker(q *workq.Q[*protocol.Delivery], quit <-chan stru
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
-	idle := time.NewTimer(IdleAfter)
+	idleAfter := p.idleAfter()
+	idle := time.NewTimer(idleAfter)
 	defer idle.Stop()
 	armed := false
 	for {
@@ -266,10 +268,10 @@ func (p *partition) batchWorker(q *workq.Q[*protocol.Delivery], quit <-chan stru
 			if len(pending) == 0 && !armed && p.idle(q) {
 				return
 			}
-			idle.Reset(IdleAfter)
+			idle.Reset(idleAfter)
 			continue
 		case <-q.Ready(): // never closed: Take reports the queue's end
-			idle.Reset(IdleAfter)
+			idle.Reset(idleAfter)
 			items, closed := q.Take()
 			if closed {
 				return
@@ -411,4 +413,11 @@ func sleep(d *protocol.Delivery, wait time.Duration) bool {
 	case <-d.Draining:
 	}
 	return false
+}
+
+func (p *partition) idleAfter() time.Duration {
+	if p.env.IdleAfter > 0 {
+		return p.env.IdleAfter
+	}
+	return defaultIdleAfter
 }

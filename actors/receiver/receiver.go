@@ -130,9 +130,6 @@ type linkActive struct {
 	said atomic.Int32
 }
 
-// gens numbers the links of every receiver in the process (see Restarts).
-var gens atomic.Uint64
-
 type (
 	attachResult struct {
 		attempt int
@@ -428,7 +425,7 @@ func (r *receiver) onAttach(ctx actor.Context, m *attachResult) {
 	}
 	r.link = m.link
 	r.active, r.activeKnown, r.isActive = m.active, false, false
-	r.gen = gens.Add(1)
+	r.gen = r.env.Gen()
 	r.attempt, r.terminal = 0, 0
 	r.set(protocol.StateAttached, nil)
 	if m.active != nil {

@@ -160,11 +160,6 @@ type detachedLink struct {
 	pending, resend []*protocol.Publish
 }
 
-// gens numbers the links of every sender in the process: a restarted
-// sender's first link must not share its generation with a link of its
-// predecessor, whose goroutines may still report.
-var gens atomic.Uint64
-
 // Lane takes publishes past the sender's mailbox. While the sender has a
 // link attached, Offer puts a Publish straight on the queue of the link's
 // writer: the mailbox hop (a lock, a wake-up of an actor and another queue)
@@ -694,7 +689,7 @@ func (s *sender) onAttach(ctx actor.Context, m *attachResult) {
 		return
 	}
 	s.link = m.link
-	s.gen = gens.Add(1)
+	s.gen = s.env.Gen()
 	s.attempt = 0
 	s.wasAttached, s.refusal = true, nil
 	s.set(protocol.StateAttached, nil)
