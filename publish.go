@@ -3,8 +3,8 @@ package amqpactor
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/Azure/go-amqp"
@@ -151,8 +151,9 @@ type publishCall struct {
 }
 
 var (
-	callPool  = sync.Pool{New: func() any { return &publishCall{done: make(chan error, 1), shard: callShard.Add(1)} }}
-	callShard atomic.Uint32
+	// A call's shard is random: calls spread over the stop channels with
+	// no counter shared between Apps.
+	callPool = sync.Pool{New: func() any { return &publishCall{done: make(chan error, 1), shard: rand.Uint32()} }}
 )
 
 // release returns c to the pool without what it pointed to.

@@ -31,7 +31,7 @@ import (
 const StateHandingOver = "handing-over"
 
 // balanceEvery is how often partition 0's receiver reads the consumer count.
-var balanceEvery = time.Second
+const balanceEvery = time.Second
 
 // handingFor bounds how long a hand-over asked for keeps the next ones
 // waiting: one whose receiver restarted meanwhile never reports back.

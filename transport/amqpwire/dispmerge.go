@@ -43,7 +43,7 @@ import (
 // millisecond is tens of deliveries under load and nothing a person or a
 // timeout notices; the settlement of a delivery is not awaited by anyone
 // once written.
-var dispositionHold = time.Millisecond
+const dispositionHold = time.Millisecond
 
 // maxFoldSessions bounds the sessions whose last disposition is kept as a
 // place to fold into: past it, a session's dispositions are written as

@@ -53,6 +53,8 @@ type Conn struct {
 	holdFor   time.Duration
 	holdSince time.Time
 	expired   uint64 // holds ended because holdFor had passed, for the tests
+
+	closeFlush time.Duration // closeFlushTimeout; shorter in the tests
 }
 
 const (
@@ -66,8 +68,8 @@ const (
 )
 
 // closeFlushTimeout bounds how long Close waits for pending bytes (the close
-// performative among them) to reach the socket. A variable for the tests.
-var closeFlushTimeout = 2 * time.Second
+// performative among them) to reach the socket.
+const closeFlushTimeout = 2 * time.Second
 
 // Folder merges frames as they are queued, for a protocol whose frames
 // can say together what they say apart. Its methods run under the
@@ -92,12 +94,13 @@ type Folder interface {
 // queued and may hold frames back for at most holdFor.
 func New(c net.Conn, folder Folder, holdFor time.Duration) *Conn {
 	cc := &Conn{
-		Conn:    c,
-		folder:  folder,
-		holdFor: holdFor,
-		wake:    make(chan struct{}, 1),
-		space:   make(chan struct{}, 1),
-		done:    make(chan struct{}),
+		Conn:       c,
+		folder:     folder,
+		holdFor:    holdFor,
+		closeFlush: closeFlushTimeout,
+		wake:       make(chan struct{}, 1),
+		space:      make(chan struct{}, 1),
+		done:       make(chan struct{}),
 	}
 	if folder == nil {
 		cc.holdFor = 0
@@ -296,7 +299,7 @@ func (c *Conn) Close() error {
 		case c.wake <- struct{}{}:
 		default:
 		}
-		t := time.NewTimer(closeFlushTimeout)
+		t := time.NewTimer(c.closeFlush)
 		select {
 		case <-c.done:
 		case <-t.C:

@@ -157,12 +157,10 @@ func TestCoalesceCloseFlushesAndIsBounded(t *testing.T) {
 	_, err = c.Write([]byte("after"))
 	require.ErrorIs(t, err, net.ErrClosed)
 
-	old := closeFlushTimeout
-	closeFlushTimeout = 50 * time.Millisecond
-	defer func() { closeFlushTimeout = old }()
 	stuck := newRecordingConn()
 	stuck.gate = make(chan struct{})
 	c = New(stuck, nil, 0)
+	c.closeFlush = 50 * time.Millisecond
 	_, err = c.Write([]byte("never written"))
 	require.NoError(t, err)
 	<-stuck.entered
