@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/Azure/go-amqp"
 	"github.com/asynkron/protoactor-go/actor"
@@ -160,5 +161,61 @@ func TestDrainedWhileAttachingShowsDetached(t *testing.T) {
 	require.Equal(t, protocol.StateAttaching, state(t, sys, pid))
 	close(sess.release)
 	require.Eventually(t, func() bool { return state(t, sys, pid) == protocol.StateDetached }, faketransport.Bound, faketransport.Bound/1000)
+	require.NoError(t, sys.Root.PoisonFuture(parent).Wait())
+}
+
+// A receiver handing its partition queue over stays handing-over whatever
+// the broker says of the link meanwhile, until what it took is settled;
+// then it detaches and attaches again at the back of the line.
+func TestHandingOverIgnoresActivity(t *testing.T) {
+	sys, env := faketransport.NewSystem(t)
+	var seen changes
+	env.OnState = seen.on
+	conn, err := (&faketransport.Connector{}).Connect(context.Background())
+	require.NoError(t, err)
+	sess, err := conn.NewSession(context.Background())
+	require.NoError(t, err)
+	fs := sess.(*faketransport.Session)
+	spec := &protocol.SubscriptionSpec{Address: address.Partitioned("p", 2).Partition(1), Credit: 8, Partitions: 1}
+	held := make(chan *protocol.Delivery, 1)
+	router := routeActor(sys, func(d *protocol.Delivery) { held <- d })
+	t.Cleanup(func() { _ = sys.Root.PoisonFuture(router).Wait() })
+	props := receiver.New(env, sess, spec, router, false, false)
+	spawned := make(chan *actor.PID, 1)
+	parent := sys.Root.Spawn(env.Props(func() actor.Actor {
+		return actor.ReceiveFunc(func(c actor.Context) {
+			if _, ok := c.Message().(*actor.Started); ok {
+				spawned <- c.Spawn(props)
+			}
+		})
+	}))
+	pid := <-spawned
+
+	require.Eventually(t, func() bool { return state(t, sys, pid) == protocol.StateAttached }, faketransport.Bound, faketransport.Bound/1000)
+	first := fs.Receivers()[0]
+	require.True(t, first.Deliver(amqp.NewMessage([]byte("one"))))
+	var d *protocol.Delivery
+	select {
+	case d = <-held:
+	case <-time.After(faketransport.Bound):
+		t.Fatal("the delivery never reached the handler")
+	}
+	sys.Root.Send(pid, &protocol.Handover{})
+	require.Eventually(t, func() bool { return state(t, sys, pid) == receiver.StateHandingOver }, faketransport.Bound, faketransport.Bound/1000)
+
+	first.Opts.OnActive(false) // the broker says another consumer is active
+	n := faketransport.Describe(t, sys, pid).Node
+	require.EqualValues(t, 0, n.Counters["active"], "what the broker said is shown")
+	require.Equal(t, receiver.StateHandingOver, n.State, "the hand-over goes on")
+
+	d.Settle(messages.Outcome{Kind: messages.Accepted})
+	require.Eventually(t, func() bool { return len(fs.Receivers()) == 2 && state(t, sys, pid) == protocol.StateAttached },
+		faketransport.Bound, faketransport.Bound/1000, "attached again after the hand-over")
+	require.True(t, first.Closed())
+	require.Equal(t, []string{
+		">attaching", "attaching>attached", "attached>handing-over",
+		"handing-over>detached", "detached>attaching", "attaching>attached",
+	}, seen.list())
+	require.NoError(t, faketransport.Drain(t, sys, pid))
 	require.NoError(t, sys.Root.PoisonFuture(parent).Wait())
 }
