@@ -20,6 +20,12 @@
 // decode, or over the max message size) never reaches a partition: the pump
 // queues it for the settler as rejected with amqp:decode-error and the
 // reason, counts it (counter "poison") and logs it at warn; the link goes on.
+//
+// The link's life is one linkState (state.go), which only linkState.on
+// moves: attaching, attached, standby, handing-over, detached, backoff
+// (shown as restarting) while it waits to attach again, restarting,
+// failed, stopped. Its String is the node state the tree and the
+// StateChanges show.
 package receiver
 
 import (

@@ -38,6 +38,14 @@
 // predecessor had; link generations come from one process-wide counter, so
 // no report of a dead incarnation's goroutines is taken for the new link's.
 // Node.Restarts counts the panics too ("panics" counter).
+//
+// # Link states
+//
+// The link's life is one linkState (state.go), which only linkState.on
+// moves: detached, attaching, attached; refused (shown as detached) after
+// the broker refused an attach; backoff (shown as restarting) while it
+// waits to attach again; restarting, retiring, stopped. Its String is the
+// node state the tree and the StateChanges show.
 package sender
 
 import (
