@@ -131,7 +131,12 @@ func (s linkState) on(ev linkEvent) (linkState, bool) {
 			return stRetiring, true
 		}
 	case evRestart:
-		if s != stStopped && s != stRestarting {
+		if s == stStopped {
+			// protoactor restarts even an actor that stopped meanwhile (a
+			// failure decided after its Stop): stopped stays its last state.
+			return s, true
+		}
+		if s != stRestarting {
 			return stRestarting, true
 		}
 	case evStop:

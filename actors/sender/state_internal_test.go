@@ -50,6 +50,7 @@ var legal = map[transition]linkState{
 }
 
 func init() {
+	legal[transition{stStopped, evRestart}] = stStopped // a restart decided after the stop
 	for _, s := range allStates {
 		if s != stStopped && s != stRestarting {
 			legal[transition{s, evRestart}] = stRestarting
