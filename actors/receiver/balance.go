@@ -97,7 +97,6 @@ func (r *receiver) deliveredSinceAttach() bool {
 // leaveBalance forgets the link in the Balance, and partition 0's receiver
 // its census link.
 func (r *receiver) leaveBalance() {
-	r.handing = false
 	if b := r.spec.Balance; b != nil && r.self != nil {
 		b.Clear(r.spec.Partition, r.self)
 	}
@@ -178,7 +177,7 @@ func (r *receiver) onBalanceTick(ctx actor.Context, m *balanceTick) {
 	}
 	r.balTimer = nil
 	cc, ok := r.census.(transport.ConsumerCounter)
-	if r.link == nil || r.census == nil || r.handing {
+	if r.link == nil || r.census == nil || r.st == stHandingOver {
 		r.scheduleBalance(ctx)
 		return
 	}
@@ -255,16 +254,17 @@ func (r *receiver) rebalance(ctx actor.Context, k int) {
 // onHandover stops taking deliveries; once every delivery the link took is
 // settled (inflightIdle), finishHandover detaches it and attaches anew.
 func (r *receiver) onHandover() {
-	if r.link == nil || r.handing || r.drain != nil || r.stopping {
-		if b := r.spec.Balance; b != nil && !r.handing {
+	if r.link == nil || r.st == stHandingOver || r.drain != nil || r.stopping {
+		if b := r.spec.Balance; b != nil && r.st != stHandingOver {
 			// Not handing over after all: the next poll need not wait.
 			b.Handing(r.spec.Partition, time.Time{})
 		}
 		return
 	}
-	r.handing = true
+	if !r.set(evHandover, nil) {
+		return
+	}
 	r.stopPump()
-	r.set(StateHandingOver, nil)
 }
 
 // finishHandover closes the link after its last settle (what the pump had
@@ -283,6 +283,6 @@ func (r *receiver) finishHandover(ctx actor.Context) {
 		cancelLink()
 		r.closeLink(link, context.Background(), nil)
 	}
-	r.set(protocol.StateDetached, nil)
+	r.set(evDetached, nil)
 	r.attach(ctx, 1)
 }

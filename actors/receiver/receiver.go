@@ -20,6 +20,12 @@
 // decode, or over the max message size) never reaches a partition: the pump
 // queues it for the settler as rejected with amqp:decode-error and the
 // reason, counts it (counter "poison") and logs it at warn; the link goes on.
+//
+// The link's life is one linkState (state.go), which only linkState.on
+// moves: attaching, attached, standby, handing-over, detached, backoff
+// (shown as restarting) while it waits to attach again, restarting,
+// failed, stopped. Its String is the node state the tree and the
+// StateChanges show.
 package receiver
 
 import (
@@ -89,7 +95,7 @@ func New(env *actors.Env, sess transport.Session, spec *protocol.SubscriptionSpe
 			replacement: replacement || k.panics.Load() > 0 || k.detached != nil, stopping: k.drained}
 		r.paused.Store(k.paused)
 		if d := k.detached; d != nil {
-			r.restarts, r.attempt, r.lastErr, r.state = d.restarts, d.attempt, d.err, d.state
+			r.restarts, r.attempt, r.lastErr, r.st = d.restarts, d.attempt, d.err, d.state
 		}
 		return r
 	})
@@ -114,7 +120,7 @@ type kept struct {
 type detachedLink struct {
 	err               error
 	restarts, attempt int
-	state             string
+	state             linkState
 }
 
 // StateStandby is the state of a receiver whose broker holds another
@@ -186,7 +192,7 @@ type receiver struct {
 	settleQ    *workq.Q[settleItem]
 	inflight   *inflight
 
-	state       string
+	st          linkState
 	lastErr     error
 	restarts    int
 	attempt     int
@@ -203,10 +209,8 @@ type receiver struct {
 	activeKnown, isActive bool
 	kept                  *kept
 	// Balancing partitions across replicas (balance.go): self is the PID
-	// the Balance knows, handing a hand-over in progress, balTimer the
-	// next poll of partition 0's receiver.
+	// the Balance knows, balTimer the next poll of partition 0's receiver.
 	self     *actor.PID
-	handing  bool
 	balTimer *time.Timer
 	// attachDelivered is the delivered count when the link attached.
 	attachDelivered uint64
@@ -248,7 +252,7 @@ func (r *receiver) Receive(ctx actor.Context) {
 	case *inflightIdle:
 		if m.link == r.gen && r.link != nil && r.drain != nil {
 			r.finishDrainedLink()
-		} else if m.link == r.gen && r.link != nil && r.handing {
+		} else if m.link == r.gen && r.link != nil && r.st == stHandingOver {
 			r.finishHandover(ctx)
 		}
 	case *protocol.Handover:
@@ -270,7 +274,9 @@ func (r *receiver) Receive(ctx actor.Context) {
 			r.showActive(m.link.said.Load())
 		}
 	case *reattach:
-		if !r.stopping && r.link == nil {
+		// Only the backoff the timer was for: a stale timer (a late
+		// answer scheduled another) must not start a second attach.
+		if !r.stopping && r.link == nil && r.st == stBackoff {
 			r.attach(ctx, m.attempt)
 		}
 	case *protocol.Pause:
@@ -297,9 +303,9 @@ func (r *receiver) Receive(ctx actor.Context) {
 		r.stopBalance()
 		r.endLink(context.Background(), nil)
 		r.finishDrain(protocol.ErrStopped)
-		r.set(protocol.StateRestarting, nil)
+		r.set(evRestart, nil)
 	case *actor.Stopped:
-		r.set(protocol.StateStopped, nil)
+		r.set(evStop, nil)
 	case *actor.Stopping:
 		r.stopping = true
 		if r.timer != nil {
@@ -311,10 +317,22 @@ func (r *receiver) Receive(ctx actor.Context) {
 	}
 }
 
-// set changes the receiver's state (see actors.Env.SetState).
-func (r *receiver) set(to string, err error) {
+// set moves the receiver's state on ev (linkState.on) and reports a change
+// of its public name (see actors.Env.SetState). An illegal transition is a
+// bug of this file: it is logged at Error and the state kept, since a panic
+// would restart the receiver (and its link) for bookkeeping.
+func (r *receiver) set(ev linkEvent, err error) bool {
+	to, ok := r.st.on(ev)
+	if !ok {
+		r.env.Log.Error("amqpactor: receiver: illegal state transition", "address", r.spec.Address.String(),
+			"state", r.st.String(), "event", ev.String())
+		return false
+	}
+	from := r.st.String()
+	r.st = to
 	n := actors.SpecNode(r.spec).Child("receiver", "receiver", r.spec.Address.String())
-	r.env.SetState(&r.state, n, to, err)
+	r.env.SetState(&from, n, to.String(), err)
+	return true
 }
 
 func (r *receiver) opts(self *actor.PID, la *linkActive) transport.ReceiverOptions {
@@ -351,7 +369,9 @@ func (r *receiver) opts(self *actor.PID, la *linkActive) transport.ReceiverOptio
 }
 
 func (r *receiver) attach(ctx actor.Context, attempt int) {
-	r.set(protocol.StateAttaching, nil)
+	if !r.set(evAttach, nil) {
+		return
+	}
 	la := &linkActive{}
 	self, sess, opts, env, prev := ctx.Self(), r.sess, r.opts(ctx.Self(), la), r.env, r.kept.closed
 	var caller context.Context
@@ -375,7 +395,9 @@ func (r *receiver) attach(ctx actor.Context, attempt int) {
 
 func (r *receiver) onAttach(ctx actor.Context, m *attachResult) {
 	if m.err != nil {
-		r.set(protocol.StateDetached, m.err)
+		if r.link == nil {
+			r.set(evAttachFailed, m.err)
+		}
 		r.lastErr = m.err
 		r.env.Log.Warn("amqpactor: attach failed", "address", r.spec.Address.String(), "error", m.err)
 		if r.link != nil {
@@ -389,14 +411,14 @@ func (r *receiver) onAttach(ctx actor.Context, m *attachResult) {
 		}
 		if sessionEnded(m.err) {
 			// The parent counts terminal refusals across sessions.
-			r.set(protocol.StateRestarting, m.err)
+			r.set(evBackoff, m.err)
 			ctx.Send(ctx.Parent(), &SessionLost{Err: m.err})
 			return
 		}
 		if actors.Terminal(m.err) {
 			r.terminal++
 			if r.terminal > actors.TerminalRetries {
-				r.set(actors.StateFailed, m.err)
+				r.set(evFail, m.err)
 				r.env.Log.Error("amqpactor: receiver gave up re-attaching", "address", r.spec.Address.String(),
 					"attempts", r.terminal, "error", m.err)
 				ctx.Send(ctx.Parent(), &Attached{Err: m.err, Failed: true})
@@ -410,7 +432,7 @@ func (r *receiver) onAttach(ctx actor.Context, m *attachResult) {
 			// parent replaces the session and this receiver.
 			r.env.Log.Warn("amqpactor: re-attach keeps failing; replacing the session", "address", r.spec.Address.String(),
 				"attempts", r.attempt, "error", m.err)
-			r.set(protocol.StateRestarting, m.err)
+			r.set(evBackoff, m.err)
 			ctx.Send(ctx.Parent(), &SessionLost{Err: m.err})
 			return
 		}
@@ -421,13 +443,19 @@ func (r *receiver) onAttach(ctx actor.Context, m *attachResult) {
 		// Stopping, or a link already attached (an attach of a dead
 		// incarnation answered this one): never two pumps.
 		r.closeLink(m.link, context.Background(), nil)
+		if r.link == nil && r.st == stAttaching {
+			r.set(evDetached, nil) // drained while it attached
+		}
+		return
+	}
+	if !r.set(evAttached, nil) {
+		r.closeLink(m.link, context.Background(), nil)
 		return
 	}
 	r.link = m.link
 	r.active, r.activeKnown, r.isActive = m.active, false, false
 	r.gen = r.env.Gen()
 	r.attempt, r.terminal = 0, 0
-	r.set(protocol.StateAttached, nil)
 	if m.active != nil {
 		r.showActive(m.active.said.Load())
 	}
@@ -833,15 +861,15 @@ func (r *receiver) onLinkEnded(ctx actor.Context, m *linkEnded) {
 	}
 	r.restarts++
 	if sessionEnded(m.err) {
-		r.set(protocol.StateRestarting, m.err)
+		r.set(evBackoff, m.err)
 		ctx.Send(ctx.Parent(), &SessionLost{Err: m.err})
 		return
 	}
 	// A detached link is a failure of this actor, which its parent's
 	// strategy decides (by default: restart, and the next incarnation
 	// re-attaches after a backoff; see actors.Supervisor).
-	r.set(protocol.StateRestarting, m.err)
-	r.kept.detached = &detachedLink{err: m.err, restarts: r.restarts, attempt: r.attempt, state: r.state}
+	r.set(evBackoff, m.err)
+	r.kept.detached = &detachedLink{err: m.err, restarts: r.restarts, attempt: r.attempt, state: r.st}
 	var le *transport.LinkError
 	if !errors.As(m.err, &le) {
 		le = &transport.LinkError{Address: r.spec.Address.String(), Op: "receive", Err: m.err}
@@ -857,7 +885,7 @@ func (r *receiver) scheduleReattach(ctx actor.Context) {
 }
 
 func (r *receiver) scheduleReattachAfter(ctx actor.Context, d time.Duration) {
-	r.set(protocol.StateRestarting, r.lastErr)
+	r.set(evBackoff, r.lastErr)
 	r.attempt++
 	r.timer = r.env.After(d, ctx.Self(), &reattach{attempt: r.attempt})
 }
@@ -877,7 +905,7 @@ func (r *receiver) endLink(ctx context.Context, why error) {
 	r.settleQ, r.inflight = nil, nil
 	q.Close()
 	r.closeLink(link, ctx, nil)
-	r.set(protocol.StateDetached, why)
+	r.set(evDetached, why)
 }
 
 func (r *receiver) closeLink(link transport.Receiver, ctx context.Context, done func(error)) {
@@ -937,7 +965,7 @@ func (r *receiver) finishDrainedLink() {
 		cancelLink()
 		answer(err)
 	}})
-	r.set(protocol.StateDetached, nil)
+	r.set(evDetached, nil)
 }
 
 // cutDrainedLink ends a drain whose graceful part ran out: settles are
@@ -956,7 +984,7 @@ func (r *receiver) cutDrainedLink() {
 	// After the cut: a handler that returns now cannot settle any more.
 	cancelLink()
 	r.lastErr = cut
-	r.set(protocol.StateDetached, cut)
+	r.set(evDetached, cut)
 }
 
 // answerer returns what answers the drain in progress and every later
@@ -992,10 +1020,10 @@ func (r *receiver) showActive(said int32) {
 	switch said {
 	case 1:
 		r.activeKnown, r.isActive = true, true
-		r.set(protocol.StateAttached, nil)
+		r.set(evActive, nil)
 	case 2:
 		r.activeKnown, r.isActive = true, false
-		r.set(StateStandby, nil)
+		r.set(evStandby, nil)
 	}
 }
 
@@ -1005,7 +1033,7 @@ func (r *receiver) describe(ctx actor.Context) *protocol.Described {
 		Kind:     "receiver",
 		PID:      ctx.Self().String(),
 		Address:  r.spec.Address.String(),
-		State:    r.state,
+		State:    r.st.String(),
 		Restarts: r.restarts + int(r.kept.panics.Load()),
 		Counters: map[string]uint64{
 			"panics":    r.kept.panics.Load(),

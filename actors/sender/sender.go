@@ -38,6 +38,14 @@
 // predecessor had; link generations come from one process-wide counter, so
 // no report of a dead incarnation's goroutines is taken for the new link's.
 // Node.Restarts counts the panics too ("panics" counter).
+//
+// # Link states
+//
+// The link's life is one linkState (state.go), which only linkState.on
+// moves: detached, attaching, attached; refused (shown as detached) after
+// the broker refused an attach; backoff (shown as restarting) while it
+// waits to attach again; restarting, retiring, stopped. Its String is the
+// node state the tree and the StateChanges show.
 package sender
 
 import (
@@ -131,7 +139,7 @@ func New(env *actors.Env, c Config) *actor.Props {
 			s.drain, s.sess = &protocol.Drain{}, nil
 		}
 		if d := k.detached; d != nil {
-			s.restarts, s.attempt, s.lastErr, s.state = d.restarts, d.attempt, d.err, protocol.StateRestarting
+			s.restarts, s.attempt, s.lastErr, s.st = d.restarts, d.attempt, d.err, stBackoff
 			s.pending, s.resend = d.pending, d.resend
 		}
 		return s
@@ -229,18 +237,16 @@ type sender struct {
 	writeQ   *workq.Q[job]
 	pending  []*protocol.Publish // waiting for a link
 	resend   []*protocol.Publish // written on a dead link, unconfirmed: first on the next
-	state    string
+	st       linkState
 	lastErr  error
 	restarts int
 	attempt  int
 	timer    *time.Timer
 	drain    *protocol.Drain
-	// attaching is the session an attach is in flight on, if any.
-	attaching transport.Session
-	// wasAttached: this sender had a link, so it re-attaches when a new
-	// session comes. refusal: the broker's last refusal, answered to
-	// publishes until refusedUntil.
-	wasAttached  bool
+	// attaching is the session an attach is in flight on, if any: its
+	// answer is still to come. refusal is the broker's last refusal,
+	// answered to publishes until refusedUntil.
+	attaching    transport.Session
 	refusal      error
 	refusedUntil time.Time
 	// confirmed is closed when the confirmer of the current link returns.
@@ -253,9 +259,6 @@ type sender struct {
 	idleTimer  *time.Timer
 	lastMark   uint64
 	lastActive time.Time
-	retiring   bool
-	// attachingNow: an attach is under way, its answer still to come.
-	attachingNow bool
 
 	kept *kept
 
@@ -270,10 +273,25 @@ func (s *sender) name() string {
 	return "sender:" + s.addr.Name()
 }
 
-// set changes the sender's state (see actors.Env.SetState).
-func (s *sender) set(to string, err error) {
-	s.env.SetState(&s.state, s.parent.Child(s.name(), "sender", s.label()), to, err)
+// set moves the sender's state on ev (linkState.on) and reports a change
+// of its public name (see actors.Env.SetState). An illegal transition is a
+// bug of this file: it is logged at Error and the state kept, since a panic
+// would restart the sender (re-sending what its link had) for bookkeeping.
+func (s *sender) set(ev linkEvent, err error) bool {
+	to, ok := s.st.on(ev)
+	if !ok {
+		s.env.Log.Error("amqpactor: sender: illegal state transition", "address", s.label(), "state", s.st.String(), "event", ev.String())
+		return false
+	}
+	from := s.st.String()
+	s.st = to
+	s.env.SetState(&from, s.parent.Child(s.name(), "sender", s.label()), to.String(), err)
+	return true
 }
+
+// hadLink reports whether this incarnation had a link: link generations
+// are never zero.
+func (s *sender) hadLink() bool { return s.gen != 0 }
 
 // label names the sender's target in logs.
 func (s *sender) label() string {
@@ -316,7 +334,7 @@ func (s *sender) prune() {
 }
 
 func (s *sender) Receive(ctx actor.Context) {
-	if s.retiring && s.whileRetiring(ctx) {
+	if s.st == stRetiring && s.whileRetiring(ctx) {
 		return
 	}
 	switch m := ctx.Message().(type) {
@@ -325,14 +343,14 @@ func (s *sender) Receive(ctx actor.Context) {
 		case d != nil:
 			// Restarted because its link ended: re-attach after a backoff
 			// (the publishes it handed back come in meanwhile and wait).
+			// It was built in stBackoff, which its predecessor reported.
 			s.kept.detached = nil
-			s.set(protocol.StateRestarting, d.err)
 			s.timer = s.env.After(s.env.Backoff.Delay(s.attempt), ctx.Self(), &retry{})
 		case s.sess != nil:
-			s.set(protocol.StateDetached, nil)
+			s.set(evStart, nil)
 			s.attach(ctx)
 		default:
-			s.set(protocol.StateDetached, nil)
+			s.set(evStart, nil)
 		}
 		if s.idle > 0 {
 			s.lastActive = time.Now()
@@ -349,7 +367,7 @@ func (s *sender) Receive(ctx actor.Context) {
 		// Only a sender with work re-attaches: on RabbitMQ 4 a refused
 		// attach ends the whole session, so a sender for a missing node
 		// must not try again on every new session.
-		if s.link == nil && s.state != protocol.StateAttaching && (s.waiting() > 0 || s.wasAttached) {
+		if s.link == nil && s.st != stAttaching && (s.waiting() > 0 || s.hadLink()) {
 			s.attach(ctx)
 		}
 	case *SessionDown:
@@ -377,7 +395,7 @@ func (s *sender) Receive(ctx actor.Context) {
 			return
 		}
 		s.pending = append(s.pending, m)
-		if s.sess != nil && s.state != protocol.StateAttaching && s.timer == nil {
+		if s.sess != nil && s.st != stAttaching && s.timer == nil {
 			s.attach(ctx)
 		}
 	case *attachResult:
@@ -400,7 +418,7 @@ func (s *sender) Receive(ctx actor.Context) {
 			}
 		default:
 			s.keep(m.unsent, m.written)
-			if s.waiting() > 0 && s.sess != nil && s.state != protocol.StateAttaching && s.timer == nil {
+			if s.waiting() > 0 && s.sess != nil && s.st != stAttaching && s.timer == nil {
 				s.attach(ctx)
 			}
 		}
@@ -419,7 +437,7 @@ func (s *sender) Receive(ctx actor.Context) {
 	case *actor.Restarting:
 		s.onRestarting(ctx)
 	case *actor.Stopped:
-		s.set(protocol.StateStopped, nil)
+		s.set(evStop, nil)
 	case *actor.Stopping:
 		if s.handOver != nil && s.handOver.Load() && s.drain == nil {
 			// Stopped by a restarting publisher: nothing fails, and
@@ -458,7 +476,7 @@ func (s *sender) onIdleTick(ctx actor.Context) {
 	}
 	mark := s.published.Load() + s.failed.Load() + s.lane.Used()
 	now := time.Now()
-	busy := s.waiting() > 0 || s.state == protocol.StateAttaching || (s.writeQ != nil && s.writeQ.Len() > 0)
+	busy := s.waiting() > 0 || s.st == stAttaching || (s.writeQ != nil && s.writeQ.Len() > 0)
 	switch {
 	case mark != s.lastMark || busy:
 		s.lastMark, s.lastActive = mark, now
@@ -471,7 +489,9 @@ func (s *sender) onIdleTick(ctx actor.Context) {
 
 // retire begins the retirement (see the package documentation).
 func (s *sender) retire(ctx actor.Context) {
-	s.retiring = true
+	if !s.set(evRetire, nil) {
+		return
+	}
 	s.stopTimers()
 	self, parent := ctx.Self(), ctx.Parent()
 	// The parent hears of it before the lane closes: whatever the lane
@@ -485,8 +505,7 @@ func (s *sender) retire(ctx actor.Context) {
 		ctx.Send(parent, p)
 	}
 	s.resend, s.pending = nil, nil
-	s.set(StateRetiring, nil)
-	if s.attachingNow {
+	if s.attaching != nil {
 		return // whileRetiring finishes it when the attach answers
 	}
 	if s.link == nil {
@@ -511,7 +530,7 @@ func (s *sender) onRestarting(ctx actor.Context) {
 		s.kept.panics.Add(1)
 	}
 	s.kept.sess, s.kept.drained = s.sess, s.drain != nil
-	s.set(protocol.StateRestarting, nil)
+	s.set(evRestart, nil)
 	s.handOff(ctx)
 }
 
@@ -586,11 +605,15 @@ func (s *sender) whileRetiring(ctx actor.Context) bool {
 			ctx.Send(ctx.Parent(), p)
 		}
 	case *attachResult:
-		s.attachingNow = false
 		if m.link != nil {
 			s.closeLink(m.link, context.Background())
 		}
-		ctx.Send(ctx.Parent(), &Retired{PID: ctx.Self()})
+		if m.sess == s.attaching {
+			// The answer retire waited for; an older attach's answer
+			// (another session's) is only closed.
+			s.attaching = nil
+			ctx.Send(ctx.Parent(), &Retired{PID: ctx.Self()})
+		}
 	case *protocol.Drain:
 		m.Done <- nil
 	case *SessionDown:
@@ -617,9 +640,10 @@ func (s *sender) attach(ctx actor.Context) {
 		s.timer.Stop()
 		s.timer = nil
 	}
+	if !s.set(evAttach, nil) {
+		return
+	}
 	s.attaching = s.sess
-	s.set(protocol.StateAttaching, nil)
-	s.attachingNow = true
 	self, sess, env := ctx.Self(), s.sess, s.env
 	opts := transport.SenderOptions{Address: s.addr}
 	env.Go(func() {
@@ -631,7 +655,6 @@ func (s *sender) attach(ctx actor.Context) {
 }
 
 func (s *sender) onAttach(ctx actor.Context, m *attachResult) {
-	s.attachingNow = false
 	if m.err == nil && s.addr.IsZero() {
 		if _, ok := m.link.(transport.Relay); !ok {
 			s.closeLink(m.link, context.Background())
@@ -648,8 +671,10 @@ func (s *sender) onAttach(ctx actor.Context, m *attachResult) {
 		if m.link != nil {
 			s.closeLink(m.link, context.Background())
 		}
-		if s.attaching == nil {
-			s.set(protocol.StateDetached, nil)
+		if s.attaching == nil && s.link == nil {
+			if s.st == stAttaching {
+				s.set(evDetached, nil)
+			}
 			if s.sess != nil && s.drain == nil {
 				s.attach(ctx)
 			}
@@ -657,7 +682,13 @@ func (s *sender) onAttach(ctx actor.Context, m *attachResult) {
 		return
 	}
 	if m.err != nil {
-		s.set(protocol.StateDetached, m.err)
+		if s.link != nil {
+			// A superseded attach failed (a predecessor's, answering this
+			// incarnation): the link attached meanwhile stands.
+			s.env.Log.Debug("amqpactor: sender: a superseded attach failed", "address", s.label(), "error", m.err)
+			return
+		}
+		s.set(evAttachFailed, m.err)
 		s.lastErr = m.err
 		if sessionEnded(m.err) && s.sess != nil {
 			ctx.Send(ctx.Parent(), &SessionLost{Session: s.sess, Err: m.err})
@@ -669,7 +700,7 @@ func (s *sender) onAttach(ctx actor.Context, m *attachResult) {
 			// Transient (the session or connection went, a declare
 			// timed out): what waits keeps waiting, bounded by each
 			// publisher's context, and the attach is tried again.
-			s.set(protocol.StateRestarting, m.err)
+			s.set(evBackoff, m.err)
 			if s.sess != nil && s.timer == nil {
 				s.timer = s.env.After(s.env.Backoff.Delay(s.attempt), ctx.Self(), &retry{})
 			}
@@ -678,6 +709,7 @@ func (s *sender) onAttach(ctx actor.Context, m *attachResult) {
 		// A refused attach fails what waits for it: each publisher hears
 		// the broker's reason. Publishes within the backoff get the same
 		// answer; later ones try again.
+		s.set(evRefused, m.err)
 		s.refusal, s.refusedUntil = m.err, time.Now().Add(s.env.Backoff.Delay(s.attempt))
 		s.failWaiting(m.err)
 		return
@@ -686,13 +718,19 @@ func (s *sender) onAttach(ctx actor.Context, m *attachResult) {
 		// Stopping, no session, or a link already attached (never two
 		// writers for one sender).
 		s.closeLink(m.link, context.Background())
+		if s.link == nil && s.attaching == nil && s.st == stAttaching {
+			s.set(evDetached, nil) // no answer is to come
+		}
+		return
+	}
+	if !s.set(evAttached, nil) {
+		s.closeLink(m.link, context.Background())
 		return
 	}
 	s.link = m.link
 	s.gen = s.env.Gen()
 	s.attempt = 0
-	s.wasAttached, s.refusal = true, nil
-	s.set(protocol.StateAttached, nil)
+	s.refusal = nil
 	s.writeQ = workq.New[job]()
 	confirmQ := workq.New[job]()
 	done := make(chan struct{})
@@ -906,7 +944,7 @@ func (s *sender) endLink(ctx actor.Context, err error, unsent []*protocol.Publis
 	s.writeQ = nil
 	s.closeLink(link, context.Background())
 	s.lastErr = err
-	s.set(protocol.StateDetached, err)
+	s.set(evDetached, err)
 	if errors.Is(err, protocol.ErrStopped) || s.drain != nil {
 		return
 	}
@@ -922,7 +960,7 @@ func (s *sender) endLink(ctx actor.Context, err error, unsent []*protocol.Publis
 		// actor, which its parent's strategy decides (by default: restart,
 		// and the next incarnation re-attaches after a backoff; see
 		// actors.Supervisor). What waits goes to it through the parent.
-		s.set(protocol.StateRestarting, err)
+		s.set(evBackoff, err)
 		s.restarts++
 		s.attempt++
 		s.kept.detached = &detachedLink{err: err, restarts: s.restarts, attempt: s.attempt}
@@ -954,7 +992,7 @@ func (s *sender) onDrain(m *protocol.Drain) {
 	}
 	link, wq := s.link, s.writeQ
 	s.link, s.writeQ = nil, nil
-	s.set(protocol.StateDetached, nil)
+	s.set(evDetached, nil)
 	env := s.env
 	confirmed := make(chan error, 1)
 	// Nothing offered on the lane may follow the drain marker: it would be
@@ -981,7 +1019,7 @@ func (s *sender) onDrain(m *protocol.Drain) {
 func (s *sender) describe(ctx actor.Context) *protocol.Described {
 	n := &protocol.Node{
 		Name: s.name(), Kind: "sender", PID: ctx.Self().String(),
-		Address: s.label(), State: s.state, Restarts: s.restarts + int(s.kept.panics.Load()),
+		Address: s.label(), State: s.st.String(), Restarts: s.restarts + int(s.kept.panics.Load()),
 		Counters: map[string]uint64{
 			"panics":    s.kept.panics.Load(),
 			"published": s.published.Load(),
