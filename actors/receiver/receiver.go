@@ -90,7 +90,7 @@ const pumpBatch = 256
 func New(env *actors.Env, sess transport.Session, spec *protocol.SubscriptionSpec, to *actor.PID, paused, replacement bool) *actor.Props {
 	k := &kept{paused: paused}
 	return env.Props(func() actor.Actor {
-		// Every incarnation starts from here (see Restarts above).
+		// Every incarnation starts from here: what they share is in k.
 		r := &receiver{env: env, sess: sess, spec: spec, to: to, kept: k, counters: &k.counters,
 			replacement: replacement || k.panics.Load() > 0 || k.detached != nil, stopping: k.drained}
 		r.paused.Store(k.paused)
