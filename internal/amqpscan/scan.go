@@ -93,69 +93,62 @@ func (s *scanner) section() error {
 	if s.b[at] != 0x00 {
 		return s.fail(at, typeName(s.b[at])+" where a section belongs")
 	}
-	var code uint64
-	switch s.b[at+1] {
-	case 0x53:
-		code = uint64(s.b[at+2])
-		s.pos = at + 3
-	case 0x80:
-		if s.left(at) < 10 {
-			return s.fail(at, "truncated section descriptor")
-		}
-		code = be64(s.b[at+2:])
-		s.pos = at + 10
-	default:
+	code, ok, err := s.ulongCode(at, "truncated section descriptor")
+	if err != nil {
+		return err
+	}
+	if !ok {
 		return s.fail(at, "section descriptor of type "+typeName(s.b[at+1]))
 	}
+	if code < 0x70 || code > 0x78 {
+		return s.fail(at, "unknown section 0x"+strconv.FormatUint(code, 16))
+	}
+	s.sec = sectionNames[code-0x70]
 	switch code {
 	case 0x70:
-		s.sec = "header"
-		return s.composite(0, headerFields[:], "header")
-	case 0x71:
-		s.sec = "delivery-annotations"
-		return s.nullOrMap(keysAnnotation)
-	case 0x72:
-		s.sec = "message-annotations"
-		return s.nullOrMap(keysAnnotation)
+		return s.composite(0, headerFields[:], s.sec)
+	case 0x71, 0x72, 0x78: // delivery and message annotations, footer
+		return s.nullOr("map", keysAnnotation)
 	case 0x73:
-		s.sec = "properties"
-		return s.composite(0, propertiesFields[:], "properties")
+		return s.composite(0, propertiesFields[:], s.sec)
 	case 0x74:
-		s.sec = "application-properties"
-		return s.nullOrMap(keysString)
+		return s.nullOr("map", keysString)
 	case 0x75:
-		s.sec = "data"
-		if err := s.need(s.pos, 1); err != nil {
-			return err
-		}
-		switch c := s.b[s.pos]; c {
-		case 0x40, 0xa0, 0xb0:
-			return s.scalar()
-		default:
-			return s.fail(s.pos, typeName(c)+" where binary belongs")
-		}
+		return s.nullOr("binary", keysAny)
 	case 0x76:
-		s.sec = "amqp-sequence"
-		if err := s.need(s.pos, 1); err != nil {
-			return err
-		}
-		switch c := s.b[s.pos]; c {
-		case 0x40:
-			s.pos++
-			return nil
-		case 0x45, 0xc0, 0xd0:
-			return s.list(0)
-		default:
-			return s.fail(s.pos, typeName(c)+" where a list belongs")
-		}
-	case 0x77:
-		s.sec = "amqp-value"
-		return s.value(0)
-	case 0x78:
-		s.sec = "footer"
-		return s.nullOrMap(keysAnnotation)
+		return s.nullOr("list", keysAny)
 	}
-	return s.fail(at, "unknown section 0x"+strconv.FormatUint(code, 16))
+	return s.value(0) // amqp-value
+}
+
+// sectionNames are the sections' names by descriptor code, from 0x70 on.
+var sectionNames = [...]string{
+	"header", "delivery-annotations", "message-annotations", "properties",
+	"application-properties", "data", "amqp-sequence", "amqp-value", "footer",
+}
+
+// ulongCode reads the numeric descriptor, smallulong or ulong, of the
+// described value at at and leaves s.pos after it; ok is false for any
+// other descriptor type, which the caller judges. truncated is the reason
+// when the payload ends inside the code.
+func (s *scanner) ulongCode(at int, truncated string) (code uint64, ok bool, err error) {
+	var w int // the code's width after the two constructor bytes
+	switch s.b[at+1] {
+	case 0x53:
+		w = 1
+	case 0x80:
+		w = 8
+	default:
+		return 0, false, nil
+	}
+	if s.left(at) < 2+w {
+		return 0, true, s.fail(at, truncated)
+	}
+	s.pos = at + 2 + w
+	if w == 1 {
+		return uint64(s.b[at+2]), true, nil
+	}
+	return be64(s.b[at+2:]), true, nil
 }
 
 // need fails unless n bytes follow off.
@@ -169,21 +162,31 @@ func (s *scanner) need(off, n int) error {
 	return nil
 }
 
-// nullOrMap scans the value of an annotations, application-properties or
-// footer section: null, or a map whose keys follow rule.
-func (s *scanner) nullOrMap(rule keyRule) error {
+// nullOr scans the value of a section that go-amqp decodes as null or
+// one type, named as typeName names it: a binary (data), a list
+// (amqp-sequence) or a map whose keys follow rule (annotations,
+// application-properties, footer).
+func (s *scanner) nullOr(kind string, rule keyRule) error {
 	if err := s.need(s.pos, 1); err != nil {
 		return err
 	}
-	switch c := s.b[s.pos]; c {
-	case 0x40:
+	c := s.b[s.pos]
+	switch t := typeName(c); {
+	case c == 0x40:
 		s.pos++
 		return nil
-	case 0xc1, 0xd1:
+	case t != kind:
+		want := "a " + kind
+		if kind == "binary" {
+			want = kind
+		}
+		return s.fail(s.pos, t+" where "+want+" belongs")
+	case t == "map":
 		return s.mapValue(0, rule)
-	default:
-		return s.fail(s.pos, typeName(c)+" where a map belongs")
+	case t == "list":
+		return s.list(0)
 	}
+	return s.scalar()
 }
 
 // value scans one value as go-amqp's ReadAny decodes it; d is the depth
@@ -312,13 +315,39 @@ func (s *scanner) closed(at, end int, what string) error {
 	return nil
 }
 
-func (s *scanner) list(d int) error {
-	at := s.pos
+// enter opens the compound whose constructor c stands at at, with s.pos
+// just past c: it fails past the nesting bound, else reads the header and
+// returns the depth of the compound's own values.
+func (s *scanner) enter(at int, c byte, d int, what string) (inner, count, end int, err error) {
 	if d++; d > s.max {
-		return s.deep(at)
+		return d, 0, 0, s.deep(at)
 	}
+	count, end, err = s.header(c, what)
+	return d, count, end, err
+}
+
+// open enters the compound whose constructor is at s.pos, returning
+// where it starts with what enter returns.
+func (s *scanner) open(d int, what string) (at, inner, count, end int, err error) {
+	at = s.pos
 	s.pos++
-	count, end, err := s.header(s.b[at], "list")
+	inner, count, end, err = s.enter(at, s.b[at], d, what)
+	return at, inner, count, end, err
+}
+
+// badType is the reason a value of type c at p cannot stand where it is:
+// go-amqp cannot decode char or decimal values at all, so those say so,
+// and any other type is out of place.
+func (s *scanner) badType(p int, c byte, out string) error {
+	switch c {
+	case 0x73, 0x74, 0x84, 0x94:
+		return s.fail(p, typeName(c)+" value")
+	}
+	return s.fail(p, out)
+}
+
+func (s *scanner) list(d int) error {
+	at, d, count, end, err := s.open(d, "list")
 	if err != nil {
 		return err
 	}
@@ -368,10 +397,7 @@ func (s *scanner) mapValue(d int, rule keyRule) error {
 // mapBody scans a map whose constructor c is at s.pos-1 (or, in an array,
 // shared by all elements).
 func (s *scanner) mapBody(at int, c byte, d int, rule keyRule) error {
-	if d++; d > s.max {
-		return s.deep(at)
-	}
-	count, end, err := s.header(c, "map")
+	d, count, end, err := s.enter(at, c, d, "map")
 	if err != nil {
 		return err
 	}
@@ -384,11 +410,7 @@ func (s *scanner) mapBody(at int, c byte, d int, rule keyRule) error {
 		}
 		k := s.b[s.pos]
 		if !keyOK(rule, k) {
-			switch k {
-			case 0x73, 0x74, 0x84, 0x94:
-				return s.fail(s.pos, typeName(k)+" value")
-			}
-			return s.fail(s.pos, typeName(k)+" key")
+			return s.badType(s.pos, k, typeName(k)+" key")
 		}
 		if err := s.scalar(); err != nil {
 			return err
@@ -401,12 +423,7 @@ func (s *scanner) mapBody(at int, c byte, d int, rule keyRule) error {
 }
 
 func (s *scanner) array(d int) error {
-	at := s.pos
-	if d++; d > s.max {
-		return s.deep(at)
-	}
-	s.pos++
-	count, end, err := s.header(s.b[at], "array")
+	at, d, count, end, err := s.open(d, "array")
 	if err != nil {
 		return err
 	}
@@ -481,31 +498,23 @@ func (s *scanner) described(d int) error {
 	if s.left(at) < 2 {
 		return s.fail(at, "truncated described value")
 	}
-	numeric := true
-	var code uint64
-	switch c := s.b[at+1]; c {
-	case 0x44:
-		s.pos = at + 2
-	case 0x53:
-		if s.left(at) < 3 {
-			return s.fail(at, "truncated described value")
+	code, numeric, err := s.ulongCode(at, "truncated described value")
+	if err != nil {
+		return err
+	}
+	if !numeric {
+		switch c := s.b[at+1]; c {
+		case 0x44:
+			numeric = true
+			s.pos = at + 2
+		case 0xa3, 0xb3:
+			s.pos = at + 1
+			if err := s.scalar(); err != nil {
+				return err
+			}
+		default:
+			return s.fail(at, "descriptor of type "+typeName(c))
 		}
-		code = uint64(s.b[at+2])
-		s.pos = at + 3
-	case 0x80:
-		if s.left(at) < 10 {
-			return s.fail(at, "truncated described value")
-		}
-		code = be64(s.b[at+2:])
-		s.pos = at + 10
-	case 0xa3, 0xb3:
-		numeric = false
-		s.pos = at + 1
-		if err := s.scalar(); err != nil {
-			return err
-		}
-	default:
-		return s.fail(at, "descriptor of type "+typeName(c))
 	}
 	if numeric && code <= 0xff {
 		switch {
@@ -616,11 +625,7 @@ func (s *scanner) composite(d int, fields []field, name string) error {
 	if c != 0x45 && c != 0xc0 && c != 0xd0 {
 		return s.fail(at, name+" of type "+typeName(c))
 	}
-	if d++; d > s.max {
-		return s.deep(at)
-	}
-	s.pos++
-	count, end, err := s.header(c, name)
+	_, d, count, end, err := s.open(d, name)
 	if err != nil {
 		return err
 	}
@@ -645,11 +650,7 @@ func (s *scanner) composite(d int, fields []field, name string) error {
 			continue
 		}
 		if !fieldOK(f.kind, c) {
-			switch c {
-			case 0x73, 0x74, 0x84, 0x94:
-				return s.fail(p, typeName(c)+" value")
-			}
-			return s.fail(p, f.name+" of type "+typeName(c))
+			return s.badType(p, c, f.name+" of type "+typeName(c))
 		}
 		switch f.kind {
 		case fAny:
