@@ -424,12 +424,7 @@ func (r *Receiver) Settle(ctx context.Context, m *amqp.Message, o transport.Outc
 func (r *Receiver) Close(ctx context.Context) error {
 	ctx, cancel := closeContext(ctx)
 	defer cancel()
-	r.mu.Lock()
-	first := !r.closing
-	r.closing = true
-	issued := r.issued
-	r.mu.Unlock()
-	if first && issued > 0 {
+	if r.beginClose() {
 		// Draining flushes any credit still pending inside go-amqp, so no
 		// flow frame can go out after the detach (go-amqp issue 367). An
 		// error here only means the link is already gone.
@@ -438,6 +433,16 @@ func (r *Receiver) Close(ctx context.Context) error {
 		dcancel()
 	}
 	return linkError(ctx, r.addr, "detach", nodeGone(r.r.Close(ctx)))
+}
+
+// beginClose marks the receiver closing and reports whether credit must be
+// drained first: only by the first Close, and only if credit was issued.
+func (r *Receiver) beginClose() (drain bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	first := !r.closing
+	r.closing = true
+	return first && r.issued > 0
 }
 
 // nodeGone forgives a close whose link the broker had detached because its
