@@ -205,6 +205,43 @@ func validTimes(v any, r Rules) (string, any) {
 	return "", nil
 }
 
+// Int is v as an int64 when v holds one of Go's integer types, whatever
+// its width: another client, or go-amqp's decoder, may spell one number as
+// any of them. ok is false for any other type, and for an unsigned value
+// above math.MaxInt64, to which n saturates.
+func Int(v any) (n int64, ok bool) {
+	switch x := v.(type) {
+	case int:
+		return int64(x), true
+	case int8:
+		return int64(x), true
+	case int16:
+		return int64(x), true
+	case int32:
+		return int64(x), true
+	case int64:
+		return x, true
+	case uint8:
+		return int64(x), true
+	case uint16:
+		return int64(x), true
+	case uint32:
+		return int64(x), true
+	case uint:
+		return saturate(uint64(x))
+	case uint64:
+		return saturate(x)
+	}
+	return 0, false
+}
+
+func saturate(x uint64) (int64, bool) {
+	if x > math.MaxInt64 {
+		return math.MaxInt64, false
+	}
+	return int64(x), true
+}
+
 // AnnotationKey checks and normalises a key of amqp.Annotations: go-amqp
 // sends string keys as symbols and int keys as longs, and refuses others.
 func AnnotationKey(k any) (any, bool) {
