@@ -103,7 +103,7 @@ func (b *Broker) Connect(ctx context.Context) (transport.Conn, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	c := &conn{b: b, done: make(chan struct{}), sessions: make(map[*session]struct{}), advertised: int(b.maxSessions.Load())}
+	c := &conn{b: b, done: make(chan struct{}), owner: owner[*session]{owned: map[*session]struct{}{}}, advertised: int(b.maxSessions.Load())}
 	b.mu.Lock()
 	b.conns[c] = struct{}{}
 	b.mu.Unlock()
@@ -368,7 +368,7 @@ func (b *Broker) EndSessions(a address.Address, condition, description string) i
 		b.mu.Unlock()
 		for _, c := range cs {
 			c.mu.Lock()
-			for s := range c.sessions {
+			for s := range c.owned {
 				ss[s] = struct{}{}
 			}
 			c.mu.Unlock()
