@@ -210,36 +210,20 @@ func validTimes(v any, r Rules) (string, any) {
 // any of them. ok is false for any other type, and for an unsigned value
 // above math.MaxInt64, to which n saturates.
 func Int(v any) (n int64, ok bool) {
-	switch x := v.(type) {
-	case int:
-		return int64(x), true
-	case int8:
-		return int64(x), true
-	case int16:
-		return int64(x), true
-	case int32:
-		return int64(x), true
-	case int64:
-		return x, true
-	case uint8:
-		return int64(x), true
-	case uint16:
-		return int64(x), true
-	case uint32:
-		return int64(x), true
-	case uint:
-		return saturate(uint64(x))
-	case uint64:
-		return saturate(x)
+	r := reflect.ValueOf(v)
+	if !r.IsValid() || r.Type().PkgPath() != "" {
+		return 0, false // a named type is not a wire integer: go-amqp refuses it
 	}
-	return 0, false
-}
-
-func saturate(x uint64) (int64, bool) {
-	if x > math.MaxInt64 {
+	switch r.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return r.Int(), true
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		if u := r.Uint(); u <= math.MaxInt64 {
+			return int64(u), true
+		}
 		return math.MaxInt64, false
 	}
-	return int64(x), true
+	return 0, false
 }
 
 // AnnotationKey checks and normalises a key of amqp.Annotations: go-amqp

@@ -5,6 +5,7 @@ import (
 	"math"
 	"reflect"
 	"testing"
+	"time"
 
 	amqp "github.com/Azure/go-amqp"
 	"github.com/stretchr/testify/require"
@@ -157,4 +158,12 @@ func TestInt(t *testing.T) {
 		require.Equal(t, c.n, n, "%T %v", c.v, c.v)
 		require.Equal(t, c.ok, ok, "%T %v", c.v, c.v)
 	}
+}
+
+func TestIntRefusesNamedTypes(t *testing.T) {
+	type count int32
+	_, ok := Int(count(1))
+	require.False(t, ok)
+	_, ok = Int(time.Second)
+	require.False(t, ok)
 }
