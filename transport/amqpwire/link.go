@@ -16,7 +16,7 @@ import (
 
 // ErrCreditWindow is wrapped by the error IssueCredit returns when a grant
 // would leave more credit outstanding than ReceiverOptions.Credit.
-var ErrCreditWindow = errors.New("credit above the receiver's window")
+var ErrCreditWindow = transport.ErrCreditWindow
 
 // errClosed is wrapped when a link is used after its Close began.
 var errClosed = errors.New("link closed")
@@ -345,10 +345,8 @@ func (r *Receiver) IssueCredit(n uint32) error {
 		return &transport.LinkError{Address: r.addr, Op: "receive", Err: errClosed}
 	}
 	if r.window > 0 {
-		outstanding := r.issued - r.received.Load()
-		if outstanding+uint64(n) > uint64(r.window) {
-			return &transport.LinkError{Address: r.addr, Op: "receive", Err: fmt.Errorf(
-				"%w: granting %d with %d outstanding exceeds the window of %d", ErrCreditWindow, n, outstanding, r.window)}
+		if err := transport.CheckCredit(n, r.issued-r.received.Load(), r.window); err != nil {
+			return &transport.LinkError{Address: r.addr, Op: "receive", Err: err}
 		}
 	}
 	if err := r.r.IssueCredit(n); err != nil {
