@@ -240,14 +240,7 @@ func (r *requests) Receive(ctx actor.Context) {
 				c()
 				cancel()
 			}
-			if sess != nil {
-				cctx, c := env.CloseCtx(m.Ctx)
-				if cerr := sess.Close(cctx); err == nil {
-					err = cerr
-				}
-				c()
-			}
-			m.Done <- err
+			m.Done <- closeAfter(env, m.Ctx, sess, err)
 		})
 	case *protocol.Describe:
 		counters := r.book.counters()
