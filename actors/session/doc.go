@@ -60,14 +60,16 @@ func openSession(env *actors.Env, self *actor.PID, conn transport.Conn, caller c
 	})
 }
 
-func closeSession(env *actors.Env, sess transport.Session, ctx context.Context, done func(error)) {
+// closeSession ends sess, if any, off the actor (within the runtime's close
+// bound), with no one waiting for the outcome.
+func closeSession(env *actors.Env, sess transport.Session) {
+	if sess == nil {
+		return
+	}
 	env.Go(func() {
-		cctx, cancel := env.CloseCtx(ctx)
+		cctx, cancel := env.CloseCtx(context.Background())
 		defer cancel()
-		err := sess.Close(cctx)
-		if done != nil {
-			done(err)
-		}
+		_ = sess.Close(cctx)
 	})
 }
 
