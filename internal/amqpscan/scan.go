@@ -93,13 +93,14 @@ func (s *scanner) section() error {
 	if s.b[at] != 0x00 {
 		return s.fail(at, typeName(s.b[at])+" where a section belongs")
 	}
-	code, ok, err := s.ulongCode(at, "truncated section descriptor")
-	if err != nil {
-		return err
-	}
-	if !ok {
+	code, n := s.ulongCode(at)
+	switch n {
+	case -1:
+		return s.fail(at, "truncated section descriptor")
+	case 0:
 		return s.fail(at, "section descriptor of type "+typeName(s.b[at+1]))
 	}
+	s.pos = at + n
 	if code < 0x70 || code > 0x78 {
 		return s.fail(at, "unknown section 0x"+strconv.FormatUint(code, 16))
 	}
@@ -128,27 +129,23 @@ var sectionNames = [...]string{
 }
 
 // ulongCode reads the numeric descriptor, smallulong or ulong, of the
-// described value at at and leaves s.pos after it; ok is false for any
-// other descriptor type, which the caller judges. truncated is the reason
-// when the payload ends inside the code.
-func (s *scanner) ulongCode(at int, truncated string) (code uint64, ok bool, err error) {
-	var w int // the code's width after the two constructor bytes
+// described value at at: the code and the descriptor's length from at, or
+// n 0 for any other descriptor type, which the caller judges, and -1 when
+// the payload ends inside the code.
+func (s *scanner) ulongCode(at int) (code uint64, n int) {
 	switch s.b[at+1] {
 	case 0x53:
-		w = 1
+		if s.left(at) < 3 {
+			return 0, -1
+		}
+		return uint64(s.b[at+2]), 3
 	case 0x80:
-		w = 8
-	default:
-		return 0, false, nil
+		if s.left(at) < 10 {
+			return 0, -1
+		}
+		return be64(s.b[at+2:]), 10
 	}
-	if s.left(at) < 2+w {
-		return 0, true, s.fail(at, truncated)
-	}
-	s.pos = at + 2 + w
-	if w == 1 {
-		return uint64(s.b[at+2]), true, nil
-	}
-	return be64(s.b[at+2:]), true, nil
+	return 0, 0
 }
 
 // need fails unless n bytes follow off.
@@ -170,23 +167,23 @@ func (s *scanner) nullOr(kind string, rule keyRule) error {
 	if err := s.need(s.pos, 1); err != nil {
 		return err
 	}
-	c := s.b[s.pos]
-	switch t := typeName(c); {
+	switch c := s.b[s.pos]; {
 	case c == 0x40:
 		s.pos++
 		return nil
-	case t != kind:
+	case kind == "map" && (c == 0xc1 || c == 0xd1):
+		return s.mapValue(0, rule)
+	case kind == "list" && (c == 0x45 || c == 0xc0 || c == 0xd0):
+		return s.list(0)
+	case kind == "binary" && (c == 0xa0 || c == 0xb0):
+		return s.scalar()
+	default:
 		want := "a " + kind
 		if kind == "binary" {
 			want = kind
 		}
-		return s.fail(s.pos, t+" where "+want+" belongs")
-	case t == "map":
-		return s.mapValue(0, rule)
-	case t == "list":
-		return s.list(0)
+		return s.fail(s.pos, typeName(c)+" where "+want+" belongs")
 	}
-	return s.scalar()
 }
 
 // value scans one value as go-amqp's ReadAny decodes it; d is the depth
@@ -265,44 +262,49 @@ func (s *scanner) scalar() error {
 	return nil
 }
 
-// header reads the size and count of a list, map or array whose
-// constructor c is at s.pos-1, applying go-amqp's own bounds, and leaves
-// s.pos after the count. end is where the compound's size says it ends,
-// or -1 for list0.
-func (s *scanner) header(c byte, what string) (count, end int, err error) {
+// header opens the list, map or array that starts at start, one level
+// below depth d, whose constructor c is at s.pos-1: it fails past the
+// nesting bound, else reads the size and count, applying go-amqp's own
+// bounds, and leaves s.pos after the count. inner is the depth of the
+// compound's own values; end is where its size says it ends, or -1 for
+// list0.
+func (s *scanner) header(start int, c byte, d int, what string) (inner, count, end int, err error) {
+	if d++; d > s.max {
+		return d, 0, 0, s.deep(start)
+	}
 	at := s.pos - 1
 	var size, cf uint64
 	switch c {
 	case 0x45:
-		return 0, -1, nil
+		return d, 0, -1, nil
 	case 0xc0, 0xc1, 0xe0:
 		if s.left(s.pos) < 2 {
-			return 0, 0, s.fail(at, "truncated "+what)
+			return d, 0, 0, s.fail(at, "truncated "+what)
 		}
 		size, cf = uint64(s.b[s.pos]), 1
 		count = int(s.b[s.pos+1])
 		s.pos++
 	default: // 0xd0, 0xd1, 0xf0
 		if s.left(s.pos) < 8 {
-			return 0, 0, s.fail(at, "truncated "+what)
+			return d, 0, 0, s.fail(at, "truncated "+what)
 		}
 		size, cf = uint64(be32(s.b[s.pos:])), 4
 		n := be32(s.b[s.pos+4:])
 		if n > maxCount {
-			return 0, 0, s.fail(at, what+" of "+strconv.FormatUint(uint64(n), 10)+" elements, over go-amqp's 65536")
+			return d, 0, 0, s.fail(at, what+" of "+strconv.FormatUint(uint64(n), 10)+" elements, over go-amqp's 65536")
 		}
 		count = int(n)
 		s.pos += 4
 	}
 	if size > uint64(s.left(s.pos)) {
-		return 0, 0, s.fail(at, what+" of "+strconv.FormatUint(size, 10)+" bytes past the end")
+		return d, 0, 0, s.fail(at, what+" of "+strconv.FormatUint(size, 10)+" bytes past the end")
 	}
 	if size < cf || uint64(count) > size-cf {
-		return 0, 0, s.fail(at, what+" of "+strconv.Itoa(count)+" elements in "+strconv.FormatUint(size, 10)+" bytes")
+		return d, 0, 0, s.fail(at, what+" of "+strconv.Itoa(count)+" elements in "+strconv.FormatUint(size, 10)+" bytes")
 	}
 	end = s.pos + int(size)
 	s.pos += int(cf)
-	return count, end, nil
+	return d, count, end, nil
 }
 
 // closed fails unless the compound that started at at ended where its size
@@ -315,24 +317,13 @@ func (s *scanner) closed(at, end int, what string) error {
 	return nil
 }
 
-// enter opens the compound whose constructor c stands at at, with s.pos
-// just past c: it fails past the nesting bound, else reads the header and
-// returns the depth of the compound's own values.
-func (s *scanner) enter(at int, c byte, d int, what string) (inner, count, end int, err error) {
-	if d++; d > s.max {
-		return d, 0, 0, s.deep(at)
-	}
-	count, end, err = s.header(c, what)
-	return d, count, end, err
-}
-
-// open enters the compound whose constructor is at s.pos, returning
-// where it starts with what enter returns.
+// open opens the compound whose constructor is at s.pos, returning where
+// it starts with what header returns.
 func (s *scanner) open(d int, what string) (at, inner, count, end int, err error) {
 	at = s.pos
 	s.pos++
-	inner, count, end, err = s.enter(at, s.b[at], d, what)
-	return at, inner, count, end, err
+	inner, count, end, err = s.header(at, s.b[at], d, what)
+	return
 }
 
 // badType is the reason a value of type c at p cannot stand where it is:
@@ -397,7 +388,7 @@ func (s *scanner) mapValue(d int, rule keyRule) error {
 // mapBody scans a map whose constructor c is at s.pos-1 (or, in an array,
 // shared by all elements).
 func (s *scanner) mapBody(at int, c byte, d int, rule keyRule) error {
-	d, count, end, err := s.enter(at, c, d, "map")
+	d, count, end, err := s.header(at, c, d, "map")
 	if err != nil {
 		return err
 	}
@@ -498,23 +489,23 @@ func (s *scanner) described(d int) error {
 	if s.left(at) < 2 {
 		return s.fail(at, "truncated described value")
 	}
-	code, numeric, err := s.ulongCode(at, "truncated described value")
-	if err != nil {
-		return err
-	}
-	if !numeric {
-		switch c := s.b[at+1]; c {
-		case 0x44:
-			numeric = true
-			s.pos = at + 2
-		case 0xa3, 0xb3:
-			s.pos = at + 1
-			if err := s.scalar(); err != nil {
-				return err
-			}
-		default:
-			return s.fail(at, "descriptor of type "+typeName(c))
+	code, n := s.ulongCode(at)
+	numeric := n > 0
+	switch c := s.b[at+1]; {
+	case n < 0:
+		return s.fail(at, "truncated described value")
+	case numeric:
+		s.pos = at + n
+	case c == 0x44:
+		numeric = true
+		s.pos = at + 2
+	case c == 0xa3 || c == 0xb3:
+		s.pos = at + 1
+		if err := s.scalar(); err != nil {
+			return err
 		}
+	default:
+		return s.fail(at, "descriptor of type "+typeName(c))
 	}
 	if numeric && code <= 0xff {
 		switch {
