@@ -16,13 +16,18 @@ type DialOption func(*amqpwire.Config)
 // fails: a bad URL or unsafe settings are reported by App.Start, naming the
 // URL without its password. SASL PLAIN comes from the URL's userinfo.
 func Dial(url string, opts ...DialOption) Connector {
+	return amqpwire.New(dialConfig(url, opts))
+}
+
+// dialConfig is the Config of url with opts applied, for either transport.
+func dialConfig(url string, opts []DialOption) amqpwire.Config {
 	cfg := amqpwire.Config{URL: url}
 	for _, o := range opts {
 		if o != nil {
 			o(&cfg)
 		}
 	}
-	return amqpwire.New(cfg)
+	return cfg
 }
 
 // WithContainerID sets the AMQP container-id. Zero means a random one.

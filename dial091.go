@@ -1,9 +1,6 @@
 package amqpactor
 
-import (
-	"github.com/amqpactor/amqpactor/transport/amqp091"
-	"github.com/amqpactor/amqpactor/transport/amqpwire"
-)
+import "github.com/amqpactor/amqpactor/transport/amqp091"
 
 // Dial091 returns a Connector for RabbitMQ over AMQP 0-9-1 (amqp:// or
 // amqps://, TLS verified by default), with amqp091-go on the wire. The same
@@ -15,11 +12,5 @@ import (
 // naming the URL without its password. The package documentation of
 // transport/amqp091 has the message mapping.
 func Dial091(url string, opts ...DialOption) Connector {
-	cfg := amqpwire.Config{URL: url}
-	for _, o := range opts {
-		if o != nil {
-			o(&cfg)
-		}
-	}
-	return amqp091.New(cfg)
+	return amqp091.New(dialConfig(url, opts))
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/amqpactor/amqpactor/actors"
 	"github.com/amqpactor/amqpactor/address"
+	"github.com/amqpactor/amqpactor/internal/amqptypes"
 	"github.com/amqpactor/amqpactor/internal/protocol"
 	"github.com/amqpactor/amqpactor/messages"
 )
@@ -305,21 +306,8 @@ func retriedCount(m *Message) uint32 {
 	if !ok {
 		return n
 	}
-	var c int64
-	switch x := v.(type) {
-	case uint32:
-		c = int64(x)
-	case uint64:
-		c = int64(min(x, math.MaxUint32))
-	case int64:
-		c = x
-	case int32:
-		c = int64(x)
-	case uint16:
-		c = int64(x)
-	case uint8:
-		c = int64(x)
-	}
+	// A count of another type than these, or none, is no count: 0.
+	c, _ := amqptypes.Int(v)
 	if c > int64(n) {
 		n = uint32(min(c, math.MaxUint32))
 	}

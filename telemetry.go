@@ -457,34 +457,46 @@ func (t *telemetry) handler(st *subTelemetry, h protocol.Handler) protocol.Handl
 		}
 		returned := false
 		defer func() {
-			failed := !returned || err != nil
-			i := 0
-			if failed {
-				i = 1
-			}
 			if timed {
-				t.handleDur.Record(ctx, time.Since(start).Seconds(), st.handled[i]...)
+				t.handleDur.Record(ctx, time.Since(start).Seconds(), st.handledOpts(returned, err)...)
 			}
 			if span.IsRecording() {
 				span.SetAttributes(st.spanAttrs...)
 				span.SetAttributes(messageAttrs(m)...)
 				span.SetAttributes(attribute.Int("amqpactor.delivery_count", int(m.DeliveryCount)))
+				outcomeOf := err
 				if !returned {
-					span.SetAttributes(attribute.String("amqpactor.outcome", predictOutcome(errPanicked, m, st.retry)))
-					span.SetStatus(codes.Error, "handler panicked")
-				} else {
-					span.SetAttributes(attribute.String("amqpactor.outcome", predictOutcome(err, m, st.retry)))
-					if err != nil {
-						span.RecordError(err)
-						span.SetStatus(codes.Error, err.Error())
-					}
+					outcomeOf = errPanicked
 				}
+				span.SetAttributes(attribute.String("amqpactor.outcome", predictOutcome(outcomeOf, m, st.retry)))
+				setHandlerStatus(span, returned, err)
 			}
 			span.End()
 		}()
 		err = h(ctx, m)
 		returned = true
 		return err
+	}
+}
+
+// handledOpts are the options of a handling's duration: failed when the
+// handler panicked (did not return) or returned an error.
+func (st *subTelemetry) handledOpts(returned bool, err error) []metric.RecordOption {
+	if !returned || err != nil {
+		return st.handled[1]
+	}
+	return st.handled[0]
+}
+
+// setHandlerStatus marks span failed when the handler panicked (did not
+// return) or returned an error.
+func setHandlerStatus(span trace.Span, returned bool, err error) {
+	switch {
+	case !returned:
+		span.SetStatus(codes.Error, "handler panicked")
+	case err != nil && span.IsRecording():
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
 	}
 }
 
@@ -514,17 +526,8 @@ func (t *telemetry) batchHandler(st *subTelemetry, h protocol.BatchHandler) prot
 		start := time.Now()
 		returned := false
 		defer func() {
-			i := 0
-			if !returned || err != nil {
-				i = 1
-			}
-			t.handleDur.Record(ctx, time.Since(start).Seconds(), st.handled[i]...)
-			if !returned {
-				span.SetStatus(codes.Error, "handler panicked")
-			} else if err != nil && span.IsRecording() {
-				span.RecordError(err)
-				span.SetStatus(codes.Error, err.Error())
-			}
+			t.handleDur.Record(ctx, time.Since(start).Seconds(), st.handledOpts(returned, err)...)
+			setHandlerStatus(span, returned, err)
 			span.End()
 		}()
 		err = h(ctx, ms)

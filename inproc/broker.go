@@ -103,7 +103,7 @@ func (b *Broker) Connect(ctx context.Context) (transport.Conn, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	c := &conn{b: b, done: make(chan struct{}), sessions: make(map[*session]struct{}), advertised: int(b.maxSessions.Load())}
+	c := &conn{b: b, done: make(chan struct{}), owner: owner[*session]{owned: map[*session]struct{}{}}, advertised: int(b.maxSessions.Load())}
 	b.mu.Lock()
 	b.conns[c] = struct{}{}
 	b.mu.Unlock()
@@ -368,7 +368,7 @@ func (b *Broker) EndSessions(a address.Address, condition, description string) i
 		b.mu.Unlock()
 		for _, c := range cs {
 			c.mu.Lock()
-			for s := range c.sessions {
+			for s := range c.owned {
 				ss[s] = struct{}{}
 			}
 			c.mu.Unlock()
@@ -431,14 +431,22 @@ func (b *Broker) ClearRejects() {
 // those out for delivery. A queue that does not exist has depth 0. Expired
 // messages are not counted: they are dropped here, as on delivery.
 func (b *Broker) QueueDepth(name string) int {
+	return b.queueLocked(name, func(q *queue) int {
+		q.purgeExpiredLocked()
+		return q.msgs.len()
+	})
+}
+
+// queueLocked is f of the queue name under its lock, or 0 when there is no
+// such queue: what the introspection reads of a queue's state.
+func (b *Broker) queueLocked(name string, f func(q *queue) int) int {
 	q := b.queue(name, false)
 	if q == nil {
 		return 0
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.purgeExpiredLocked()
-	return q.msgs.len()
+	return f(q)
 }
 
 // Unsettled reports how many messages of the queue name are out for delivery:
@@ -454,13 +462,7 @@ func (b *Broker) Unsettled(name string) int {
 // Expired reports how many messages of the queue name expired (their
 // header TTL or absolute-expiry-time passed) and were dropped undelivered.
 func (b *Broker) Expired(name string) int {
-	q := b.queue(name, false)
-	if q == nil {
-		return 0
-	}
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return int(q.expired)
+	return b.queueLocked(name, func(q *queue) int { return int(q.expired) })
 }
 
 // HasQueue reports whether an addressable queue (declared, subscribed or

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 
@@ -21,11 +22,30 @@ type conn struct {
 	// advertised is the session limit when it was opened (0: none).
 	advertised int
 
-	mu       sync.Mutex
-	sessions map[*session]struct{}
-	ended    bool
-	cause    error // why it ended: what its links report
-	err      error // what Err reports: nil after a clean Close
+	mu              sync.Mutex
+	owner[*session]       // its sessions; cause is what its links report
+	err             error // what Err reports: nil after a clean Close
+}
+
+// owner is what a connection or a session holds until it ends, and why it
+// ended; the holder's mutex guards it.
+type owner[K comparable] struct {
+	owned map[K]struct{}
+	ended bool
+	cause error
+}
+
+// endLocked ends the owner with cause, once, and takes out what it owns for
+// the caller to end after releasing the lock; ok is false when it had ended
+// already.
+func (o *owner[K]) endLocked(cause error) (owned []K, ok bool) {
+	if o.ended {
+		return nil, false
+	}
+	o.ended, o.cause = true, cause
+	owned = slices.Collect(maps.Keys(o.owned))
+	o.owned = nil
+	return owned, true
 }
 
 var (
@@ -60,17 +80,17 @@ func (c *conn) NewSession(ctx context.Context) (transport.Session, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	s := &session{c: c, links: make(map[link]struct{})}
+	s := &session{c: c, owner: owner[link]{owned: map[link]struct{}{}}}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.ended {
 		return nil, c.cause
 	}
-	if limit := int(c.b.maxSessions.Load()); limit > 0 && len(c.sessions) >= limit {
+	if limit := int(c.b.maxSessions.Load()); limit > 0 && len(c.owned) >= limit {
 		return nil, &amqp.SessionError{RemoteErr: &amqp.Error{Condition: amqp.ErrCondResourceLimitExceeded,
 			Description: fmt.Sprintf("inproc: a connection holds at most %d sessions", limit)}}
 	}
-	c.sessions[s] = struct{}{}
+	c.owned[s] = struct{}{}
 	return s, nil
 }
 
@@ -85,21 +105,14 @@ func (c *conn) Close(context.Context) error {
 // end ends the connection once. failed says whether Err reports cause.
 func (c *conn) end(cause error, failed bool) {
 	c.mu.Lock()
-	if c.ended {
-		c.mu.Unlock()
-		return
-	}
-	c.ended = true
-	c.cause = cause
-	if failed {
+	ss, ok := c.endLocked(cause)
+	if ok && failed {
 		c.err = cause
 	}
-	ss := make([]*session, 0, len(c.sessions))
-	for s := range c.sessions {
-		ss = append(ss, s)
-	}
-	c.sessions = nil
 	c.mu.Unlock()
+	if !ok {
+		return
+	}
 	for _, s := range ss {
 		s.end(cause)
 	}
@@ -109,7 +122,7 @@ func (c *conn) end(cause error, failed bool) {
 
 func (c *conn) forget(s *session) {
 	c.mu.Lock()
-	delete(c.sessions, s)
+	delete(c.owned, s)
 	c.mu.Unlock()
 }
 
@@ -127,10 +140,8 @@ func (c *conn) alive() error {
 type session struct {
 	c *conn
 
-	mu    sync.Mutex
-	links map[link]struct{}
-	ended bool
-	cause error
+	mu          sync.Mutex
+	owner[link] // its links
 }
 
 var _ transport.Session = (*session)(nil)
@@ -146,22 +157,12 @@ func (s *session) Close(context.Context) error {
 // end ends the session once; it reports whether this call ended it.
 func (s *session) end(cause error) bool {
 	s.mu.Lock()
-	if s.ended {
-		s.mu.Unlock()
-		return false
-	}
-	s.ended = true
-	s.cause = cause
-	ls := make([]link, 0, len(s.links))
-	for l := range s.links {
-		ls = append(ls, l)
-	}
-	s.links = nil
+	ls, ok := s.endLocked(cause)
 	s.mu.Unlock()
 	for _, l := range ls {
 		l.end(cause)
 	}
-	return true
+	return ok
 }
 
 // add records l; it fails when the session has ended.
@@ -171,14 +172,14 @@ func (s *session) add(l link) error {
 	if s.ended {
 		return s.cause
 	}
-	s.links[l] = struct{}{}
+	s.owned[l] = struct{}{}
 	return nil
 }
 
 func (s *session) forget(l link) {
 	s.mu.Lock()
-	if s.links != nil {
-		delete(s.links, l)
+	if s.owned != nil {
+		delete(s.owned, l)
 	}
 	s.mu.Unlock()
 }

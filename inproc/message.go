@@ -111,6 +111,20 @@ var (
 // large message does not pin its size in every pool slot.
 const maxPooledBody = 64 << 10
 
+// repool puts a copy back in the pool of its shape: full's (the variant
+// with properties that embeds lean) when it is one, else lean's. A body
+// buffer larger than maxPooledBody is dropped first.
+func repool[L, F any](buf *[]byte, lean *L, full *F, leanPool, fullPool *sync.Pool) {
+	if cap(*buf) > maxPooledBody {
+		*buf = nil
+	}
+	if full != nil {
+		fullPool.Put(full)
+	} else {
+		leanPool.Put(lean)
+	}
+}
+
 // newStored takes a cleared stored from its pool, with the publisher's
 // reference.
 func newStored(props bool) *stored {
@@ -137,14 +151,7 @@ func (s *stored) release() {
 	if s.refs.Add(-1) != 0 {
 		return
 	}
-	if cap(s.buf) > maxPooledBody {
-		s.buf = nil
-	}
-	if s.full != nil {
-		storedFullPool.Put(s.full)
-	} else {
-		storedPool.Put(s)
-	}
+	repool(&s.buf, s, s.full, &storedPool, &storedFullPool)
 }
 
 // entry returns a fresh entry for one more queue. Only the publisher calls
@@ -309,14 +316,7 @@ func (s *stored) newBox() (b *box, pb *propBox) {
 // recycle returns b to its pool. Nothing may read b, its message or its
 // data sections afterwards.
 func (b *box) recycle() {
-	if cap(b.buf) > maxPooledBody {
-		b.buf = nil
-	}
-	if b.full != nil {
-		fullBoxPool.Put(b.full)
-	} else {
-		boxPool.Put(b)
-	}
+	repool(&b.buf, b, b.full, &boxPool, &fullBoxPool)
 }
 
 // deliverInto fills b and pb, from newBox. s is immutable: it needs no lock.

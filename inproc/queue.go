@@ -246,14 +246,22 @@ func (q *queue) requeueLocked(es []*entry) {
 	q.dispatchLocked()
 }
 
-// nextConsumerLocked picks the next consumer with credit, round robin.
-func (q *queue) nextConsumerLocked() *receiverLink {
+// candidatesLocked is how many consumers, from q.cons[q.rr] round robin,
+// may be given a message: on a single-active-consumer queue only the first
+// attached, the active one.
+func (q *queue) candidatesLocked() int {
 	n := len(q.cons)
 	if q.single && n > 1 {
 		n = 1
 		q.rr = 0
 	}
-	for i := 0; i < n; i++ {
+	return n
+}
+
+// nextConsumerLocked picks the next consumer with credit, round robin.
+func (q *queue) nextConsumerLocked() *receiverLink {
+	n := q.candidatesLocked()
+	for i := range n {
 		k := (q.rr + i) % n
 		if r := q.cons[k]; r.credit > 0 {
 			q.rr = (k + 1) % n
@@ -314,12 +322,8 @@ func (q *queue) dispatchLocked() {
 // some receiver: it gives the next consumer with credit the first message it
 // may have. It reports whether it transferred anything.
 func (q *queue) dispatchExclLocked(now int64) bool {
-	n := len(q.cons)
-	if q.single && n > 1 {
-		n = 1
-		q.rr = 0
-	}
-	for i := 0; i < n; i++ {
+	n := q.candidatesLocked()
+	for i := range n {
 		k := (q.rr + i) % n
 		r := q.cons[k]
 		if r.credit == 0 {

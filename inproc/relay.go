@@ -10,6 +10,7 @@ import (
 	"github.com/Azure/go-amqp"
 
 	"github.com/amqpactor/amqpactor/address"
+	"github.com/amqpactor/amqpactor/internal/amqptypes"
 	"github.com/amqpactor/amqpactor/transport"
 )
 
@@ -161,14 +162,7 @@ func (l *relayLink) end(cause error) {
 // would be: to its subscriptions, none if it has none.
 func (b *Broker) resolve(to string, dest any) (address.Address, bool) {
 	kind := int8(-1)
-	switch d := dest.(type) {
-	case int8:
-		kind = d
-	case uint8:
-		kind = int8(d)
-	case int64:
-		kind = int8(d)
-	case int32:
+	if d, ok := amqptypes.Int(dest); ok {
 		kind = int8(d)
 	}
 	switch kind {

@@ -2,7 +2,6 @@ package transport
 
 import (
 	"fmt"
-	"math"
 	"reflect"
 	"sort"
 	"strings"
@@ -11,6 +10,8 @@ import (
 	"github.com/Azure/go-amqp"
 
 	"github.com/amqpactor/amqpactor/address"
+	"github.com/amqpactor/amqpactor/internal/amqptypes"
+	"github.com/amqpactor/amqpactor/transport/internal/values"
 )
 
 // QueueArguments checks that every value of args can go on the wire (AMQP
@@ -39,55 +40,17 @@ func argument(v any) (any, error) {
 	switch x := v.(type) {
 	case nil, bool, string, amqp.Symbol, float32, float64, []byte, time.Time, amqp.UUID:
 		return v, nil
-	case int:
-		return int64(x), nil
-	case int8:
-		return int64(x), nil
-	case int16:
-		return int64(x), nil
-	case int32:
-		return int64(x), nil
-	case int64:
-		return x, nil
-	case uint:
-		return unsigned(uint64(x))
-	case uint8:
-		return int64(x), nil
-	case uint16:
-		return int64(x), nil
-	case uint32:
-		return int64(x), nil
-	case uint64:
-		return unsigned(x)
+	case int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64:
+		if n, ok := amqptypes.Int(x); ok {
+			return n, nil
+		}
+		return nil, fmt.Errorf("%d is out of range of a long", x)
 	case []any:
-		out := make([]any, len(x))
-		for i, e := range x {
-			n, err := argument(e)
-			if err != nil {
-				return nil, fmt.Errorf("element %d: %w", i, err)
-			}
-			out[i] = n
-		}
-		return out, nil
+		return values.List(x, argument)
 	case map[string]any:
-		out := make(map[string]any, len(x))
-		for k, e := range x {
-			n, err := argument(e)
-			if err != nil {
-				return nil, fmt.Errorf("key %q: %w", k, err)
-			}
-			out[k] = n
-		}
-		return out, nil
+		return values.Map(make(map[string]any, len(x)), x, "key", argument)
 	}
 	return nil, fmt.Errorf("a %T cannot be encoded in AMQP", v)
-}
-
-func unsigned(x uint64) (any, error) {
-	if x > math.MaxInt64 {
-		return nil, fmt.Errorf("%d is out of range of a long", x)
-	}
-	return int64(x), nil
 }
 
 // DeadLetterQueue is the queue a receiver's queue dead-letters to, on

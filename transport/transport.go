@@ -11,6 +11,7 @@ package transport
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/Azure/go-amqp"
 
@@ -195,6 +196,21 @@ type Receiver interface {
 	// ended; the delivery is then the broker's again.
 	Settle(ctx context.Context, m *amqp.Message, o Outcome) error
 	Close(ctx context.Context) error
+}
+
+// ErrCreditWindow is wrapped by the error IssueCredit returns when a grant
+// would leave more credit outstanding than ReceiverOptions.Credit; both
+// transports' ErrCreditWindow are this one error.
+var ErrCreditWindow = errors.New("credit above the receiver's window")
+
+// CheckCredit refuses, with an error wrapping ErrCreditWindow, a grant of n
+// that would leave more than window outstanding; outstanding is what was
+// granted and not yet received.
+func CheckCredit(n uint32, outstanding uint64, window uint32) error {
+	if outstanding+uint64(n) <= uint64(window) {
+		return nil
+	}
+	return fmt.Errorf("%w: granting %d with %d outstanding exceeds the window of %d", ErrCreditWindow, n, outstanding, window)
 }
 
 // ConsumerCounter is implemented by a Receiver whose transport can read how

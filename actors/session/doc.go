@@ -60,14 +60,16 @@ func openSession(env *actors.Env, self *actor.PID, conn transport.Conn, caller c
 	})
 }
 
-func closeSession(env *actors.Env, sess transport.Session, ctx context.Context, done func(error)) {
+// closeSession ends sess, if any, off the actor (within the runtime's close
+// bound), with no one waiting for the outcome.
+func closeSession(env *actors.Env, sess transport.Session) {
+	if sess == nil {
+		return
+	}
 	env.Go(func() {
-		cctx, cancel := env.CloseCtx(ctx)
+		cctx, cancel := env.CloseCtx(context.Background())
 		defer cancel()
-		err := sess.Close(cctx)
-		if done != nil {
-			done(err)
-		}
+		_ = sess.Close(cctx)
 	})
 }
 
@@ -76,14 +78,21 @@ func closeSession(env *actors.Env, sess transport.Session, ctx context.Context, 
 // session.
 func drainThenClose(env *actors.Env, d *protocol.Drain, pids []*actor.PID, sess transport.Session) {
 	env.Go(func() {
-		err := env.DrainAll(d, pids)
-		if sess != nil {
-			cctx, cancel := env.CloseCtx(d.Ctx)
-			if cerr := sess.Close(cctx); err == nil {
-				err = cerr
-			}
-			cancel()
-		}
-		d.Done <- err
+		d.Done <- closeAfter(env, d.Ctx, sess, env.DrainAll(d, pids))
 	})
+}
+
+// closeAfter ends sess (if any) within ctx's close bound once what err
+// came from is done, and returns the first error met: err, else the
+// close's. It blocks: it runs in a goroutine of its own.
+func closeAfter(env *actors.Env, ctx context.Context, sess transport.Session, err error) error {
+	if sess == nil {
+		return err
+	}
+	cctx, cancel := env.CloseCtx(ctx)
+	defer cancel()
+	if cerr := sess.Close(cctx); err == nil {
+		err = cerr
+	}
+	return err
 }

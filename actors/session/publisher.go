@@ -1,7 +1,6 @@
 package session
 
 import (
-	"context"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -423,9 +422,7 @@ func (p *publisher) Receive(ctx actor.Context) {
 	case *sessionResult:
 		p.opening = false
 		if m.conn != p.conn || p.draining {
-			if m.sess != nil {
-				closeSession(p.env, m.sess, context.Background(), nil)
-			}
+			closeSession(p.env, m.sess)
 			return
 		}
 		if m.err != nil {
@@ -541,10 +538,8 @@ func (p *publisher) Receive(ctx actor.Context) {
 			q.Done <- protocol.ErrStopped
 		}
 		p.parked = nil
-		if p.sess != nil {
-			closeSession(p.env, p.sess, context.Background(), nil)
-			p.sess = nil
-		}
+		closeSession(p.env, p.sess)
+		p.sess = nil
 	}
 }
 

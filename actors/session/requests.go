@@ -240,14 +240,7 @@ func (r *requests) Receive(ctx actor.Context) {
 				c()
 				cancel()
 			}
-			if sess != nil {
-				cctx, c := env.CloseCtx(m.Ctx)
-				if cerr := sess.Close(cctx); err == nil {
-					err = cerr
-				}
-				c()
-			}
-			m.Done <- err
+			m.Done <- closeAfter(env, m.Ctx, sess, err)
 		})
 	case *protocol.Describe:
 		counters := r.book.counters()
@@ -306,16 +299,12 @@ func (r *requests) attach(ctx actor.Context) {
 func (r *requests) onLink(ctx actor.Context, m *replyLink) {
 	if m.by != r {
 		// Asked for by a dead incarnation: this one attaches its own.
-		if m.sess != nil {
-			closeSession(r.env, m.sess, context.Background(), nil)
-		}
+		closeSession(r.env, m.sess)
 		return
 	}
 	r.attaching = false
 	if m.conn != r.conn || r.draining {
-		if m.sess != nil {
-			closeSession(r.env, m.sess, context.Background(), nil)
-		}
+		closeSession(r.env, m.sess)
 		return
 	}
 	if m.err != nil {

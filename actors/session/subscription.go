@@ -112,10 +112,8 @@ func (s *subscription) Receive(ctx actor.Context) {
 		if s.timer != nil {
 			s.timer.Stop()
 		}
-		if s.sess != nil {
-			closeSession(s.env, s.sess, context.Background(), nil)
-			s.sess = nil
-		}
+		closeSession(s.env, s.sess)
+		s.sess = nil
 		s.set(protocol.StateRestarting, nil)
 	case *protocol.ConnUp:
 		s.conn, s.limit = m.Conn, m.MaxSessions
@@ -208,10 +206,8 @@ func (s *subscription) Receive(ctx actor.Context) {
 		if s.timer != nil {
 			s.timer.Stop()
 		}
-		if s.sess != nil {
-			closeSession(s.env, s.sess, context.Background(), nil)
-			s.sess = nil
-		}
+		closeSession(s.env, s.sess)
+		s.sess = nil
 		s.report(protocol.ErrStopped)
 	}
 }
@@ -220,9 +216,7 @@ func (s *subscription) onSession(ctx actor.Context, m *sessionResult) {
 	if m.conn != s.conn || s.draining || s.sess != nil {
 		// Another connection's, a drained subscription's, or one a dead
 		// incarnation asked for while this one has its own session.
-		if m.sess != nil {
-			closeSession(s.env, m.sess, context.Background(), nil)
-		}
+		closeSession(s.env, m.sess)
 		return
 	}
 	if m.err != nil {

@@ -93,69 +93,59 @@ func (s *scanner) section() error {
 	if s.b[at] != 0x00 {
 		return s.fail(at, typeName(s.b[at])+" where a section belongs")
 	}
-	var code uint64
-	switch s.b[at+1] {
-	case 0x53:
-		code = uint64(s.b[at+2])
-		s.pos = at + 3
-	case 0x80:
-		if s.left(at) < 10 {
-			return s.fail(at, "truncated section descriptor")
-		}
-		code = be64(s.b[at+2:])
-		s.pos = at + 10
-	default:
+	code, n := s.ulongCode(at)
+	switch n {
+	case -1:
+		return s.fail(at, "truncated section descriptor")
+	case 0:
 		return s.fail(at, "section descriptor of type "+typeName(s.b[at+1]))
 	}
+	s.pos = at + n
+	if code < 0x70 || code > 0x78 {
+		return s.fail(at, "unknown section 0x"+strconv.FormatUint(code, 16))
+	}
+	s.sec = sectionNames[code-0x70]
 	switch code {
 	case 0x70:
-		s.sec = "header"
-		return s.composite(0, headerFields[:], "header")
-	case 0x71:
-		s.sec = "delivery-annotations"
-		return s.nullOrMap(keysAnnotation)
-	case 0x72:
-		s.sec = "message-annotations"
-		return s.nullOrMap(keysAnnotation)
+		return s.composite(0, headerFields[:], s.sec)
+	case 0x71, 0x72, 0x78: // delivery and message annotations, footer
+		return s.nullOr("map", keysAnnotation)
 	case 0x73:
-		s.sec = "properties"
-		return s.composite(0, propertiesFields[:], "properties")
+		return s.composite(0, propertiesFields[:], s.sec)
 	case 0x74:
-		s.sec = "application-properties"
-		return s.nullOrMap(keysString)
+		return s.nullOr("map", keysString)
 	case 0x75:
-		s.sec = "data"
-		if err := s.need(s.pos, 1); err != nil {
-			return err
-		}
-		switch c := s.b[s.pos]; c {
-		case 0x40, 0xa0, 0xb0:
-			return s.scalar()
-		default:
-			return s.fail(s.pos, typeName(c)+" where binary belongs")
-		}
+		return s.nullOr("binary", keysAny)
 	case 0x76:
-		s.sec = "amqp-sequence"
-		if err := s.need(s.pos, 1); err != nil {
-			return err
-		}
-		switch c := s.b[s.pos]; c {
-		case 0x40:
-			s.pos++
-			return nil
-		case 0x45, 0xc0, 0xd0:
-			return s.list(0)
-		default:
-			return s.fail(s.pos, typeName(c)+" where a list belongs")
-		}
-	case 0x77:
-		s.sec = "amqp-value"
-		return s.value(0)
-	case 0x78:
-		s.sec = "footer"
-		return s.nullOrMap(keysAnnotation)
+		return s.nullOr("list", keysAny)
 	}
-	return s.fail(at, "unknown section 0x"+strconv.FormatUint(code, 16))
+	return s.value(0) // amqp-value
+}
+
+// sectionNames are the sections' names by descriptor code, from 0x70 on.
+var sectionNames = [...]string{
+	"header", "delivery-annotations", "message-annotations", "properties",
+	"application-properties", "data", "amqp-sequence", "amqp-value", "footer",
+}
+
+// ulongCode reads the numeric descriptor, smallulong or ulong, of the
+// described value at at: the code and the descriptor's length from at, or
+// n 0 for any other descriptor type, which the caller judges, and -1 when
+// the payload ends inside the code.
+func (s *scanner) ulongCode(at int) (code uint64, n int) {
+	switch s.b[at+1] {
+	case 0x53:
+		if s.left(at) < 3 {
+			return 0, -1
+		}
+		return uint64(s.b[at+2]), 3
+	case 0x80:
+		if s.left(at) < 10 {
+			return 0, -1
+		}
+		return be64(s.b[at+2:]), 10
+	}
+	return 0, 0
 }
 
 // need fails unless n bytes follow off.
@@ -169,20 +159,30 @@ func (s *scanner) need(off, n int) error {
 	return nil
 }
 
-// nullOrMap scans the value of an annotations, application-properties or
-// footer section: null, or a map whose keys follow rule.
-func (s *scanner) nullOrMap(rule keyRule) error {
+// nullOr scans the value of a section that go-amqp decodes as null or
+// one type, named as typeName names it: a binary (data), a list
+// (amqp-sequence) or a map whose keys follow rule (annotations,
+// application-properties, footer).
+func (s *scanner) nullOr(kind string, rule keyRule) error {
 	if err := s.need(s.pos, 1); err != nil {
 		return err
 	}
-	switch c := s.b[s.pos]; c {
-	case 0x40:
+	switch c := s.b[s.pos]; {
+	case c == 0x40:
 		s.pos++
 		return nil
-	case 0xc1, 0xd1:
+	case kind == "map" && (c == 0xc1 || c == 0xd1):
 		return s.mapValue(0, rule)
+	case kind == "list" && (c == 0x45 || c == 0xc0 || c == 0xd0):
+		return s.list(0)
+	case kind == "binary" && (c == 0xa0 || c == 0xb0):
+		return s.scalar()
 	default:
-		return s.fail(s.pos, typeName(c)+" where a map belongs")
+		want := "a " + kind
+		if kind == "binary" {
+			want = kind
+		}
+		return s.fail(s.pos, typeName(c)+" where "+want+" belongs")
 	}
 }
 
@@ -262,44 +262,49 @@ func (s *scanner) scalar() error {
 	return nil
 }
 
-// header reads the size and count of a list, map or array whose
-// constructor c is at s.pos-1, applying go-amqp's own bounds, and leaves
-// s.pos after the count. end is where the compound's size says it ends,
-// or -1 for list0.
-func (s *scanner) header(c byte, what string) (count, end int, err error) {
+// header opens the list, map or array that starts at start, one level
+// below depth d, whose constructor c is at s.pos-1: it fails past the
+// nesting bound, else reads the size and count, applying go-amqp's own
+// bounds, and leaves s.pos after the count. inner is the depth of the
+// compound's own values; end is where its size says it ends, or -1 for
+// list0.
+func (s *scanner) header(start int, c byte, d int, what string) (inner, count, end int, err error) {
+	if d++; d > s.max {
+		return d, 0, 0, s.deep(start)
+	}
 	at := s.pos - 1
 	var size, cf uint64
 	switch c {
 	case 0x45:
-		return 0, -1, nil
+		return d, 0, -1, nil
 	case 0xc0, 0xc1, 0xe0:
 		if s.left(s.pos) < 2 {
-			return 0, 0, s.fail(at, "truncated "+what)
+			return d, 0, 0, s.fail(at, "truncated "+what)
 		}
 		size, cf = uint64(s.b[s.pos]), 1
 		count = int(s.b[s.pos+1])
 		s.pos++
 	default: // 0xd0, 0xd1, 0xf0
 		if s.left(s.pos) < 8 {
-			return 0, 0, s.fail(at, "truncated "+what)
+			return d, 0, 0, s.fail(at, "truncated "+what)
 		}
 		size, cf = uint64(be32(s.b[s.pos:])), 4
 		n := be32(s.b[s.pos+4:])
 		if n > maxCount {
-			return 0, 0, s.fail(at, what+" of "+strconv.FormatUint(uint64(n), 10)+" elements, over go-amqp's 65536")
+			return d, 0, 0, s.fail(at, what+" of "+strconv.FormatUint(uint64(n), 10)+" elements, over go-amqp's 65536")
 		}
 		count = int(n)
 		s.pos += 4
 	}
 	if size > uint64(s.left(s.pos)) {
-		return 0, 0, s.fail(at, what+" of "+strconv.FormatUint(size, 10)+" bytes past the end")
+		return d, 0, 0, s.fail(at, what+" of "+strconv.FormatUint(size, 10)+" bytes past the end")
 	}
 	if size < cf || uint64(count) > size-cf {
-		return 0, 0, s.fail(at, what+" of "+strconv.Itoa(count)+" elements in "+strconv.FormatUint(size, 10)+" bytes")
+		return d, 0, 0, s.fail(at, what+" of "+strconv.Itoa(count)+" elements in "+strconv.FormatUint(size, 10)+" bytes")
 	}
 	end = s.pos + int(size)
 	s.pos += int(cf)
-	return count, end, nil
+	return d, count, end, nil
 }
 
 // closed fails unless the compound that started at at ended where its size
@@ -312,13 +317,28 @@ func (s *scanner) closed(at, end int, what string) error {
 	return nil
 }
 
-func (s *scanner) list(d int) error {
-	at := s.pos
-	if d++; d > s.max {
-		return s.deep(at)
-	}
+// open opens the compound whose constructor is at s.pos, returning where
+// it starts with what header returns.
+func (s *scanner) open(d int, what string) (at, inner, count, end int, err error) {
+	at = s.pos
 	s.pos++
-	count, end, err := s.header(s.b[at], "list")
+	inner, count, end, err = s.header(at, s.b[at], d, what)
+	return
+}
+
+// badType is the reason a value of type c at p cannot stand where it is:
+// go-amqp cannot decode char or decimal values at all, so those say so,
+// and any other type is out of place.
+func (s *scanner) badType(p int, c byte, out string) error {
+	switch c {
+	case 0x73, 0x74, 0x84, 0x94:
+		return s.fail(p, typeName(c)+" value")
+	}
+	return s.fail(p, out)
+}
+
+func (s *scanner) list(d int) error {
+	at, d, count, end, err := s.open(d, "list")
 	if err != nil {
 		return err
 	}
@@ -368,10 +388,7 @@ func (s *scanner) mapValue(d int, rule keyRule) error {
 // mapBody scans a map whose constructor c is at s.pos-1 (or, in an array,
 // shared by all elements).
 func (s *scanner) mapBody(at int, c byte, d int, rule keyRule) error {
-	if d++; d > s.max {
-		return s.deep(at)
-	}
-	count, end, err := s.header(c, "map")
+	d, count, end, err := s.header(at, c, d, "map")
 	if err != nil {
 		return err
 	}
@@ -384,11 +401,7 @@ func (s *scanner) mapBody(at int, c byte, d int, rule keyRule) error {
 		}
 		k := s.b[s.pos]
 		if !keyOK(rule, k) {
-			switch k {
-			case 0x73, 0x74, 0x84, 0x94:
-				return s.fail(s.pos, typeName(k)+" value")
-			}
-			return s.fail(s.pos, typeName(k)+" key")
+			return s.badType(s.pos, k, typeName(k)+" key")
 		}
 		if err := s.scalar(); err != nil {
 			return err
@@ -401,12 +414,7 @@ func (s *scanner) mapBody(at int, c byte, d int, rule keyRule) error {
 }
 
 func (s *scanner) array(d int) error {
-	at := s.pos
-	if d++; d > s.max {
-		return s.deep(at)
-	}
-	s.pos++
-	count, end, err := s.header(s.b[at], "array")
+	at, d, count, end, err := s.open(d, "array")
 	if err != nil {
 		return err
 	}
@@ -481,25 +489,17 @@ func (s *scanner) described(d int) error {
 	if s.left(at) < 2 {
 		return s.fail(at, "truncated described value")
 	}
-	numeric := true
-	var code uint64
-	switch c := s.b[at+1]; c {
-	case 0x44:
+	code, n := s.ulongCode(at)
+	numeric := n > 0
+	switch c := s.b[at+1]; {
+	case n < 0:
+		return s.fail(at, "truncated described value")
+	case numeric:
+		s.pos = at + n
+	case c == 0x44:
+		numeric = true
 		s.pos = at + 2
-	case 0x53:
-		if s.left(at) < 3 {
-			return s.fail(at, "truncated described value")
-		}
-		code = uint64(s.b[at+2])
-		s.pos = at + 3
-	case 0x80:
-		if s.left(at) < 10 {
-			return s.fail(at, "truncated described value")
-		}
-		code = be64(s.b[at+2:])
-		s.pos = at + 10
-	case 0xa3, 0xb3:
-		numeric = false
+	case c == 0xa3 || c == 0xb3:
 		s.pos = at + 1
 		if err := s.scalar(); err != nil {
 			return err
@@ -616,11 +616,7 @@ func (s *scanner) composite(d int, fields []field, name string) error {
 	if c != 0x45 && c != 0xc0 && c != 0xd0 {
 		return s.fail(at, name+" of type "+typeName(c))
 	}
-	if d++; d > s.max {
-		return s.deep(at)
-	}
-	s.pos++
-	count, end, err := s.header(c, name)
+	_, d, count, end, err := s.open(d, name)
 	if err != nil {
 		return err
 	}
@@ -645,11 +641,7 @@ func (s *scanner) composite(d int, fields []field, name string) error {
 			continue
 		}
 		if !fieldOK(f.kind, c) {
-			switch c {
-			case 0x73, 0x74, 0x84, 0x94:
-				return s.fail(p, typeName(c)+" value")
-			}
-			return s.fail(p, f.name+" of type "+typeName(c))
+			return s.badType(p, c, f.name+" of type "+typeName(c))
 		}
 		switch f.kind {
 		case fAny:

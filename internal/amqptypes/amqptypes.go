@@ -205,6 +205,27 @@ func validTimes(v any, r Rules) (string, any) {
 	return "", nil
 }
 
+// Int is v as an int64 when v holds one of Go's integer types, whatever
+// its width: another client, or go-amqp's decoder, may spell one number as
+// any of them. ok is false for any other type, and for an unsigned value
+// above math.MaxInt64, to which n saturates.
+func Int(v any) (n int64, ok bool) {
+	r := reflect.ValueOf(v)
+	if !r.IsValid() || r.Type().PkgPath() != "" {
+		return 0, false // a named type is not a wire integer: go-amqp refuses it
+	}
+	switch r.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return r.Int(), true
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		if u := r.Uint(); u <= math.MaxInt64 {
+			return int64(u), true
+		}
+		return math.MaxInt64, false
+	}
+	return 0, false
+}
+
 // AnnotationKey checks and normalises a key of amqp.Annotations: go-amqp
 // sends string keys as symbols and int keys as longs, and refuses others.
 func AnnotationKey(k any) (any, bool) {

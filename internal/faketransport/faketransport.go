@@ -223,14 +223,27 @@ func (c *Conn) Begin(ctx context.Context) (transport.Txn, error) {
 	return c.c.Begin(ctx)
 }
 
+// closeFlag records whether the code under test closed a fake session
+// or link.
+type closeFlag struct{ closed atomic.Bool }
+
+// Closed reports whether the code under test closed it.
+func (f *closeFlag) Closed() bool { return f.closed.Load() }
+
+// closeBy records the Close as event in log, then that it was called.
+func (f *closeFlag) closeBy(event string, log *Log) {
+	log.add(event)
+	f.closed.Store(true)
+}
+
 // Session is a fake session.
 type Session struct {
 	conn *Conn
 
-	mu        sync.Mutex
-	ended     bool
-	cause     error
-	closed    bool
+	mu    sync.Mutex
+	ended bool
+	cause error
+	closeFlag
 	refuse    map[address.Address]error
 	senders   []*Sender
 	receivers []*Receiver
@@ -281,13 +294,6 @@ func (s *Session) end(cause error) {
 	for _, r := range rs {
 		r.end(cause)
 	}
-}
-
-// Closed reports whether the code under test closed the session.
-func (s *Session) Closed() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.closed
 }
 
 // Senders returns the senders attached on the session, oldest first.
@@ -346,10 +352,7 @@ func (s *Session) NewReceiver(ctx context.Context, o transport.ReceiverOptions) 
 }
 
 func (s *Session) Close(context.Context) error {
-	s.conn.c.Log.add("session.close")
-	s.mu.Lock()
-	s.closed = true
-	s.mu.Unlock()
+	s.closeBy("session.close", &s.conn.c.Log)
 	s.end(&amqp.SessionError{})
 	return nil
 }
@@ -362,9 +365,9 @@ type Sender struct {
 	// Opts are the options it was attached with.
 	Opts transport.SenderOptions
 
-	mu      sync.Mutex
-	cause   error
-	closed  bool
+	mu    sync.Mutex
+	cause error
+	closeFlag
 	sent    []*amqp.Message
 	outcome *transport.Outcome
 	blocked chan struct{} // closed by Block's release
@@ -414,13 +417,6 @@ func (l *Sender) Sent() []*amqp.Message {
 	return append([]*amqp.Message(nil), l.sent...)
 }
 
-// Closed reports whether the code under test closed the link.
-func (l *Sender) Closed() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.closed
-}
-
 // Ended reports whether the link has ended, for any reason.
 func (l *Sender) Ended() bool {
 	l.mu.Lock()
@@ -465,10 +461,7 @@ func (l *Sender) Send(ctx context.Context, m *amqp.Message, settled bool) (trans
 func (l *Sender) Address() string { return l.addr.Name() }
 
 func (l *Sender) Close(context.Context) error {
-	l.log.add("sender.close")
-	l.mu.Lock()
-	l.closed = true
-	l.mu.Unlock()
+	l.closeBy("sender.close", l.log)
 	l.end(&amqp.LinkError{})
 	return nil
 }
@@ -485,9 +478,9 @@ type Receiver struct {
 	ended  chan struct{}
 	credit atomic.Int64
 
-	mu      sync.Mutex
-	cause   error
-	closed  bool
+	mu    sync.Mutex
+	cause error
+	closeFlag
 	settled []Settled
 }
 
@@ -541,13 +534,6 @@ func (r *Receiver) Settlements() []Settled {
 	return append([]Settled(nil), r.settled...)
 }
 
-// Closed reports whether the code under test closed the link.
-func (r *Receiver) Closed() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.closed
-}
-
 func (r *Receiver) Address() string { return r.name }
 
 func (r *Receiver) IssueCredit(n uint32) error {
@@ -595,10 +581,7 @@ func (r *Receiver) Settle(ctx context.Context, m *amqp.Message, o transport.Outc
 }
 
 func (r *Receiver) Close(context.Context) error {
-	r.log.add("receiver.close")
-	r.mu.Lock()
-	r.closed = true
-	r.mu.Unlock()
+	r.closeBy("receiver.close", r.log)
 	r.end(&amqp.LinkError{})
 	return nil
 }

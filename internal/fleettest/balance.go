@@ -34,7 +34,7 @@ type BalanceConfig struct {
 
 // BalanceResult is what a balancing run measured.
 type BalanceResult struct {
-	Published, Handled, Lost, Duplicates, Inversions, Overlaps, Handovers int
+	Counts
 	// Held is how many partitions each running replica held once balanced:
 	// with Replicas, after one stopped, after one more started.
 	Held [3][]int
@@ -90,11 +90,9 @@ func RunBalance(t *testing.T, c BalanceConfig) BalanceResult {
 	if c.Converge == 0 {
 		c.Converge = 30 * time.Second
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.Bound)
+	ctx, cancel, tl := c.begin(t)
 	defer cancel()
 	n := c.Addr.Partitions()
-	require.Positive(t, n)
-	tl := newTally(c.Addr, c.Groups, c.Replicas)
 	total := c.Groups * c.PerGroup
 
 	var mu sync.Mutex
@@ -120,13 +118,7 @@ func RunBalance(t *testing.T, c BalanceConfig) BalanceResult {
 	}
 	t.Cleanup(stopAll)
 
-	pub := c.NewApp(c.AppName + "-publisher")
-	require.NoError(t, pub.Start(ctx))
-	t.Cleanup(func() {
-		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer scancel()
-		_ = pub.Stop(sctx)
-	})
+	pub := c.publisher(ctx, t)
 
 	var res BalanceResult
 	// balanced polls every replica's tree: each running replica holds lo
@@ -210,9 +202,8 @@ func RunBalance(t *testing.T, c BalanceConfig) BalanceResult {
 				go func() {
 					defer wg.Done()
 					for g := w; g < c.Groups; g += 16 {
-						m := &amqpactor.Message{GroupID: "g" + strconv.Itoa(g), Body: []byte(strconv.Itoa(seq))}
-						if err := pub.Publish(ctx, c.Addr, m); err != nil {
-							errs <- fmt.Errorf("group %d seq %d: %w", g, seq, err)
+						if err := c.publish(ctx, pub, g, seq); err != nil {
+							errs <- err
 							return
 						}
 						published.Add(1)
@@ -307,12 +298,6 @@ func RunBalance(t *testing.T, c BalanceConfig) BalanceResult {
 	stopAll()
 	res.Elapsed = time.Since(begin)
 
-	tl.mu.Lock()
-	defer tl.mu.Unlock()
-	res.Published = int(published.Load())
-	res.Handled = tl.handled
-	res.Lost = res.Published - tl.handled
-	res.Duplicates, res.Inversions = tl.dups, tl.inv
-	res.Overlaps, res.Handovers = int(tl.overlaps.Load()), int(tl.handovers.Load())
+	res.Counts = tl.counts(int(published.Load()))
 	return res
 }

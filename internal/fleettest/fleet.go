@@ -52,8 +52,8 @@ func (c Config) orDefaults(groups, perGroup int, bound time.Duration) Config {
 	return c
 }
 
-// Result is what a run measured.
-type Result struct {
+// Counts is what both scenarios count of the messages and their handling.
+type Counts struct {
 	Published int
 	// Handled counts distinct messages handled; Lost = Published - Handled.
 	Handled, Lost int
@@ -70,6 +70,11 @@ type Result struct {
 	Overlaps int
 	// Handovers: times a partition's handling moved to another replica.
 	Handovers int
+}
+
+// Result is what a run measured.
+type Result struct {
+	Counts
 	// InFlightAtStop is published - handled when the stop began.
 	InFlightAtStop int
 	// ByReplica is how many deliveries each replica handled.
@@ -195,6 +200,49 @@ func (t *tally) record(replica, group, seq int) int {
 	return t.handled
 }
 
+// counts is the tally's Counts once published messages were sent.
+func (t *tally) counts(published int) Counts {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return Counts{
+		Published: published, Handled: t.handled, Lost: published - t.handled,
+		Duplicates: t.dups, Inversions: t.inv,
+		Overlaps: int(t.overlaps.Load()), Handovers: int(t.handovers.Load()),
+	}
+}
+
+// begin is what both scenarios start with: the context bounding the run
+// and the tally of its handlings; c has its defaults set.
+func (c Config) begin(t *testing.T) (context.Context, context.CancelFunc, *tally) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), c.Bound)
+	require.Positive(t, c.Addr.Partitions())
+	return ctx, cancel, newTally(c.Addr, c.Groups, c.Replicas)
+}
+
+// publisher starts the run's publishing App, stopped at cleanup.
+func (c Config) publisher(ctx context.Context, t *testing.T) *amqpactor.App {
+	t.Helper()
+	pub := c.NewApp(c.AppName + "-publisher")
+	require.NoError(t, pub.Start(ctx))
+	t.Cleanup(func() {
+		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer scancel()
+		_ = pub.Stop(sctx)
+	})
+	return pub
+}
+
+// publish sends message seq of group g, the group in its GroupID and the
+// sequence number as its body, as the tally's handler reads them.
+func (c Config) publish(ctx context.Context, pub *amqpactor.App, g, seq int) error {
+	m := &amqpactor.Message{GroupID: "g" + strconv.Itoa(g), Body: []byte(strconv.Itoa(seq))}
+	if err := pub.Publish(ctx, c.Addr, m); err != nil {
+		return fmt.Errorf("group %d seq %d: %w", g, seq, err)
+	}
+	return nil
+}
+
 func (t *tally) count() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -206,11 +254,8 @@ func (t *tally) count() int {
 func Run(t *testing.T, c Config) Result {
 	t.Helper()
 	c = c.orDefaults(16, 500, 60*time.Second)
-	ctx, cancel := context.WithTimeout(context.Background(), c.Bound)
+	ctx, cancel, tl := c.begin(t)
 	defer cancel()
-	n := c.Addr.Partitions()
-	require.Positive(t, n)
-	tl := newTally(c.Addr, c.Groups, c.Replicas)
 	total := c.Groups * c.PerGroup
 
 	// Once a quarter is handled, handlers hold until the stop has been
@@ -255,13 +300,7 @@ func Run(t *testing.T, c Config) Result {
 		}
 	})
 
-	pub := c.NewApp(c.AppName + "-publisher")
-	require.NoError(t, pub.Start(ctx))
-	t.Cleanup(func() {
-		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer scancel()
-		_ = pub.Stop(sctx)
-	})
+	pub := c.publisher(ctx, t)
 
 	begin := time.Now()
 	// The second half of every group waits for the stop to have begun, so
@@ -283,9 +322,8 @@ func Run(t *testing.T, c Config) Result {
 						return
 					}
 				}
-				m := &amqpactor.Message{GroupID: "g" + strconv.Itoa(g), Body: []byte(strconv.Itoa(seq))}
-				if err := pub.Publish(ctx, c.Addr, m); err != nil {
-					errs <- fmt.Errorf("group %d seq %d: %w", g, seq, err)
+				if err := c.publish(ctx, pub, g, seq); err != nil {
+					errs <- err
 					return
 				}
 				published.Add(1)
@@ -340,13 +378,9 @@ func Run(t *testing.T, c Config) Result {
 	mu.Unlock()
 	res.Elapsed = time.Since(begin)
 
+	res.Counts = tl.counts(int(published.Load()))
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
-	res.Published = int(published.Load())
-	res.Handled = tl.handled
-	res.Lost = res.Published - tl.handled
-	res.Duplicates, res.Inversions = tl.dups, tl.inv
-	res.Overlaps, res.Handovers = int(tl.overlaps.Load()), int(tl.handovers.Load())
 	res.ByReplica = append([]int(nil), tl.byReplica...)
 	return res
 }

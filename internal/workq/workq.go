@@ -30,11 +30,17 @@ func (q *Q[T]) PushAll(vs []T) bool {
 	}
 	q.items = append(q.items, vs...)
 	q.mu.Unlock()
+	q.wake()
+	return true
+}
+
+// wake tells the consumer there is something to take, unless it has been
+// told already: notify holds one signal at most.
+func (q *Q[T]) wake() {
 	select {
 	case q.notify <- struct{}{}:
 	default:
 	}
-	return true
 }
 
 // Ready is signalled when items may be waiting.
@@ -73,10 +79,7 @@ func (q *Q[T]) push(v T, last bool) bool {
 	q.items = append(q.items, v)
 	q.closed = last
 	q.mu.Unlock()
-	select {
-	case q.notify <- struct{}{}:
-	default:
-	}
+	q.wake()
 	return true
 }
 
@@ -86,8 +89,5 @@ func (q *Q[T]) Close() {
 	q.mu.Lock()
 	q.closed = true
 	q.mu.Unlock()
-	select {
-	case q.notify <- struct{}{}:
-	default:
-	}
+	q.wake()
 }

@@ -259,7 +259,7 @@ func checkHeader(p []byte) headerCheck {
 		if n > math.MaxInt32 || uint64(len(b)-4) < uint64(n) {
 			return truncated("headers")
 		}
-		c.reason = checkTable(b[4:4+n], 0)
+		c.reason = checkFields(b[4:4+n], 0, true)
 		b = b[4+n:]
 		c.tableEnd = at()
 	}
@@ -289,35 +289,25 @@ func checkHeader(p []byte) headerCheck {
 	return c
 }
 
-// checkTable checks the fields of a table at level depth; it answers why
-// amqp091-go would fail it, or "".
-func checkTable(b []byte, depth int) string {
+// checkFields checks the fields of a table (each after its key) or, when
+// not table, of an array, at level depth; it answers why amqp091-go would
+// fail it, or "".
+func checkFields(b []byte, depth int, table bool) string {
 	if depth > maxHeaderDepth {
 		return fmt.Sprintf("tables and arrays nested more than %d deep", maxHeaderDepth)
 	}
 	for n := 0; len(b) > 0; n++ {
-		if n == maxHeaderEntries {
+		if n == maxHeaderEntries && table {
 			return fmt.Sprintf("a table of more than %d entries at level %d", maxHeaderEntries, depth)
 		}
-		if len(b) < 1+int(b[0]) {
-			return "a key cut short"
-		}
-		var why string
-		if b, why = checkField(b[1+int(b[0]):], depth); why != "" {
-			return why
-		}
-	}
-	return ""
-}
-
-// checkArray checks the fields of an array at level depth.
-func checkArray(b []byte, depth int) string {
-	if depth > maxHeaderDepth {
-		return fmt.Sprintf("tables and arrays nested more than %d deep", maxHeaderDepth)
-	}
-	for n := 0; len(b) > 0; n++ {
 		if n == maxHeaderEntries {
 			return fmt.Sprintf("an array of more than %d elements at level %d", maxHeaderEntries, depth)
+		}
+		if table {
+			if len(b) < 1+int(b[0]) {
+				return "a key cut short"
+			}
+			b = b[1+int(b[0]):]
 		}
 		var why string
 		if b, why = checkField(b, depth); why != "" {
@@ -359,9 +349,9 @@ func checkField(b []byte, depth int) ([]byte, string) {
 		inner, rest := b[4:4+size], b[4+size:]
 		switch typ {
 		case 'A':
-			return rest, checkArray(inner, depth+1)
+			return rest, checkFields(inner, depth+1, false)
 		case 'F':
-			return rest, checkTable(inner, depth+1)
+			return rest, checkFields(inner, depth+1, true)
 		}
 		return rest, ""
 	default:

@@ -12,7 +12,9 @@ import (
 	"github.com/Azure/go-amqp"
 	rmq "github.com/rabbitmq/amqp091-go"
 
+	"github.com/amqpactor/amqpactor/internal/amqptypes"
 	"github.com/amqpactor/amqpactor/transport"
+	"github.com/amqpactor/amqpactor/transport/internal/values"
 )
 
 // Header names for what AMQP 0-9-1 has no property for. Their "x-" prefix
@@ -222,7 +224,7 @@ func fromDelivery(d *rmq.Delivery, quorum bool) *amqp.Message {
 				continue
 			}
 		case headerCreationTime, headerAbsoluteExpiry:
-			if n, ok := asInt64(v); ok {
+			if n, ok := amqptypes.Int(v); ok {
 				t := time.UnixMilli(n).UTC()
 				if k == headerCreationTime {
 					props.CreationTime = &t
@@ -337,40 +339,19 @@ func headerValue(v any) (any, error) {
 		return int64(x), nil
 	case uint16, uint32:
 		return x, nil
-	case uint:
-		if uint64(x) > math.MaxInt64 {
-			return nil, fmt.Errorf("%d is out of range of a 0-9-1 long", x)
+	case uint, uint64:
+		if n, ok := amqptypes.Int(x); ok {
+			return n, nil
 		}
-		return int64(x), nil
-	case uint64:
-		if x > math.MaxInt64 {
-			return nil, fmt.Errorf("%d is out of range of a 0-9-1 long", x)
-		}
-		return int64(x), nil
+		return nil, fmt.Errorf("%d is out of range of a 0-9-1 long", x)
 	case amqp.Symbol:
 		return string(x), nil
 	case amqp.UUID:
 		return x.String(), nil
 	case []any:
-		out := make([]any, len(x))
-		for i, e := range x {
-			n, err := headerValue(e)
-			if err != nil {
-				return nil, fmt.Errorf("element %d: %w", i, err)
-			}
-			out[i] = n
-		}
-		return out, nil
+		return values.List(x, headerValue)
 	case map[string]any:
-		out := rmq.Table{}
-		for k, e := range x {
-			n, err := headerValue(e)
-			if err != nil {
-				return nil, fmt.Errorf("key %q: %w", k, err)
-			}
-			out[k] = n
-		}
-		return out, nil
+		return values.Map(rmq.Table{}, x, "key", headerValue)
 	}
 	return nil, fmt.Errorf("a %T cannot go in an AMQP 0-9-1 header", v)
 }
@@ -394,26 +375,8 @@ func fromHeaderValue(v any) any {
 	return v
 }
 
-func asInt64(v any) (int64, bool) {
-	switch x := v.(type) {
-	case int64:
-		return x, true
-	case int32:
-		return int64(x), true
-	case int16:
-		return int64(x), true
-	case int8:
-		return int64(x), true
-	case uint8:
-		return int64(x), true
-	case int:
-		return int64(x), true
-	}
-	return 0, false
-}
-
 func asUint32(v any) (uint32, bool) {
-	n, ok := asInt64(v)
+	n, ok := amqptypes.Int(v)
 	if !ok || n < 0 || n > math.MaxUint32 {
 		return 0, false
 	}

@@ -16,7 +16,7 @@ import (
 
 // ErrCreditWindow is wrapped by the error IssueCredit returns when a grant
 // would leave more credit outstanding than ReceiverOptions.Credit.
-var ErrCreditWindow = errors.New("credit above the receiver's window")
+var ErrCreditWindow = transport.ErrCreditWindow
 
 // defaultPrefetch is the window of a receiver that gives none.
 const defaultPrefetch = 256
@@ -178,9 +178,10 @@ func (r *Receiver) IssueCredit(n uint32) error {
 	if r.closing {
 		return &transport.LinkError{Address: r.addr, Op: "receive", Err: &amqp.LinkError{}}
 	}
-	if !r.autoAck && r.issued-r.received+uint64(n) > uint64(r.window) {
-		return &transport.LinkError{Address: r.addr, Op: "receive", Err: fmt.Errorf(
-			"%w: granting %d with %d outstanding exceeds the window of %d", ErrCreditWindow, n, r.issued-r.received, r.window)}
+	if !r.autoAck {
+		if err := transport.CheckCredit(n, r.issued-r.received, r.window); err != nil {
+			return &transport.LinkError{Address: r.addr, Op: "receive", Err: err}
+		}
 	}
 	if r.consumeErr != nil {
 		return &transport.LinkError{Address: r.addr, Op: "receive", Err: r.consumeErr}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/amqpactor/amqpactor/address"
 	"github.com/amqpactor/amqpactor/transport"
+	"github.com/amqpactor/amqpactor/transport/internal/values"
 )
 
 // DirectReplyTo is RabbitMQ's pseudo-queue for direct reply-to.
@@ -294,15 +295,7 @@ func queueArguments(o transport.ReceiverOptions, quorum bool) (rmq.Table, error)
 	if err != nil {
 		return nil, err
 	}
-	out := rmq.Table{}
-	for k, v := range args {
-		hv, err := headerValue(v)
-		if err != nil {
-			return nil, fmt.Errorf("queue argument %q: %w", k, err)
-		}
-		out[k] = hv
-	}
-	return out, nil
+	return values.Map(rmq.Table{}, args, "queue argument", headerValue)
 }
 
 func sortedArgs(t rmq.Table) string {

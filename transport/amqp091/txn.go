@@ -131,13 +131,10 @@ func (t *Txn) Accept(ctx context.Context, r transport.Receiver, m *amqp.Message)
 func (t *Txn) Commit(ctx context.Context) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.done {
-		return fmt.Errorf("amqpactor: commit: %w", errDischarged)
+	pubs, recv, accepts, err := t.discharge("commit")
+	if err != nil {
+		return err
 	}
-	t.done = true
-	pubs, recv, accepts := t.pubs, t.recv, t.accepts
-	t.pubs, t.accepts = nil, nil
-	var err error
 	if recv != nil {
 		err = recv.commitTx(ctx, pubs, accepts)
 	} else {
@@ -154,12 +151,20 @@ func (t *Txn) Commit(ctx context.Context) error {
 func (t *Txn) Rollback(ctx context.Context) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	_, _, _, err := t.discharge("rollback")
+	return err
+}
+
+// discharge ends the transaction, with t.mu held, and hands over what it
+// published and accepted; op names the call that finds it already ended.
+func (t *Txn) discharge(op string) (pubs []txPublish, recv *Receiver, accepts []*amqp.Message, err error) {
 	if t.done {
-		return fmt.Errorf("amqpactor: rollback: %w", errDischarged)
+		return nil, nil, nil, fmt.Errorf("amqpactor: %s: %w", op, errDischarged)
 	}
 	t.done = true
+	pubs, recv, accepts = t.pubs, t.recv, t.accepts
 	t.pubs, t.accepts = nil, nil
-	return nil
+	return pubs, recv, accepts, nil
 }
 
 // commitOwn sends pubs and tx.commit on a channel of their own in

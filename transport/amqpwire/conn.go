@@ -361,10 +361,8 @@ func (c *Conn) awaitChannelReuse(ctx context.Context) error {
 	if wait <= 0 {
 		return nil
 	}
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
 	select {
-	case <-timer.C:
+	case <-time.After(wait): // since Go 1.23 its timer is collected if ctx ends first
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()

@@ -171,30 +171,34 @@ func parseTransfer(b []byte) (transferFields, error) {
 // firstUint decodes the first field of a performative's list as a uint (the
 // handle of a detach); b starts at the list's constructor.
 func firstUint(b []byte) (uint32, bool) {
-	var pos int
-	switch {
-	case len(b) >= 3 && b[0] == 0xc0 && b[2] > 0:
-		pos = 3
-	case len(b) >= 9 && b[0] == 0xd0 && binary.BigEndian.Uint32(b[5:]) > 0:
-		pos = 9
-	default:
+	pos, _, count, ok := listHeader(b)
+	if !ok || count == 0 {
 		return 0, false
 	}
-	if pos >= len(b) {
-		return 0, false
-	}
-	code, v := b[pos], b[pos+1:]
+	v, _, ok := uintAt(b, pos)
+	return v, ok
+}
+
+// listHeader reads the header of the list8 or list32 that b starts with:
+// where its first field starts, where its size says it ends (which the
+// caller checks against b) and how many fields it has. ok is false for any
+// other constructor or a header cut short.
+func listHeader(b []byte) (pos, end int, count uint32, ok bool) {
 	switch {
-	case code == 0x43:
-		return 0, true
-	case (code == 0x52 || code == 0x50) && len(v) >= 1:
-		return uint32(v[0]), true
-	case code == 0x60 && len(v) >= 2:
-		return uint32(binary.BigEndian.Uint16(v)), true
-	case code == 0x70 && len(v) >= 4:
-		return binary.BigEndian.Uint32(v), true
+	case len(b) >= 3 && b[0] == 0xc0:
+		return 3, 2 + int(b[1]), uint32(b[2]), true
+	case len(b) >= 9 && b[0] == 0xd0:
+		return 9, 5 + int(binary.BigEndian.Uint32(b[1:])), binary.BigEndian.Uint32(b[5:]), true
 	}
-	return 0, false
+	return 0, 0, 0, false
+}
+
+// skipFields returns where the n values from b[pos:] end, or -1 as skip.
+func skipFields(b []byte, pos, n int) int {
+	for i := 0; i < n && pos >= 0; i++ {
+		pos = skip(b, pos)
+	}
+	return pos
 }
 
 // skip returns where the value at b[pos:] ends, or -1 when it does not fit
@@ -226,18 +230,10 @@ func skip(b []byte, pos int) int {
 func width(b []byte, pos int, code byte) int {
 	var n int
 	switch {
-	case code >= 0x40 && code <= 0x45:
-		n = 0
-	case code >= 0x50 && code <= 0x56:
-		n = 1
-	case code == 0x60 || code == 0x61:
-		n = 2
-	case code >= 0x70 && code <= 0x74:
-		n = 4
-	case code >= 0x80 && code <= 0x84:
-		n = 8
-	case code == 0x94 || code == 0x98:
-		n = 16
+	case code >= 0x40 && code <= 0x45, code >= 0x50 && code <= 0x56, code == 0x60 || code == 0x61,
+		code >= 0x70 && code <= 0x74, code >= 0x80 && code <= 0x84, code == 0x94 || code == 0x98:
+		// A fixed-width constructor's subcategory, its high nibble, is its width.
+		n = [...]int{0, 1, 2, 4, 8, 16}[code>>4-4]
 	case code == 0xa0 || code == 0xa1 || code == 0xa3 || code == 0xc0 || code == 0xc1 || code == 0xe0:
 		if pos >= len(b) {
 			return -1
@@ -261,35 +257,23 @@ func width(b []byte, pos int, code byte) int {
 	return n
 }
 
-// offeredCapabilities decodes field 7 of an open performative (a symbol or
-// an array of symbols); b starts at the list's constructor.
 // openChannelMax reads the channel-max of an open performative's field list
 // b; absent or null means the default, 65535. ok is false when the guard
 // cannot follow the fields.
 func openChannelMax(b []byte) (max uint16, ok bool) {
-	var pos, end int
-	var count uint32
-	switch {
-	case len(b) >= 1 && b[0] == 0x45:
+	if len(b) >= 1 && b[0] == 0x45 {
 		return 65535, true // list0: every field absent
-	case len(b) >= 3 && b[0] == 0xc0:
-		end, count, pos = 2+int(b[1]), uint32(b[2]), 3
-	case len(b) >= 9 && b[0] == 0xd0:
-		end, count, pos = 5+int(binary.BigEndian.Uint32(b[1:])), binary.BigEndian.Uint32(b[5:]), 9
-	default:
-		return 0, false
 	}
-	if end > len(b) {
+	pos, end, count, ok := listHeader(b)
+	if !ok || end > len(b) {
 		return 0, false
 	}
 	if count < 4 {
 		return 65535, true
 	}
 	b = b[:end]
-	for i := 0; i < 3; i++ {
-		if pos = skip(b, pos); pos < 0 {
-			return 0, false
-		}
+	if pos = skipFields(b, pos, 3); pos < 0 {
+		return 0, false
 	}
 	switch {
 	case pos < len(b) && b[pos] == 0x40:
@@ -300,25 +284,16 @@ func openChannelMax(b []byte) (max uint16, ok bool) {
 	return 0, false
 }
 
+// offeredCapabilities decodes field 7 of an open performative (a symbol or
+// an array of symbols); b starts at the list's constructor.
 func offeredCapabilities(b []byte) []string {
-	var pos, end int
-	var count uint32
-	switch {
-	case len(b) >= 3 && b[0] == 0xc0:
-		end, count, pos = 2+int(b[1]), uint32(b[2]), 3
-	case len(b) >= 9 && b[0] == 0xd0:
-		end, count, pos = 5+int(binary.BigEndian.Uint32(b[1:])), binary.BigEndian.Uint32(b[5:]), 9
-	default:
-		return nil
-	}
-	if end > len(b) || count < 8 {
+	pos, end, count, ok := listHeader(b)
+	if !ok || end > len(b) || count < 8 {
 		return nil
 	}
 	b = b[:end]
-	for i := 0; i < 7; i++ {
-		if pos = skip(b, pos); pos < 0 {
-			return nil
-		}
+	if pos = skipFields(b, pos, 7); pos < 0 {
+		return nil
 	}
 	if pos >= len(b) {
 		return nil
@@ -542,26 +517,18 @@ func checkPerformative(body []byte) error {
 	}
 	// attach: walk the list by hand to let its unsettled map (field 7)
 	// have binary keys.
-	code, pos := body[3], 4
+	code := body[3]
 	if code == 0x45 {
 		return nil
 	}
-	var end int
-	var count uint32
-	switch code {
-	case 0xc0:
-		if len(body) < 6 {
-			return errTruncated
-		}
-		end, count, pos = 4+1+int(body[4]), uint32(body[5]), 6
-	case 0xd0:
-		if len(body) < 12 {
-			return errTruncated
-		}
-		end, count, pos = 4+4+int(binary.BigEndian.Uint32(body[4:])), binary.BigEndian.Uint32(body[8:]), 12
-	default:
+	if code != 0xc0 && code != 0xd0 {
 		return fmt.Errorf("field list with constructor 0x%02x", code)
 	}
+	p, e, count, ok := listHeader(body[3:])
+	if !ok {
+		return errTruncated
+	}
+	pos, end := 3+p, 3+e
 	if end > len(body) || end < pos {
 		return errTruncated
 	}
@@ -580,17 +547,8 @@ func checkPerformative(body []byte) error {
 // has walked the frame already, so only the encodings go-amqp accepts for a
 // uint are taken: anything else is go-amqp's to refuse.
 func dispositionRange(b []byte) (first, last uint32, ok bool) {
-	var pos, end int
-	var count uint32
-	switch {
-	case len(b) >= 3 && b[0] == 0xc0:
-		end, count, pos = 2+int(b[1]), uint32(b[2]), 3
-	case len(b) >= 9 && b[0] == 0xd0:
-		end, count, pos = 5+int(binary.BigEndian.Uint32(b[1:])), binary.BigEndian.Uint32(b[5:]), 9
-	default:
-		return 0, 0, false
-	}
-	if end > len(b) || count < 2 {
+	pos, end, count, ok := listHeader(b)
+	if !ok || end > len(b) || count < 2 {
 		return 0, 0, false
 	}
 	b = b[:end]

@@ -16,7 +16,7 @@ import (
 
 // ErrCreditWindow is wrapped by the error IssueCredit returns when a grant
 // would leave more credit outstanding than ReceiverOptions.Credit.
-var ErrCreditWindow = errors.New("credit above the receiver's window")
+var ErrCreditWindow = transport.ErrCreditWindow
 
 // errClosed is wrapped when a link is used after its Close began.
 var errClosed = errors.New("link closed")
@@ -345,10 +345,8 @@ func (r *Receiver) IssueCredit(n uint32) error {
 		return &transport.LinkError{Address: r.addr, Op: "receive", Err: errClosed}
 	}
 	if r.window > 0 {
-		outstanding := r.issued - r.received.Load()
-		if outstanding+uint64(n) > uint64(r.window) {
-			return &transport.LinkError{Address: r.addr, Op: "receive", Err: fmt.Errorf(
-				"%w: granting %d with %d outstanding exceeds the window of %d", ErrCreditWindow, n, outstanding, r.window)}
+		if err := transport.CheckCredit(n, r.issued-r.received.Load(), r.window); err != nil {
+			return &transport.LinkError{Address: r.addr, Op: "receive", Err: err}
 		}
 	}
 	if err := r.r.IssueCredit(n); err != nil {
@@ -424,12 +422,7 @@ func (r *Receiver) Settle(ctx context.Context, m *amqp.Message, o transport.Outc
 func (r *Receiver) Close(ctx context.Context) error {
 	ctx, cancel := closeContext(ctx)
 	defer cancel()
-	r.mu.Lock()
-	first := !r.closing
-	r.closing = true
-	issued := r.issued
-	r.mu.Unlock()
-	if first && issued > 0 {
+	if r.beginClose() {
 		// Draining flushes any credit still pending inside go-amqp, so no
 		// flow frame can go out after the detach (go-amqp issue 367). An
 		// error here only means the link is already gone.
@@ -438,6 +431,16 @@ func (r *Receiver) Close(ctx context.Context) error {
 		dcancel()
 	}
 	return linkError(ctx, r.addr, "detach", nodeGone(r.r.Close(ctx)))
+}
+
+// beginClose marks the receiver closing and reports whether credit must be
+// drained first: only by the first Close, and only if credit was issued.
+func (r *Receiver) beginClose() (drain bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	first := !r.closing
+	r.closing = true
+	return first && r.issued > 0
 }
 
 // nodeGone forgives a close whose link the broker had detached because its

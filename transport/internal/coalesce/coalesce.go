@@ -125,6 +125,15 @@ func (c *Conn) ExpiredHolds() uint64 {
 	return c.expired
 }
 
+// poke wakes the flusher, unless it has been woken already: wake holds
+// one signal at most.
+func (c *Conn) poke() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
 // Write queues p for the flusher and returns; it waits only when maxPending
 // bytes are already queued.
 func (c *Conn) Write(p []byte) (int, error) {
@@ -145,10 +154,7 @@ func (c *Conn) Write(p []byte) (int, error) {
 	added := c.appendFrame(p)
 	c.mu.Unlock()
 	if added {
-		select {
-		case c.wake <- struct{}{}:
-		default:
-		}
+		c.poke()
 	}
 	return len(p), nil
 }
@@ -295,10 +301,7 @@ func (c *Conn) Close() error {
 		c.mu.Lock()
 		c.closing = true
 		c.mu.Unlock()
-		select {
-		case c.wake <- struct{}{}:
-		default:
-		}
+		c.poke()
 		t := time.NewTimer(c.closeFlush)
 		select {
 		case <-c.done:
