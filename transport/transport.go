@@ -203,6 +203,23 @@ type Receiver interface {
 // transports' ErrCreditWindow are this one error.
 var ErrCreditWindow = errors.New("credit above the receiver's window")
 
+// CheckGrant is what a Receiver checks, under its lock, before a grant of
+// n: none once its Close began (closed is the transport's error for that),
+// and none past its window (0: no window), each as a *LinkError naming addr.
+func CheckGrant(addr string, closing bool, closed error, n uint32, outstanding uint64, window uint32) error {
+	var err error
+	switch {
+	case closing:
+		err = closed
+	case window > 0:
+		err = CheckCredit(n, outstanding, window)
+	}
+	if err != nil {
+		return &LinkError{Address: addr, Op: "receive", Err: err}
+	}
+	return nil
+}
+
 // CheckCredit refuses, with an error wrapping ErrCreditWindow, a grant of n
 // that would leave more than window outstanding; outstanding is what was
 // granted and not yet received.

@@ -86,12 +86,7 @@ const (
 var eventNames = [...]string{"attach", "attached", "attach-failed", "active", "standby", "handover",
 	"detached", "backoff", "fail", "restart", "stop"}
 
-func (e linkEvent) String() string {
-	if int(e) < len(eventNames) {
-		return eventNames[e]
-	}
-	return "invalid"
-}
+func (e linkEvent) String() string { return actors.EnumName(eventNames[:], e) }
 
 // linked reports whether s has a link.
 func (s linkState) linked() bool {
@@ -145,18 +140,9 @@ func (s linkState) on(ev linkEvent) (linkState, bool) {
 			return stFailed, true
 		}
 	case evRestart:
-		if s == stStopped {
-			// protoactor restarts even an actor that stopped meanwhile (a
-			// failure decided after its Stop): stopped stays its last state.
-			return s, true
-		}
-		if s != stRestarting {
-			return stRestarting, true
-		}
+		return actors.OnRestart(s, stRestarting, stStopped)
 	case evStop:
-		if s != stStopped {
-			return stStopped, true
-		}
+		return actors.OnStop(s, stStopped)
 	}
 	return s, false
 }

@@ -1,6 +1,9 @@
 package sender
 
-import "github.com/amqpactor/amqpactor/internal/protocol"
+import (
+	"github.com/amqpactor/amqpactor/actors"
+	"github.com/amqpactor/amqpactor/internal/protocol"
+)
 
 // linkState is where a sender's link is in its life. Several states show
 // the same public string (String): the tree and the StateChanges keep the
@@ -78,12 +81,7 @@ const (
 var eventNames = [...]string{"start", "attach", "attached", "attach-failed", "refused", "backoff",
 	"detached", "retire", "restart", "stop"}
 
-func (e linkEvent) String() string {
-	if int(e) < len(eventNames) {
-		return eventNames[e]
-	}
-	return "invalid"
-}
+func (e linkEvent) String() string { return actors.EnumName(eventNames[:], e) }
 
 // unlinked reports whether s has no link and may attach.
 func (s linkState) unlinked() bool {
@@ -131,18 +129,9 @@ func (s linkState) on(ev linkEvent) (linkState, bool) {
 			return stRetiring, true
 		}
 	case evRestart:
-		if s == stStopped {
-			// protoactor restarts even an actor that stopped meanwhile (a
-			// failure decided after its Stop): stopped stays its last state.
-			return s, true
-		}
-		if s != stRestarting {
-			return stRestarting, true
-		}
+		return actors.OnRestart(s, stRestarting, stStopped)
 	case evStop:
-		if s != stStopped {
-			return stStopped, true
-		}
+		return actors.OnStop(s, stStopped)
 	}
 	return s, false
 }

@@ -170,18 +170,14 @@ func (r *Receiver) consume(ctx context.Context) error {
 // A grant that would leave more outstanding than the window is refused
 // with an error wrapping ErrCreditWindow.
 func (r *Receiver) IssueCredit(n uint32) error {
-	if n == 0 {
-		return nil
-	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.closing {
-		return &transport.LinkError{Address: r.addr, Op: "receive", Err: &amqp.LinkError{}}
+	window := r.window
+	if r.autoAck {
+		window = 0 // the broker pushes direct replies whatever the credit
 	}
-	if !r.autoAck {
-		if err := transport.CheckCredit(n, r.issued-r.received, r.window); err != nil {
-			return &transport.LinkError{Address: r.addr, Op: "receive", Err: err}
-		}
+	if err := transport.CheckGrant(r.addr, r.closing, &amqp.LinkError{}, n, r.issued-r.received, window); err != nil || n == 0 {
+		return err
 	}
 	if r.consumeErr != nil {
 		return &transport.LinkError{Address: r.addr, Op: "receive", Err: r.consumeErr}

@@ -516,8 +516,7 @@ func TestGoAMQPDecodesAFold(t *testing.T) {
 			p.must(fmt.Errorf("the dispositions did not fold: %d bytes", len(folded)))
 		}
 		p.write(folded)
-		p.expect(0x18)
-		p.write(frame(0, 0, performative(0x18)))
+		p.answerClose()
 	}()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -539,7 +538,12 @@ func TestGoAMQPDecodesAFold(t *testing.T) {
 		require.NoError(t, err, "delivery %d", i)
 		require.IsType(t, &amqp.StateAccepted{}, st, "delivery %d", i)
 	}
-	require.NoError(t, conn.Close())
+	if err := conn.Close(); err != nil {
+		// As in the tests above: go-amqp can meet its own end of the
+		// synchronous pipe closed while it shuts down; what this test reads
+		// is the settlement of every transfer, before the close.
+		require.ErrorContains(t, err, io.ErrClosedPipe.Error(), "go-amqp keeps only the text")
+	}
 	require.NoError(t, <-done, "the peer's script")
 	_, _ = io.Copy(io.Discard, server)
 }

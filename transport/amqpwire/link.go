@@ -336,18 +336,10 @@ func (r *Receiver) Consumers(ctx context.Context) (int, error) {
 // wrapping ErrCreditWindow and nothing is granted. It fails once Close has
 // begun, so no flow frame can follow the detach.
 func (r *Receiver) IssueCredit(n uint32) error {
-	if n == 0 {
-		return nil
-	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.closing {
-		return &transport.LinkError{Address: r.addr, Op: "receive", Err: errClosed}
-	}
-	if r.window > 0 {
-		if err := transport.CheckCredit(n, r.issued-r.received.Load(), r.window); err != nil {
-			return &transport.LinkError{Address: r.addr, Op: "receive", Err: err}
-		}
+	if err := transport.CheckGrant(r.addr, r.closing, errClosed, n, r.issued-r.received.Load(), r.window); err != nil || n == 0 {
+		return err
 	}
 	if err := r.r.IssueCredit(n); err != nil {
 		return &transport.LinkError{Address: r.addr, Op: "receive", Err: err}
