@@ -112,21 +112,13 @@ func RunBalance(t *testing.T, c BalanceConfig) BalanceResult {
 		mu.Lock()
 		defer mu.Unlock()
 		for id, a := range running {
-			sctx, scancel := context.WithTimeout(context.Background(), 15*time.Second)
-			require.NoError(t, a.Stop(sctx), "replica %d", id)
-			scancel()
+			require.NoError(t, stopWithin(context.Background(), a, 15*time.Second), "replica %d", id)
 			delete(running, id)
 		}
 	}
 	t.Cleanup(stopAll)
 
-	pub := c.NewApp(c.AppName + "-publisher")
-	require.NoError(t, pub.Start(ctx))
-	t.Cleanup(func() {
-		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer scancel()
-		_ = pub.Stop(sctx)
-	})
+	pub := c.startPublisher(t, ctx)
 
 	var res BalanceResult
 	// balanced polls every replica's tree: each running replica holds lo
@@ -252,9 +244,7 @@ func RunBalance(t *testing.T, c BalanceConfig) BalanceResult {
 	delete(running, victim)
 	mu.Unlock()
 	since = time.Now()
-	sctx, scancel := context.WithTimeout(ctx, 15*time.Second)
-	require.NoError(t, app.Stop(sctx))
-	scancel()
+	require.NoError(t, stopWithin(ctx, app, 15*time.Second))
 	close(gates[0])
 	await(1, n/(c.Replicas-1)-1, n/(c.Replicas-1)+1, since)
 
@@ -301,9 +291,7 @@ func RunBalance(t *testing.T, c BalanceConfig) BalanceResult {
 		t.Logf("%d missing: %v", len(missing), missing[:min(len(missing), 40)])
 		t.FailNow()
 	}
-	sctx, scancel = context.WithTimeout(context.Background(), 10*time.Second)
-	require.NoError(t, pub.Stop(sctx))
-	scancel()
+	require.NoError(t, stopWithin(context.Background(), pub, 10*time.Second))
 	stopAll()
 	res.Elapsed = time.Since(begin)
 

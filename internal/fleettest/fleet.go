@@ -52,6 +52,23 @@ func (c Config) orDefaults(groups, perGroup int, bound time.Duration) Config {
 	return c
 }
 
+// stopWithin stops app, bounded by d under parent.
+func stopWithin(parent context.Context, app *amqpactor.App, d time.Duration) error {
+	ctx, cancel := context.WithTimeout(parent, d)
+	defer cancel()
+	return app.Stop(ctx)
+}
+
+// startPublisher starts the run's publisher, an App of its own stopped
+// when the test ends.
+func (c Config) startPublisher(t *testing.T, ctx context.Context) *amqpactor.App {
+	t.Helper()
+	pub := c.NewApp(c.AppName + "-publisher")
+	require.NoError(t, pub.Start(ctx))
+	t.Cleanup(func() { _ = stopWithin(context.Background(), pub, 10*time.Second) })
+	return pub
+}
+
 // Result is what a run measured.
 type Result struct {
 	Published int
@@ -249,19 +266,11 @@ func Run(t *testing.T, c Config) Result {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, a := range running {
-			sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
-			_ = a.Stop(sctx)
-			scancel()
+			_ = stopWithin(context.Background(), a, 10*time.Second)
 		}
 	})
 
-	pub := c.NewApp(c.AppName + "-publisher")
-	require.NoError(t, pub.Start(ctx))
-	t.Cleanup(func() {
-		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer scancel()
-		_ = pub.Stop(sctx)
-	})
+	pub := c.startPublisher(t, ctx)
 
 	begin := time.Now()
 	// The second half of every group waits for the stop to have begun, so
@@ -310,9 +319,7 @@ func Run(t *testing.T, c Config) Result {
 	mu.Unlock()
 	stopped := make(chan error, 1)
 	go func() {
-		sctx, scancel := context.WithTimeout(ctx, 15*time.Second)
-		defer scancel()
-		stopped <- app.Stop(sctx)
+		stopped <- stopWithin(ctx, app, 15*time.Second)
 	}()
 	close(stopping)
 	close(release)
@@ -328,14 +335,10 @@ func Run(t *testing.T, c Config) Result {
 	// the caller sees what was lost).
 	assert.Eventually(t, func() bool { return tl.count() >= total }, c.Bound, time.Millisecond)
 	// Stop every replica so that late redeliveries are counted too.
-	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
-	require.NoError(t, pub.Stop(sctx))
-	scancel()
+	require.NoError(t, stopWithin(context.Background(), pub, 10*time.Second))
 	mu.Lock()
 	for _, a := range running {
-		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
-		require.NoError(t, a.Stop(sctx))
-		scancel()
+		require.NoError(t, stopWithin(context.Background(), a, 10*time.Second))
 	}
 	mu.Unlock()
 	res.Elapsed = time.Since(begin)
