@@ -16,6 +16,7 @@ import (
 
 	"github.com/amqpactor/amqpactor"
 	"github.com/amqpactor/amqpactor/internal/brokeradmin"
+	"github.com/amqpactor/amqpactor/test/harness"
 	"github.com/amqpactor/amqpactor/transport"
 	"github.com/amqpactor/amqpactor/transport/amqpwire"
 )
@@ -199,7 +200,7 @@ func TestLiveRepliesNeverShareFateWithOwnPublishes(t *testing.T) {
 		}
 	}
 
-	logs := &syncBuffer{}
+	logs := &harness.LogBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	app := amqpactor.New(amqpactor.Dial(u, amqpactor.WithDialect(amqpactor.RabbitMQ4)),
 		amqpactor.WithSenderLimits(0, idle), amqpactor.WithLogger(log))
