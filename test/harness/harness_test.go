@@ -115,3 +115,18 @@ func TestLogBufferMax(t *testing.T) {
 	require.Equal(t, 2, n, "a full buffer still takes the write")
 	require.Equal(t, "abcdef", b.String())
 }
+
+func TestBlockerHoldsUntilReleased(t *testing.T) {
+	b := harness.NewBlocker()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.ErrorIs(t, b.Handle(ctx, &amqpactor.Message{}), context.Canceled, "a held message whose context ends fails")
+	require.Zero(t, b.Handled())
+	done := make(chan error, 1)
+	go func() { done <- b.Handle(context.Background(), &amqpactor.Message{}) }()
+	b.Release()
+	b.Release() // a second release is a no-op
+	require.NoError(t, <-done)
+	require.EqualValues(t, 1, b.Handled())
+	require.Positive(t, harness.HeapInuse())
+}
