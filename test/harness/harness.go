@@ -85,3 +85,21 @@ func NewLog(t testing.TB) (*slog.Logger, *LogBuffer) {
 	})
 	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelInfo})), buf
 }
+
+// EarlyEnd is the context of the i-th of a series of Starts that must end
+// early, in turn: cancelled before it (i%4 == 0), cancelled while it runs
+// (1), or ending after d (2 and 3).
+func EarlyEnd(i int, d time.Duration) (context.Context, context.CancelFunc) {
+	switch i % 4 {
+	case 0:
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		return ctx, cancel
+	case 1:
+		ctx, cancel := context.WithCancel(context.Background())
+		go cancel()
+		return ctx, cancel
+	default:
+		return context.WithTimeout(context.Background(), d)
+	}
+}

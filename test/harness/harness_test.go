@@ -130,3 +130,19 @@ func TestBlockerHoldsUntilReleased(t *testing.T) {
 	require.EqualValues(t, 1, b.Handled())
 	require.Positive(t, harness.HeapInuse())
 }
+
+func TestEarlyEnd(t *testing.T) {
+	ctx, cancel := harness.EarlyEnd(0, time.Hour)
+	defer cancel()
+	require.ErrorIs(t, ctx.Err(), context.Canceled, "cancelled before it is handed out")
+	ctx, cancel = harness.EarlyEnd(1, time.Hour)
+	defer cancel()
+	<-ctx.Done() // cancelled by a goroutine
+	require.ErrorIs(t, ctx.Err(), context.Canceled)
+	for _, i := range []int{2, 3} {
+		ctx, cancel := harness.EarlyEnd(i, time.Millisecond)
+		<-ctx.Done()
+		require.ErrorIs(t, ctx.Err(), context.DeadlineExceeded, "the deadline, not a cancel")
+		cancel()
+	}
+}
