@@ -91,20 +91,6 @@ func clusterApp(t *testing.T, urls []string) (*amqpactor.App, *harness.Changes) 
 	return app, ch
 }
 
-func startApp(t *testing.T, app *amqpactor.App) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	require.NoError(t, app.Start(ctx))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		if err := app.Stop(ctx); err != nil {
-			t.Logf("Stop: %v", err)
-		}
-	})
-}
-
 // redacted is how the tree and the state changes spell a node's URL.
 func redacted(u string) string { return strings.Replace(u, "guest:guest@", "guest:xxxxx@", 1) }
 
@@ -176,7 +162,7 @@ func lossScenario(t *testing.T, urls []string, n int, steps []step) {
 		return nil
 	}, amqpactor.WithCredit(256))
 	require.NoError(t, err)
-	startApp(t, app)
+	harness.StartApp(t, app)
 	reps := replicas(t, urls, q.Name())
 	require.Len(t, reps, 3, "the quorum queue is replicated on the three nodes: %v", reps)
 
@@ -265,7 +251,7 @@ func TestClusterTopicAndRequest(t *testing.T) {
 		return &amqpactor.Message{Body: append([]byte("re:"), req.Body...)}, nil
 	}))
 	require.NoError(t, err)
-	startApp(t, responder)
+	harness.StartApp(t, responder)
 
 	app, _ := clusterApp(t, urls)
 	var events atomic.Int64
@@ -279,7 +265,7 @@ func TestClusterTopicAndRequest(t *testing.T) {
 		return nil
 	})
 	require.NoError(t, err)
-	startApp(t, app)
+	harness.StartApp(t, app)
 
 	ctx := harness.Bound(t, 3*time.Minute)
 	// roundTrip publishes an event to the topic until the subscription has

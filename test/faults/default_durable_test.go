@@ -45,13 +45,13 @@ func TestLiveDefaultMessagesSurviveRestart(t *testing.T) {
 
 			const n = 100
 			pub := newApp()
-			startApp(t, pub)
+			harness.StartApp(t, pub)
 			ctx := harness.Bound(t, 2*time.Minute)
 			all := harness.IDs(harness.Unique("d"), n)
 			for _, id := range all {
 				require.NoError(t, pub.Publish(ctx, q, &amqpactor.Message{MessageID: id, Body: []byte(id)}))
 			}
-			stopApp(t, pub)
+			harness.StopApp(t, pub)
 
 			restored := false
 			t.Cleanup(func() {
@@ -71,7 +71,7 @@ func TestLiveDefaultMessagesSurviveRestart(t *testing.T) {
 				return nil
 			}, amqpactor.WithClassicQueue())
 			require.NoError(t, err)
-			startApp(t, sub)
+			harness.StartApp(t, sub)
 			require.Eventually(t, func() bool { return got.Distinct() == n }, 30*time.Second, 10*time.Millisecond,
 				"every default message survived the restart: %d of %d, first missing %v", got.Distinct(), n, harness.First(got.Missing(all), 5))
 			t.Logf("FIGURES %s: published=%d survived=%d", t.Name(), n, got.Distinct())

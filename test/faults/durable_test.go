@@ -46,26 +46,21 @@ func liveMaker(u string) appMaker {
 func liveTopic(t *testing.T, u, prefix string, subs *[]string) amqpactor.Address {
 	tp := amqpactor.Topic(harness.Unique(prefix))
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		c, err := amqpwire.New(amqpwire.Config{URL: u, Dialect: amqpactor.RabbitMQ4}).Connect(ctx)
-		if err != nil {
+		if err := withMgmt(u, 30*time.Second, func(ctx context.Context, m *amqpwire.Management) {
+			for _, s := range *subs {
+				node, err := address.Render(address.RabbitMQ4, tp, address.Receive, s)
+				if err != nil {
+					t.Logf("cleanup: %v", err)
+					continue
+				}
+				if err := brokeradmin.DeleteQueue(ctx, m, node.Queue); err != nil {
+					t.Logf("cleanup: deleting %s: %v", node.Queue, err)
+				}
+			}
+			_ = brokeradmin.DeleteExchange(ctx, m, tp.Name())
+		}); err != nil {
 			t.Logf("cleanup: %v", err)
-			return
 		}
-		defer func() { _ = c.Close(ctx) }()
-		m := c.(*amqpwire.Conn).Management()
-		for _, s := range *subs {
-			node, err := address.Render(address.RabbitMQ4, tp, address.Receive, s)
-			if err != nil {
-				t.Logf("cleanup: %v", err)
-				continue
-			}
-			if err := brokeradmin.DeleteQueue(ctx, m, node.Queue); err != nil {
-				t.Logf("cleanup: deleting %s: %v", node.Queue, err)
-			}
-		}
-		_ = brokeradmin.DeleteExchange(ctx, m, tp.Name())
 	})
 	return tp
 }
@@ -119,7 +114,7 @@ func topicFaultScenario(t *testing.T, app *amqpactor.App, tp amqpactor.Address, 
 	got := harness.NewTally()
 	_, err := app.Subscribe(tp, counting(got), amqpactor.WithCredit(256))
 	require.NoError(t, err)
-	startApp(t, app)
+	harness.StartApp(t, app)
 
 	ctx := harness.Bound(t, 3*time.Minute)
 	all := harness.IDs(harness.Unique("ev"), n)
@@ -199,12 +194,12 @@ func keptWhileStopped(t *testing.T, mk appMaker, tp amqpactor.Address, subs *[]s
 	got := harness.NewTally()
 	first := mk(t, name)
 	keep(subs, must(first.Subscribe(tp, counting(got))))
-	startApp(t, first)
+	harness.StartApp(t, first)
 	pub := mk(t, harness.Unique("publisher"))
-	startApp(t, pub)
+	harness.StartApp(t, pub)
 	require.NoError(t, pub.Publish(ctx, tp, &amqpactor.Message{MessageID: "warm", Durable: true}))
 	require.Eventually(t, func() bool { return got.Has("warm") }, 20*time.Second, 5*time.Millisecond)
-	stopApp(t, first)
+	harness.StopApp(t, first)
 
 	down := harness.IDs(harness.Unique("down"), 5)
 	for _, id := range down {
@@ -212,7 +207,7 @@ func keptWhileStopped(t *testing.T, mk appMaker, tp amqpactor.Address, subs *[]s
 	}
 	next := mk(t, name)
 	keep(subs, must(next.Subscribe(tp, counting(got))))
-	startApp(t, next)
+	harness.StartApp(t, next)
 	require.Eventually(t, func() bool { return len(got.Missing(down)) == 0 }, 20*time.Second, 5*time.Millisecond,
 		"published while stopped, handled after restart: missing %v", got.Missing(down))
 	t.Logf("FIGURES %s: published_while_stopped=%d handled_after_restart=%d", t.Name(), len(down), len(down)-len(got.Missing(down)))
@@ -262,7 +257,7 @@ func sharedReplicas(t *testing.T, mk appMaker, tp, q amqpactor.Address, subs *[]
 				keep(subs, s) // one node shared by the three
 			}
 		}
-		startApp(t, app)
+		harness.StartApp(t, app)
 		apps = append(apps, app)
 	}
 	for _, a := range []amqpactor.Address{tp, q} {
@@ -274,7 +269,7 @@ func sharedReplicas(t *testing.T, mk appMaker, tp, q amqpactor.Address, subs *[]
 			"%s: %d of %d handled", a, got[a].Distinct(), n)
 	}
 	for _, app := range apps {
-		stopApp(t, app)
+		harness.StopApp(t, app)
 	}
 	for _, a := range []amqpactor.Address{tp, q} {
 		require.Zero(t, got[a].Duplicates(), "%s: every message handled once in total", a)
@@ -308,8 +303,8 @@ func ephemeralScenario(t *testing.T, mk appMaker, tp amqpactor.Address) {
 	r1, r2 := mk(t, name), mk(t, name)
 	must(r1.Subscribe(tp, counting(a), amqpactor.WithEphemeral()))
 	must(r2.Subscribe(tp, counting(b), amqpactor.WithEphemeral()))
-	startApp(t, r1)
-	startApp(t, r2)
+	harness.StartApp(t, r1)
+	harness.StartApp(t, r2)
 	want := harness.IDs(harness.Unique("e"), 20)
 	for _, id := range want {
 		require.NoError(t, r1.Publish(ctx, tp, &amqpactor.Message{MessageID: id}))
@@ -317,12 +312,12 @@ func ephemeralScenario(t *testing.T, mk appMaker, tp amqpactor.Address) {
 	require.Eventually(t, func() bool { return a.Distinct() == len(want) && b.Distinct() == len(want) }, 20*time.Second, 5*time.Millisecond,
 		"each replica got every event: %d and %d of %d", a.Distinct(), b.Distinct(), len(want))
 
-	stopApp(t, r2)
+	harness.StopApp(t, r2)
 	require.NoError(t, r1.Publish(ctx, tp, &amqpactor.Message{MessageID: "while-down"}))
 	r3 := mk(t, name)
 	c := harness.NewTally()
 	must(r3.Subscribe(tp, counting(c), amqpactor.WithEphemeral()))
-	startApp(t, r3)
+	harness.StartApp(t, r3)
 	require.NoError(t, r1.Publish(ctx, tp, &amqpactor.Message{MessageID: "after"}))
 	require.Eventually(t, func() bool { return c.Has("after") }, 20*time.Second, 5*time.Millisecond)
 	// The node of r3 is new, and a queue is first in, first out: what it
@@ -357,12 +352,12 @@ func TestInprocTopicUnnamedApp(t *testing.T) {
 	must(app.Subscribe(tp, counting(harness.NewTally()), amqpactor.WithSubscriptionName("audit")))
 	named := inprocMaker(b)(t, "billing")
 	must(named.Subscribe(tp, counting(harness.NewTally())))
-	startApp(t, app)
-	startApp(t, named)
+	harness.StartApp(t, app)
+	harness.StartApp(t, named)
 	require.Equal(t, 3, b.Subscriptions(tp.Name()))
 	require.True(t, b.HasQueue(tp.Name()+"::audit"), "WithSubscriptionName names a durable node")
 	require.True(t, b.HasQueue(tp.Name()+"::billing."+tp.Name()), "a named App's node is named after it")
-	stopApp(t, app)
-	stopApp(t, named)
+	harness.StopApp(t, app)
+	harness.StopApp(t, named)
 	require.Equal(t, 2, b.Subscriptions(tp.Name()), "only the unnamed App's default subscription went with its link")
 }

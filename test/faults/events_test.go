@@ -33,7 +33,7 @@ func TestLiveCutStateChanges(t *testing.T) {
 	_, err := app.Subscribe(q, func(ctx context.Context, m *amqpactor.Message) error { got.Add(m.MessageID.(string)); return nil },
 		amqpactor.WithSubscriptionName("events-sub"))
 	require.NoError(t, err)
-	startApp(t, app)
+	harness.StartApp(t, app)
 
 	subPath := "connection/subscription:events-sub"
 	nodes := []string{"connection", "connection/publisher", subPath, subPath + "/receiver", "connection/publisher/sender:" + q.Name()}

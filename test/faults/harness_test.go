@@ -17,27 +17,6 @@ func TestMain(m *testing.M) {
 		goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"))
 }
 
-// startApp starts app and stops it (bounded) when the test ends; Stop must
-// return nil or a bounded error, never hang.
-func startApp(t *testing.T, app *amqpactor.App) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	require.NoError(t, app.Start(ctx))
-	t.Cleanup(func() { stopApp(t, app) })
-}
-
-func stopApp(t *testing.T, app *amqpactor.App) {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	start := time.Now()
-	err := app.Stop(ctx)
-	require.Less(t, time.Since(start), 21*time.Second, "Stop returned by its deadline")
-	if err != nil {
-		t.Logf("Stop: %v", err)
-	}
-}
-
 // connected reports a root attached after at least restarts reconnects.
 func connected(app *amqpactor.App, restarts int) bool {
 	n := harness.TreeOr(app)
@@ -61,7 +40,7 @@ func cutScenario(t *testing.T, app *amqpactor.App, q amqpactor.Address, n, cuts 
 		return nil
 	}, amqpactor.WithCredit(256))
 	require.NoError(t, err)
-	startApp(t, app)
+	harness.StartApp(t, app)
 
 	ctx := harness.Bound(t, 3*time.Minute)
 	all := harness.IDs(harness.Unique("m"), n)

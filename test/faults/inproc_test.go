@@ -61,7 +61,7 @@ func cutScenarioLinks(t *testing.T, app *amqpactor.App, b *inproc.Broker, q amqp
 		return nil
 	})
 	require.NoError(t, err)
-	startApp(t, app)
+	harness.StartApp(t, app)
 	ctx := harness.Bound(t, 2*time.Minute)
 	all := harness.IDs(harness.Unique("d"), n)
 	pub := harness.PublishAll(ctx, app, q, all, 16, true)
@@ -104,7 +104,7 @@ func TestInprocQueueDeleted(t *testing.T) {
 	got := harness.NewTally()
 	_, err := app.Subscribe(q, func(ctx context.Context, m *amqpactor.Message) error { got.Add(m.MessageID.(string)); return nil })
 	require.NoError(t, err)
-	startApp(t, app)
+	harness.StartApp(t, app)
 	ctx := harness.Bound(t, time.Minute)
 	require.NoError(t, app.Publish(ctx, q, &amqpactor.Message{MessageID: "before"}))
 	require.Eventually(t, func() bool { return got.Has("before") }, 10*time.Second, 5*time.Millisecond)
@@ -151,7 +151,7 @@ func TestInprocRefusedForever(t *testing.T) {
 	q := amqpactor.Queue("forbidden")
 	sub, err := app.Subscribe(q, func(ctx context.Context, m *amqpactor.Message) error { return nil })
 	require.NoError(t, err)
-	startApp(t, app)
+	harness.StartApp(t, app)
 	b.RefuseAttach(q, "amqp:unauthorized-access", "fault injection: forbidden")
 	require.Equal(t, 1, b.DetachLinks(q, "amqp:internal-error", "fault injection: detach"))
 	t0 := time.Now()
@@ -203,7 +203,7 @@ func (c *refusingConnector) Dialect() address.Dialect { return c.Broker.Dialect(
 func TestInprocAuthFailureTerminal(t *testing.T) {
 	c := &refusingConnector{Broker: inproc.New()}
 	app, logs := inprocApp(t, c)
-	startApp(t, app)
+	harness.StartApp(t, app)
 	c.refuse.Store(true)
 	before := c.attempts.Load()
 	require.Equal(t, 1, c.DropConnections(errors.New("fault injection: cut")))
@@ -247,7 +247,7 @@ func TestInprocPanicsAndPoison(t *testing.T) {
 		return nil
 	}, amqpactor.WithRetry(amqpactor.RetryPolicy{MaxDeliveries: 3}), amqpactor.WithPartitions(4))
 	require.NoError(t, err)
-	startApp(t, app)
+	harness.StartApp(t, app)
 	ctx := harness.Bound(t, time.Minute)
 	all := harness.IDs("p", n)
 	var wg sync.WaitGroup

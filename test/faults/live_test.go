@@ -42,29 +42,34 @@ func liveApp(t *testing.T, u string, opts ...amqpactor.DialOption) (*amqpactor.A
 		amqpactor.WithBackoff(backoffInitial, backoffMax), amqpactor.WithCloseTimeout(3*time.Second)), buf
 }
 
+// withMgmt runs f, bounded by d, with the broker's management client on a
+// connection of its own; it fails only if that connection does.
+func withMgmt(u string, d time.Duration, f func(ctx context.Context, m *amqpwire.Management)) error {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	c, err := amqpwire.New(amqpwire.Config{URL: u, Dialect: amqpactor.RabbitMQ4}).Connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = c.Close(ctx) }()
+	f(ctx, c.(*amqpwire.Conn).Management())
+	return nil
+}
+
 // mgmt runs f with the broker's management client on a connection of its own.
 func mgmt(t *testing.T, u string, f func(ctx context.Context, m *amqpwire.Management)) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c, err := amqpwire.New(amqpwire.Config{URL: u, Dialect: amqpactor.RabbitMQ4}).Connect(ctx)
-	require.NoError(t, err)
-	defer func() { _ = c.Close(ctx) }()
-	f(ctx, c.(*amqpwire.Conn).Management())
+	require.NoError(t, withMgmt(u, 30*time.Second, f))
 }
 
 func liveQueue(t *testing.T, u, prefix string) amqpactor.Address {
 	name := harness.Unique(prefix)
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		c, err := amqpwire.New(amqpwire.Config{URL: u, Dialect: amqpactor.RabbitMQ4}).Connect(ctx)
-		if err != nil {
+		if err := withMgmt(u, 30*time.Second, func(ctx context.Context, m *amqpwire.Management) {
+			_ = brokeradmin.DeleteQueue(ctx, m, name)
+		}); err != nil {
 			t.Logf("cleanup: %v", err)
-			return
 		}
-		defer func() { _ = c.Close(ctx) }()
-		_ = brokeradmin.DeleteQueue(ctx, c.(*amqpwire.Conn).Management(), name)
 	})
 	return amqpactor.Queue(name)
 }
@@ -95,7 +100,7 @@ func TestLiveBlackHole(t *testing.T) {
 	got := harness.NewTally()
 	_, err := app.Subscribe(q, func(ctx context.Context, m *amqpactor.Message) error { got.Add(m.MessageID.(string)); return nil })
 	require.NoError(t, err)
-	startApp(t, app)
+	harness.StartApp(t, app)
 	ctx := harness.Bound(t, 2*time.Minute)
 	require.NoError(t, app.Publish(ctx, q, &amqpactor.Message{MessageID: "before", Durable: true}))
 	require.Eventually(t, func() bool { return got.Has("before") }, 10*time.Second, 5*time.Millisecond)
@@ -141,7 +146,7 @@ func TestLiveQueueDeleted(t *testing.T) {
 	got := harness.NewTally()
 	_, err := app.Subscribe(q, func(ctx context.Context, m *amqpactor.Message) error { got.Add(m.MessageID.(string)); return nil })
 	require.NoError(t, err)
-	startApp(t, app)
+	harness.StartApp(t, app)
 	ctx := harness.Bound(t, time.Minute)
 	for _, id := range harness.IDs("before", 100) {
 		require.NoError(t, app.Publish(ctx, q, &amqpactor.Message{MessageID: id, Durable: true}))
@@ -245,7 +250,7 @@ func restartScenario(t *testing.T, down, up []string) {
 	got := harness.NewTally()
 	_, err := app.Subscribe(q, func(ctx context.Context, m *amqpactor.Message) error { got.Add(m.MessageID.(string)); return nil })
 	require.NoError(t, err)
-	startApp(t, app)
+	harness.StartApp(t, app)
 	ctx := harness.Bound(t, 2*time.Minute)
 	const n = 2000
 	all := harness.IDs(harness.Unique("r"), n)
@@ -262,17 +267,11 @@ func restartScenario(t *testing.T, down, up []string) {
 	// ours answers (hundreds, when other suites left theirs): measure our
 	// resume from the moment the queue itself answers again.
 	require.Eventually(t, func() bool {
-		ok := false
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		c, err := amqpwire.New(amqpwire.Config{URL: u, Dialect: amqpactor.RabbitMQ4}).Connect(ctx)
-		if err != nil {
-			return false
-		}
-		defer func() { _ = c.Close(ctx) }()
-		_, err = c.(*amqpwire.Conn).Management().QueueInfo(ctx, q.Name())
-		ok = err == nil
-		return ok
+		var infoErr error
+		err := withMgmt(u, 5*time.Second, func(ctx context.Context, m *amqpwire.Management) {
+			_, infoErr = m.QueueInfo(ctx, q.Name())
+		})
+		return err == nil && infoErr == nil
 	}, 120*time.Second, 500*time.Millisecond, "the queue answers again after the broker is up")
 	upAt := time.Now()
 	downFor := upAt.Sub(t0)

@@ -82,3 +82,26 @@ func TreeText(n *amqpactor.Node) string {
 	}
 	return b.String()
 }
+
+// StartApp starts app (within 30 s) and stops it with StopApp when the test
+// ends.
+func StartApp(t testing.TB, app *amqpactor.App) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, app.Start(ctx))
+	t.Cleanup(func() { StopApp(t, app) })
+}
+
+// StopApp stops app within 20 s. Stop must return by its deadline, never
+// hang; an error (a bounded drain cut short by a fault) is only logged.
+func StopApp(t testing.TB, app *amqpactor.App) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	start := time.Now()
+	err := app.Stop(ctx)
+	require.Less(t, time.Since(start), 21*time.Second, "Stop returned by its deadline")
+	if err != nil {
+		t.Logf("Stop: %v", err)
+	}
+}
