@@ -66,6 +66,21 @@ func goPublish(ctx context.Context, app *amqpactor.App, wg *sync.WaitGroup, errs
 	})
 }
 
+// echoed makes request i to rpc, its body the number, and checks that the
+// reply echoes it; a failed request's error is wrapped, so that a caller can
+// tell ErrRequestsRestarted.
+func echoed(ctx context.Context, app *amqpactor.App, i int) error {
+	body := strconv.Itoa(i)
+	rep, err := app.Request(ctx, amqpactor.Queue("rpc"), &amqpactor.Message{Body: []byte(body)})
+	if err != nil {
+		return fmt.Errorf("request %d: %w", i, err)
+	}
+	if string(rep.Body) != body {
+		return fmt.Errorf("request %d got reply %q", i, rep.Body)
+	}
+	return nil
+}
+
 // noErrors waits for wg and requires that none of its goroutines sent an
 // error.
 func noErrors(t *testing.T, wg *sync.WaitGroup, errs chan error) {
@@ -209,19 +224,14 @@ func TestRequestsRestartMidStream(t *testing.T) {
 	for p := range callers {
 		wg.Go(func() {
 			for i := p; i < n; i += callers {
-				body := strconv.Itoa(i)
 				for {
-					rep, err := app.Request(ctx, amqpactor.Queue("rpc"), &amqpactor.Message{Body: []byte(body)})
+					err := echoed(ctx, app, i)
 					if errors.Is(err, amqpactor.ErrRequestsRestarted) {
 						retried.Add(1)
 						continue
 					}
 					if err != nil {
-						errs <- fmt.Errorf("request %d: %w", i, err)
-						return
-					}
-					if string(rep.Body) != body {
-						errs <- fmt.Errorf("request %d got reply %q", i, rep.Body)
+						errs <- err
 						return
 					}
 					answered.Add(1)
@@ -291,14 +301,8 @@ func midStream(t *testing.T, broker *inproc.Broker, sys *actor.ActorSystem, name
 	for c := range 2 {
 		wg.Go(func() {
 			for i := c; i < nreq; i += 2 {
-				body := strconv.Itoa(i)
-				rep, err := app.Request(ctx, amqpactor.Queue("rpc"), &amqpactor.Message{Body: []byte(body)})
-				if err != nil {
-					errs <- fmt.Errorf("request %d: %w", i, err)
-					return
-				}
-				if string(rep.Body) != body {
-					errs <- fmt.Errorf("request %d got reply %q", i, rep.Body)
+				if err := echoed(ctx, app, i); err != nil {
+					errs <- err
 					return
 				}
 				answered.Add(1)
