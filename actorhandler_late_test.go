@@ -14,6 +14,34 @@ import (
 	"github.com/amqpactor/amqpactor/inproc"
 )
 
+// lateActor answers a delivery it sees again (delivery-count > 0) at once,
+// and a first delivery only after delay, with late(d).
+func lateActor(sys *actor.ActorSystem, delay time.Duration, late func(d *amqpactor.Delivery) any) *actor.PID {
+	return sys.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+		d, ok := ctx.Message().(*amqpactor.Delivery)
+		if !ok {
+			return
+		}
+		if d.Message.DeliveryCount > 0 {
+			ctx.Respond(amqpactor.Done(nil))
+			return
+		}
+		sender, root := ctx.Sender(), ctx.ActorSystem().Root
+		time.AfterFunc(delay, func() { root.Send(sender, late(d)) })
+	}))
+}
+
+// publishSettled publishes n messages (message-ids 0 to n-1) to q and
+// waits until the broker holds none of them, delivered or not.
+func publishSettled(t *testing.T, ctx context.Context, app *amqpactor.App, broker *inproc.Broker, q string, n int) {
+	t.Helper()
+	for i := range n {
+		require.NoError(t, app.Publish(ctx, amqpactor.Queue(q), &amqpactor.Message{MessageID: uint64(i), Body: []byte("x")}))
+	}
+	require.Eventually(t, func() bool { return broker.QueueDepth(q) == 0 && broker.Unsettled(q) == 0 },
+		30*time.Second, 5*time.Millisecond, "every delivery settled (depth %d, unsettled %d)", broker.QueueDepth(q), broker.Unsettled(q))
+}
+
 // An actor that answers a delivery just as the handler's timeout passes
 // (as an actor busy when a link detaches does) must not race with
 // ActorHandler giving up on it: the late answer is dropped, the delivery
@@ -24,29 +52,14 @@ func TestActorHandlerLateAnswer(t *testing.T) {
 	noLeaks(t)
 	const n, timeout = 200, 5 * time.Millisecond
 	sys := sharedSystem(t)
-	pid := sys.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
-		d, ok := ctx.Message().(*amqpactor.Delivery)
-		if !ok {
-			return
-		}
-		if d.Message.DeliveryCount > 0 {
-			ctx.Respond(amqpactor.Done(nil))
-			return
-		}
-		sender, root := ctx.Sender(), ctx.ActorSystem().Root
-		time.AfterFunc(timeout, func() { root.Send(sender, amqpactor.Done(nil)) })
-	}))
+	pid := lateActor(sys, timeout, func(*amqpactor.Delivery) any { return amqpactor.Done(nil) })
 	broker := inproc.New()
 	app, ctx := startActorApp(t, broker, sys, func(app *amqpactor.App) {
 		_, err := app.Subscribe(amqpactor.Queue("late"), amqpactor.ActorHandler(pid),
 			amqpactor.WithHandlerTimeout(timeout), amqpactor.WithPartitions(4))
 		require.NoError(t, err)
 	})
-	for i := range n {
-		require.NoError(t, app.Publish(ctx, amqpactor.Queue("late"), &amqpactor.Message{MessageID: uint64(i), Body: []byte("x")}))
-	}
-	require.Eventually(t, func() bool { return broker.QueueDepth("late") == 0 && broker.Unsettled("late") == 0 },
-		30*time.Second, 5*time.Millisecond, "every delivery settled (depth %d, unsettled %d)", broker.QueueDepth("late"), broker.Unsettled("late"))
+	publishSettled(t, ctx, app, broker, "late", n)
 }
 
 // An actor that reads its delivery after ActorHandler gave up on it (past
@@ -57,31 +70,16 @@ func TestActorHandlerLateReadWithBackoff(t *testing.T) {
 	noLeaks(t)
 	const n, timeout = 50, 5 * time.Millisecond
 	sys := sharedSystem(t)
-	pid := sys.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
-		d, ok := ctx.Message().(*amqpactor.Delivery)
-		if !ok {
-			return
-		}
-		if d.Message.DeliveryCount > 0 {
-			ctx.Respond(amqpactor.Done(nil))
-			return
-		}
-		sender, root := ctx.Sender(), ctx.ActorSystem().Root
-		time.AfterFunc(2*timeout, func() {
-			root.Send(sender, amqpactor.Done(fmt.Errorf("late, delivery-count %d", d.Message.DeliveryCount)))
-		})
-	}))
+	pid := lateActor(sys, 2*timeout, func(d *amqpactor.Delivery) any {
+		return amqpactor.Done(fmt.Errorf("late, delivery-count %d", d.Message.DeliveryCount))
+	})
 	broker := inproc.New()
 	app, ctx := startActorApp(t, broker, sys, func(app *amqpactor.App) {
 		_, err := app.Subscribe(amqpactor.Queue("lateread"), amqpactor.ActorHandler(pid), amqpactor.WithHandlerTimeout(timeout),
 			amqpactor.WithRetry(amqpactor.RetryPolicy{Backoff: time.Millisecond, MaxBackoff: time.Millisecond, MaxDeliveries: 100}))
 		require.NoError(t, err)
 	})
-	for i := range n {
-		require.NoError(t, app.Publish(ctx, amqpactor.Queue("lateread"), &amqpactor.Message{MessageID: uint64(i), Body: []byte("x")}))
-	}
-	require.Eventually(t, func() bool { return broker.QueueDepth("lateread") == 0 && broker.Unsettled("lateread") == 0 },
-		30*time.Second, 5*time.Millisecond, "every delivery settled (depth %d, unsettled %d)", broker.QueueDepth("lateread"), broker.Unsettled("lateread"))
+	publishSettled(t, ctx, app, broker, "lateread", n)
 }
 
 // An actor accepts its delivery in a transaction with the message it was

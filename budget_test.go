@@ -3,9 +3,6 @@ package amqpactor_test
 import (
 	"context"
 	"fmt"
-	"runtime"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,24 +12,8 @@ import (
 
 	"github.com/amqpactor/amqpactor"
 	"github.com/amqpactor/amqpactor/inproc"
+	"github.com/amqpactor/amqpactor/test/harness"
 )
-
-func nodesOf(n *amqpactor.Node, kind string, into []*amqpactor.Node) []*amqpactor.Node {
-	if n.Kind == kind {
-		into = append(into, n)
-	}
-	for _, c := range n.Children {
-		into = nodesOf(c, kind, into)
-	}
-	return into
-}
-
-func heapInuse() uint64 {
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return ms.HeapInuse
-}
 
 // TestMaxInFlightBytesBoundsBlockedHandlers is issue 29's case scaled to the
 // in-process broker: 10 subscriptions with credit 256, 512 KiB messages,
@@ -51,31 +32,21 @@ func TestMaxInFlightBytesBoundsBlockedHandlers(t *testing.T) {
 	)
 	b := inproc.New()
 	app := amqpactor.New(b, amqpactor.WithMaxInFlightBytes(limit))
-	block := make(chan struct{})
-	var handled atomic.Int64
+	blocked := harness.NewBlocker()
 	names := make([]string, subs)
 	for i := range names {
 		names[i] = fmt.Sprintf("budget-%d", i)
-		_, err := app.Subscribe(amqpactor.Queue(names[i]), func(ctx context.Context, m *amqpactor.Message) error {
-			select {
-			case <-block:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-			handled.Add(1)
-			return nil
-		}, amqpactor.WithCredit(256))
+		_, err := app.Subscribe(amqpactor.Queue(names[i]), blocked.Handle, amqpactor.WithCredit(256))
 		require.NoError(t, err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	require.NoError(t, app.Start(ctx))
 	defer func() { require.NoError(t, app.Stop(ctx)) }()
-	var unblock sync.Once
 	// Before Stop, should an assertion fail while the handlers block.
-	defer unblock.Do(func() { close(block) })
+	defer blocked.Release()
 
-	base := heapInuse()
+	base := harness.HeapInuse()
 	body := make([]byte, size)
 	for _, name := range names {
 		for range perQueue {
@@ -96,7 +67,7 @@ func TestMaxInFlightBytesBoundsBlockedHandlers(t *testing.T) {
 		tree, err = app.Tree(ctx)
 		require.NoError(t, err)
 		var delivered uint64
-		for _, r := range nodesOf(tree, "receiver", nil) {
+		for _, r := range harness.OfKind(tree, "receiver") {
 			delivered += r.Counters["delivered"]
 		}
 		left := 0
@@ -106,11 +77,11 @@ func TestMaxInFlightBytesBoundsBlockedHandlers(t *testing.T) {
 		return delivered == uint64(subs*perQueue-left) && delivered >= share
 	}, 30*time.Second, 10*time.Millisecond)
 
-	grown := int64(heapInuse()) - int64(base) - int64(stored)
+	grown := int64(harness.HeapInuse()) - int64(base) - int64(stored)
 	t.Logf("handlers blocked: heap in use beyond the broker's copies %.1f MiB, budget counter %d KiB (peak %d KiB, limit %d MiB)",
 		float64(grown)/(1<<20), tree.Counters["inflight_bytes"]>>10, tree.Counters["inflight_bytes_peak"]>>10, limit>>20)
 	var delivered, perLink uint64
-	for _, r := range nodesOf(tree, "receiver", nil) {
+	for _, r := range harness.OfKind(tree, "receiver") {
 		delivered += r.Counters["delivered"]
 		perLink += r.Counters["inflight_bytes"]
 		require.LessOrEqual(t, r.Counters["inflight_bytes"], uint64(limit/subs), "a link within its share: %v", r.Counters)
@@ -123,16 +94,16 @@ func TestMaxInFlightBytesBoundsBlockedHandlers(t *testing.T) {
 	// handler's body), plus 16 MiB for everything else.
 	require.Less(t, grown, int64(2*bound+16<<20), "heap beyond the broker's copies")
 
-	unblock.Do(func() { close(block) })
-	require.Eventually(t, func() bool { return handled.Load() == subs*perQueue }, 60*time.Second, 10*time.Millisecond)
+	blocked.Release()
+	require.Eventually(t, func() bool { return blocked.Handled() == subs*perQueue }, 60*time.Second, 10*time.Millisecond)
 	for _, name := range names {
 		require.Zero(t, b.QueueDepth(name), name)
 		require.Eventually(t, func() bool { return b.Unsettled(name) == 0 }, 10*time.Second, time.Millisecond, name)
 	}
-	require.EqualValues(t, subs*perQueue, handled.Load(), "lost 0, none twice")
+	require.EqualValues(t, subs*perQueue, blocked.Handled(), "lost 0, none twice")
 	tree, err := app.Tree(ctx)
 	require.NoError(t, err)
-	for _, r := range nodesOf(tree, "receiver", nil) {
+	for _, r := range harness.OfKind(tree, "receiver") {
 		require.Zero(t, r.Counters["unsettled"], r.Counters)
 	}
 	// What is left is credit out on empty queues, reserved: within the
@@ -145,7 +116,7 @@ func subReceiver(t *testing.T, app *amqpactor.App, addr string) *amqpactor.Node 
 	t.Helper()
 	tree, err := app.Tree(context.Background())
 	require.NoError(t, err)
-	for _, r := range nodesOf(tree, "receiver", nil) {
+	for _, r := range harness.OfKind(tree, "receiver") {
 		if r.Address == addr || len(r.Address) > len(addr) && r.Address[:len(addr)+1] == addr+" " {
 			return r
 		}
@@ -170,24 +141,14 @@ func TestMaxInFlightBytesReleasedWhenLinkEnds(t *testing.T) {
 	b := inproc.New()
 	app := amqpactor.New(b, amqpactor.WithMaxInFlightBytes(limit), amqpactor.WithBackoff(time.Millisecond, 10*time.Millisecond))
 	q := amqpactor.Queue("budget-detach")
-	block := make(chan struct{})
-	var handled atomic.Int64
-	_, err := app.Subscribe(q, func(ctx context.Context, m *amqpactor.Message) error {
-		select {
-		case <-block:
-		case <-ctx.Done():
-			return ctx.Err() // the link ended: the broker has it back
-		}
-		handled.Add(1)
-		return nil
-	}, amqpactor.WithCredit(256))
+	blocked := harness.NewBlocker()
+	_, err := app.Subscribe(q, blocked.Handle, amqpactor.WithCredit(256))
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	require.NoError(t, app.Start(ctx))
 	defer func() { require.NoError(t, app.Stop(ctx)) }()
-	var unblock sync.Once
-	defer unblock.Do(func() { close(block) })
+	defer blocked.Release()
 
 	publishN(t, b, q, n, size)
 	full := func() bool {
@@ -206,8 +167,8 @@ func TestMaxInFlightBytesReleasedWhenLinkEnds(t *testing.T) {
 	require.EqualValues(t, limit, tree.Counters["inflight_bytes"], "nothing of the old link is still counted")
 	require.LessOrEqual(t, tree.Counters["inflight_bytes_peak"], uint64(limit+size))
 
-	unblock.Do(func() { close(block) })
-	require.Eventually(t, func() bool { return handled.Load() == n }, 20*time.Second, time.Millisecond)
+	blocked.Release()
+	require.Eventually(t, func() bool { return blocked.Handled() == n }, 20*time.Second, time.Millisecond)
 }
 
 // TestMaxInFlightBytesWakesOtherLinks: a link that the budget keeps short
@@ -219,28 +180,16 @@ func TestMaxInFlightBytesWakesOtherLinks(t *testing.T) {
 	b := inproc.New()
 	app := amqpactor.New(b, amqpactor.WithMaxInFlightBytes(limit))
 	qa, qb := amqpactor.Queue("budget-a"), amqpactor.Queue("budget-b")
-	blockA, blockB := make(chan struct{}), make(chan struct{})
-	var handled atomic.Int64
-	handler := func(block chan struct{}) amqpactor.Handler {
-		return func(ctx context.Context, m *amqpactor.Message) error {
-			select {
-			case <-block:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-			handled.Add(1)
-			return nil
-		}
-	}
-	_, err := app.Subscribe(qa, handler(blockA))
+	blockA, blockB := harness.NewBlocker(), harness.NewBlocker()
+	handled := func() int64 { return blockA.Handled() + blockB.Handled() }
+	_, err := app.Subscribe(qa, blockA.Handle)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	require.NoError(t, app.Start(ctx))
 	defer func() { require.NoError(t, app.Stop(ctx)) }()
-	var unblockA, unblockB sync.Once
-	defer unblockB.Do(func() { close(blockB) })
-	defer unblockA.Do(func() { close(blockA) })
+	defer blockB.Release()
+	defer blockA.Release()
 
 	// Alone, a holds the whole budget.
 	publishN(t, b, qa, limit/size, size)
@@ -248,7 +197,7 @@ func TestMaxInFlightBytesWakesOtherLinks(t *testing.T) {
 		r := subReceiver(t, app, qa.String())
 		return r != nil && r.Counters["unsettled"] == limit/size
 	}, 10*time.Second, time.Millisecond)
-	_, err = app.Subscribe(qb, handler(blockB))
+	_, err = app.Subscribe(qb, blockB.Handle)
 	require.NoError(t, err)
 	publishN(t, b, qb, 32, size)
 	// b gets its one credit past the budget, and no more while a holds it.
@@ -258,13 +207,13 @@ func TestMaxInFlightBytesWakesOtherLinks(t *testing.T) {
 	}, 10*time.Second, time.Millisecond)
 	require.Equal(t, 31, b.QueueDepth(qb.Name()), "no credit for b while the budget is spent")
 
-	unblockA.Do(func() { close(blockA) })
-	require.Eventually(t, func() bool { return handled.Load() == limit/size }, 10*time.Second, time.Millisecond)
+	blockA.Release()
+	require.Eventually(t, func() bool { return handled() == limit/size }, 10*time.Second, time.Millisecond)
 	// a's settles woke b: it holds its share now, its handlers still blocked.
 	require.Eventually(t, func() bool {
 		r := subReceiver(t, app, qb.String())
 		return r != nil && r.Counters["unsettled"] == limit/2/size
 	}, 10*time.Second, time.Millisecond, "b given its share when a settled")
-	unblockB.Do(func() { close(blockB) })
-	require.Eventually(t, func() bool { return handled.Load() == limit/size+32 }, 10*time.Second, time.Millisecond)
+	blockB.Release()
+	require.Eventually(t, func() bool { return handled() == limit/size+32 }, 10*time.Second, time.Millisecond)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"runtime"
 	"strconv"
 	"testing"
 	"time"
@@ -31,17 +30,10 @@ func TestIdleSubscriptionGoroutines(t *testing.T) {
 	b := inproc.New()
 	app := amqpactor.New(b, amqpactor.WithName("idle"))
 	var h handledSet
-	for i := range n {
-		q := fmt.Sprintf("idle-%d", i)
-		_, err := app.Subscribe(amqpactor.Queue(q), h.handler(q))
-		require.NoError(t, err)
-	}
+	h.subscribeAll(t, app, "idle", n)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	g0 := runtime.NumGoroutine()
+	fp := newFootprint(n)
 	require.NoError(t, app.Start(ctx))
 	// Another App publishes, so that its senders are gone when counting.
 	pub := amqpactor.New(b, amqpactor.WithName("idle-pub"))
@@ -54,14 +46,10 @@ func TestIdleSubscriptionGoroutines(t *testing.T) {
 	}
 	require.NoError(t, pub.Stop(ctx))
 	require.Eventually(t, func() bool { return h.total() == n*partitions }, time.Minute, 10*time.Millisecond, "every message handled")
-	perSub := func() float64 { return float64(runtime.NumGoroutine()-g0) / float64(n) }
-	idle := assert.Eventually(t, func() bool { return perSub() <= 3 }, 30*time.Second, 50*time.Millisecond)
-	runtime.GC() // twice: the first only moves what pools keep to their victim caches
-	runtime.GC()
-	runtime.ReadMemStats(&after)
+	idle := assert.Eventually(t, func() bool { return fp.goroutines() <= 3 }, 30*time.Second, 50*time.Millisecond)
+	heap, stacks := fp.kib()
 	t.Logf("%d idle subscriptions, %d partitions each: %.1f goroutines, %.0f KiB heap and %.0f KiB of goroutine stacks per subscription",
-		n, partitions, perSub(), float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/1024/float64(n),
-		float64(int64(after.StackInuse)-int64(before.StackInuse))/1024/float64(n))
-	require.True(t, idle, "an idle subscription keeps at most 3 goroutines (%.1f)", perSub())
+		n, partitions, fp.goroutines(), heap, stacks)
+	require.True(t, idle, "an idle subscription keeps at most 3 goroutines (%.1f)", fp.goroutines())
 	require.NoError(t, app.Stop(ctx))
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/amqpactor/amqpactor"
 	"github.com/amqpactor/amqpactor/inproc"
+	"github.com/amqpactor/amqpactor/test/harness"
 	"github.com/amqpactor/amqpactor/transport"
 )
 
@@ -268,18 +269,9 @@ func TestCancelledStartLeavesNothing(t *testing.T) {
 		app := amqpactor.New(b, amqpactor.WithActorSystem(sys), amqpactor.WithName(fmt.Sprintf("cancelled-%d", i)))
 		_, err := app.Subscribe(amqpactor.Queue("q"), func(context.Context, *amqpactor.Message) error { return nil })
 		require.NoError(t, err)
-		var ctx context.Context
-		var cancel context.CancelFunc
-		switch i % 4 {
-		case 0: // cancelled before Start
-			ctx, cancel = context.WithCancel(context.Background())
-			cancel()
-		case 1: // cancelled while Start runs
-			ctx, cancel = context.WithCancel(context.Background())
-			go cancel()
-		default: // a deadline of a few microseconds
-			ctx, cancel = context.WithTimeout(context.Background(), time.Duration(i%50)*time.Microsecond)
-		}
+		// Cancelled before Start, while it runs, or a deadline of a few
+		// microseconds.
+		ctx, cancel := harness.EarlyEnd(i, time.Duration(i%50)*time.Microsecond)
 		if err := app.Start(ctx); err != nil {
 			failed.Add(1)
 		}

@@ -40,6 +40,46 @@ func (h *handledSet) handler(q string) amqpactor.Handler {
 	}
 }
 
+// subscribeAll subscribes app to the queues prefix-0 to prefix-(n-1), each
+// with h's handler for it.
+func (h *handledSet) subscribeAll(t *testing.T, app *amqpactor.App, prefix string, n int, opts ...amqpactor.SubscribeOption) {
+	t.Helper()
+	for i := range n {
+		q := fmt.Sprintf("%s-%d", prefix, i)
+		_, err := app.Subscribe(amqpactor.Queue(q), h.handler(q), opts...)
+		require.NoError(t, err)
+	}
+}
+
+// footprint is what subscriptions added since it was taken: goroutines and
+// memory, per subscription.
+type footprint struct {
+	n      int
+	g0     int
+	before runtime.MemStats
+}
+
+func newFootprint(n int) *footprint {
+	f := &footprint{n: n}
+	runtime.GC()
+	runtime.ReadMemStats(&f.before)
+	f.g0 = runtime.NumGoroutine()
+	return f
+}
+
+// goroutines is how many goroutines each subscription added.
+func (f *footprint) goroutines() float64 { return float64(runtime.NumGoroutine()-f.g0) / float64(f.n) }
+
+// kib is the heap and the goroutine stacks, in KiB, each subscription added.
+func (f *footprint) kib() (heap, stacks float64) {
+	var after runtime.MemStats
+	runtime.GC() // twice: the first only moves what pools keep to their victim caches
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	per := func(a, b uint64) float64 { return float64(int64(a)-int64(b)) / 1024 / float64(f.n) }
+	return per(after.HeapAlloc, f.before.HeapAlloc), per(after.StackInuse, f.before.StackInuse)
+}
+
 func (h *handledSet) total() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -87,11 +127,7 @@ func TestPoolSpreadsSubscriptionsOverConnections(t *testing.T) {
 	app := amqpactor.New(b, amqpactor.WithName("pool"))
 	var h handledSet
 	const n = 100
-	for i := range n {
-		q := fmt.Sprintf("pool-%d", i)
-		_, err := app.Subscribe(amqpactor.Queue(q), h.handler(q), amqpactor.WithPartitions(1))
-		require.NoError(t, err)
-	}
+	h.subscribeAll(t, app, "pool", n, amqpactor.WithPartitions(1))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	require.NoError(t, app.Start(ctx))
@@ -138,11 +174,7 @@ func TestWithMaxSessionsPerConnectionLowersTheLimit(t *testing.T) {
 	b := inproc.New()
 	app := amqpactor.New(b, amqpactor.WithName("pool-opt"), amqpactor.WithMaxSessionsPerConnection(10))
 	var h handledSet
-	for i := range 20 {
-		q := fmt.Sprintf("popt-%d", i)
-		_, err := app.Subscribe(amqpactor.Queue(q), h.handler(q), amqpactor.WithPartitions(1))
-		require.NoError(t, err)
-	}
+	h.subscribeAll(t, app, "popt", 20, amqpactor.WithPartitions(1))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	require.NoError(t, app.Start(ctx))
@@ -331,25 +363,16 @@ func TestPoolFootprint(t *testing.T) {
 	b := inproc.New(inproc.WithMaxSessions(limit))
 	app := amqpactor.New(b, amqpactor.WithName("footprint"))
 	var h handledSet
-	for i := range n {
-		q := fmt.Sprintf("fp-%d", i)
-		_, err := app.Subscribe(amqpactor.Queue(q), h.handler(q))
-		require.NoError(t, err)
-	}
+	h.subscribeAll(t, app, "fp", n)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	g0 := runtime.NumGoroutine()
+	fp := newFootprint(n)
 	began := time.Now()
 	require.NoError(t, app.Start(ctx))
 	took := time.Since(began)
-	runtime.GC()
-	runtime.ReadMemStats(&after)
+	heap, _ := fp.kib()
 	t.Logf("%d subscriptions, %d sessions a connection, %d connections: Start %v, %.1f goroutines and %.0f KiB heap per subscription",
-		n, limit, b.Conns(), took.Round(time.Millisecond), float64(runtime.NumGoroutine()-g0)/float64(n),
-		float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/1024/float64(n))
+		n, limit, b.Conns(), took.Round(time.Millisecond), fp.goroutines(), heap)
 	require.NoError(t, app.Stop(ctx))
 }
 
@@ -380,11 +403,7 @@ func TestPoolMemberDialFailureFailsItsSubscriptions(t *testing.T) {
 	b := inproc.New(inproc.WithMaxSessions(12))
 	app := amqpactor.New(&failingAfter{Broker: b}, amqpactor.WithName("pool-dialfail"))
 	var h handledSet
-	for i := range 6 {
-		q := fmt.Sprintf("dialfail-%d", i)
-		_, err := app.Subscribe(amqpactor.Queue(q), h.handler(q), amqpactor.WithPartitions(1))
-		require.NoError(t, err)
-	}
+	h.subscribeAll(t, app, "dialfail", 6, amqpactor.WithPartitions(1))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	err := app.Start(ctx)

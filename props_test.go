@@ -34,6 +34,28 @@ func (d *decisions) decide(reason any) actor.Directive {
 	return actor.StopDirective
 }
 
+// failure waits, within d, for the parent's supervisor to see a failure,
+// and returns the first reason it saw, which must be an error.
+func (d *decisions) failure(t *testing.T, within time.Duration) error {
+	t.Helper()
+	select {
+	case <-d.got:
+	case <-time.After(within):
+		t.Fatal("the parent's supervisor saw no failure")
+	}
+	reasons := d.all()
+	rerr, ok := reasons[0].(error)
+	require.True(t, ok, "reason %T %v", reasons[0], reasons[0])
+	return rerr
+}
+
+// stoppedWithParent poisons parent and requires app to have stopped with it.
+func stoppedWithParent(t *testing.T, sys *actor.ActorSystem, parent *actor.PID, app *amqpactor.App) {
+	t.Helper()
+	require.NoError(t, sys.Root.PoisonFuture(parent).Wait())
+	require.ErrorIs(t, app.Publish(context.Background(), amqpactor.Queue("x"), &amqpactor.Message{}), amqpactor.ErrStopped)
+}
+
 func (d *decisions) all() []any {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -114,19 +136,11 @@ func TestPropsStartFailureReachesTheSupervisor(t *testing.T) {
 	require.NoError(t, err)
 	d := newDecisions()
 	parent, _ := spawnOwner(t, sys, app, d)
-	select {
-	case <-d.got:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the parent's supervisor saw no failure")
-	}
-	reasons := d.all()
-	require.Len(t, reasons, 1)
-	rerr, ok := reasons[0].(error)
-	require.True(t, ok, "reason %T %v", reasons[0], reasons[0])
+	rerr := d.failure(t, 20*time.Second)
+	require.Len(t, d.all(), 1)
 	require.Contains(t, rerr.Error(), "refused")
 	require.Contains(t, rerr.Error(), "App.Props")
-	require.NoError(t, sys.Root.PoisonFuture(parent).Wait())
-	require.ErrorIs(t, app.Publish(context.Background(), amqpactor.Queue("x"), &amqpactor.Message{}), amqpactor.ErrStopped)
+	stoppedWithParent(t, sys, parent, app)
 }
 
 // Props on an App that has already stopped fails at once, saying so.
@@ -137,13 +151,7 @@ func TestPropsOnAStoppedApp(t *testing.T) {
 	require.NoError(t, app.Stop(context.Background()))
 	d := newDecisions()
 	parent, _ := spawnOwner(t, sys, app, d)
-	select {
-	case <-d.got:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the parent's supervisor saw no failure")
-	}
-	rerr, ok := d.all()[0].(error)
-	require.True(t, ok)
+	rerr := d.failure(t, 10*time.Second)
 	require.True(t, errors.Is(rerr, amqpactor.ErrStopped), "%v", rerr)
 	require.NoError(t, sys.Root.PoisonFuture(parent).Wait())
 }
@@ -187,17 +195,10 @@ func TestPropsFailedConnectionEscalates(t *testing.T) {
 		return err == nil
 	}, 10*time.Second, 10*time.Millisecond)
 	broker.DropConnections(errors.New("cut"))
-	select {
-	case <-d.got:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the parent's supervisor saw no failure")
-	}
-	rerr, ok := d.all()[0].(error)
-	require.True(t, ok)
+	rerr := d.failure(t, 20*time.Second)
 	require.Contains(t, rerr.Error(), "connection failed")
 	require.True(t, errors.As(rerr, new(refusedCreds)), "%v", rerr)
-	require.NoError(t, sys.Root.PoisonFuture(parent).Wait())
-	require.ErrorIs(t, app.Publish(context.Background(), amqpactor.Queue("x"), &amqpactor.Message{}), amqpactor.ErrStopped)
+	stoppedWithParent(t, sys, parent, app)
 }
 
 // The connection actor stopping under a running App makes the app actor
@@ -218,16 +219,9 @@ func TestPropsLostTreeEscalates(t *testing.T) {
 		return err == nil && tree.State == "attached"
 	}, 10*time.Second, 10*time.Millisecond)
 	sys.Root.Stop(tree.ActorPID())
-	select {
-	case <-d.got:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the parent's supervisor saw no failure")
-	}
-	rerr, ok := d.all()[0].(error)
-	require.True(t, ok)
+	rerr := d.failure(t, 20*time.Second)
 	require.Contains(t, rerr.Error(), "connection actor")
-	require.NoError(t, sys.Root.PoisonFuture(parent).Wait())
-	require.ErrorIs(t, app.Publish(context.Background(), amqpactor.Queue("x"), &amqpactor.Message{}), amqpactor.ErrStopped)
+	stoppedWithParent(t, sys, parent, app)
 }
 
 // A subscription its supervisor gives up on (issue 26) is a failure that
@@ -256,13 +250,7 @@ func TestPropsFailedSubscriptionEscalates(t *testing.T) {
 	for range 12 {
 		sys.Root.Send(sub, &actors.Crash{Reason: "test"})
 	}
-	select {
-	case <-d.got:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the parent's supervisor saw no failure")
-	}
-	rerr, ok := d.all()[0].(error)
-	require.True(t, ok)
+	rerr := d.failure(t, 20*time.Second)
 	require.Contains(t, rerr.Error(), "subscription:props-sub-failed.orders")
 	require.NoError(t, sys.Root.PoisonFuture(parent).Wait())
 }

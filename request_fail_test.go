@@ -3,8 +3,6 @@ package amqpactor_test
 import (
 	"context"
 	"errors"
-	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/amqpactor/amqpactor"
 	"github.com/amqpactor/amqpactor/inproc"
+	"github.com/amqpactor/amqpactor/test/harness"
 )
 
 // A responder whose function fails answers with an error reply: the caller
@@ -42,24 +41,15 @@ func TestRequestResponderFailureIsRemoteError(t *testing.T) {
 				return nil, tc.fail
 			})
 			const n = 50
-			took := make([]time.Duration, 0, n)
-			for range n {
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				start := time.Now()
-				rep, err := app.Request(ctx, amqpactor.Queue("rpc"), &amqpactor.Message{Body: []byte("order 42")})
-				took = append(took, time.Since(start))
-				require.Nil(t, rep)
-				var re *amqpactor.RemoteError
-				require.ErrorAs(t, err, &re, "want a *RemoteError, not a timeout")
-				require.NoError(t, ctx.Err())
-				cancel()
+			res, errs, took := harness.RemoteErrors(t, app, amqpactor.Queue("rpc"), "order 42", n)
+			for i, re := range res {
 				require.Equal(t, "queue:rpc", re.Address)
 				require.Equal(t, tc.cond, re.Condition)
 				require.Equal(t, tc.desc, re.Description)
-				require.Contains(t, err.Error(), "queue:rpc")
-				require.Contains(t, err.Error(), tc.desc)
+				require.Contains(t, errs[i].Error(), "queue:rpc")
+				require.Contains(t, errs[i].Error(), tc.desc)
 			}
-			t.Logf("FIGURES in-process %s: %s", tc.name, latencies(took))
+			t.Logf("FIGURES in-process %s: %s", tc.name, harness.Latencies(took))
 
 			require.Eventually(t, func() bool {
 				return conn.QueueDepth("rpc") == 0 && conn.Unsettled("rpc") == 0
@@ -238,17 +228,6 @@ func TestResponderSkipsAnExpiredRequest(t *testing.T) {
 	req := find(tree, "requests", "")
 	require.NotNil(t, req)
 	require.EqualValues(t, 1, req.Counters["expired"], "%v", req.Counters)
-}
-
-// latencies describes the time each failing request took to return its
-// *RemoteError: the first apart (it attaches the reply link), then the rest.
-func latencies(took []time.Duration) string {
-	rest := slices.Clone(took[1:])
-	slices.Sort(rest)
-	n := len(rest)
-	return fmt.Sprintf("first %v; the other %d: min %v, median %v, p90 %v, max %v",
-		took[0].Round(time.Microsecond), n, rest[0].Round(time.Microsecond), rest[n/2].Round(time.Microsecond),
-		rest[n*9/10].Round(time.Microsecond), rest[n-1].Round(time.Microsecond))
 }
 
 // A responder whose function panics answers with an error reply too: the

@@ -41,6 +41,57 @@ func find(n *amqpactor.Node, kind, addr string) *amqpactor.Node {
 	return nil
 }
 
+// crashNode crashes the node of the kind (on addr, or any with "") in app's
+// tree, and returns it.
+func crashNode(t *testing.T, ctx context.Context, sys *actor.ActorSystem, app *amqpactor.App, kind, addr string) *amqpactor.Node {
+	t.Helper()
+	tree, err := app.Tree(ctx)
+	require.NoError(t, err)
+	node := find(tree, kind, addr)
+	require.NotNil(t, node, "no %s node for %q", kind, addr)
+	sys.Root.Send(node.ActorPID(), &actors.Crash{Reason: "test"})
+	return node
+}
+
+// goPublish publishes the ids from, from+step, ... below n to orders on a
+// goroutine of wg; its first failure goes to errs and ends it.
+func goPublish(ctx context.Context, app *amqpactor.App, wg *sync.WaitGroup, errs chan<- error, from, step, n int) {
+	wg.Go(func() {
+		for i := from; i < n; i += step {
+			if err := app.Publish(ctx, amqpactor.Queue("orders"), &amqpactor.Message{Body: []byte(strconv.Itoa(i))}); err != nil {
+				errs <- fmt.Errorf("publish %d: %w", i, err)
+				return
+			}
+		}
+	})
+}
+
+// echoed makes request i to rpc, its body the number, and checks that the
+// reply echoes it; a failed request's error is wrapped, so that a caller can
+// tell ErrRequestsRestarted.
+func echoed(ctx context.Context, app *amqpactor.App, i int) error {
+	body := strconv.Itoa(i)
+	rep, err := app.Request(ctx, amqpactor.Queue("rpc"), &amqpactor.Message{Body: []byte(body)})
+	if err != nil {
+		return fmt.Errorf("request %d: %w", i, err)
+	}
+	if string(rep.Body) != body {
+		return fmt.Errorf("request %d got reply %q", i, rep.Body)
+	}
+	return nil
+}
+
+// noErrors waits for wg and requires that none of its goroutines sent an
+// error.
+func noErrors(t *testing.T, wg *sync.WaitGroup, errs chan error) {
+	t.Helper()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+}
+
 // While 10,000 messages flow from publishers to a subscription of the same
 // App on the in-process broker, the sender (several times), the
 // subscription, the receiver, the dispatcher and a partition panic: every published message is handled
@@ -100,25 +151,11 @@ func TestRestartsMidStream(t *testing.T) {
 		}
 	}()
 
-	crash := func(kind string) {
-		tree, err := app.Tree(ctx)
-		require.NoError(t, err)
-		node := find(tree, kind, "orders")
-		require.NotNil(t, node, "no %s node for orders", kind)
-		sys.Root.Send(node.ActorPID(), &actors.Crash{Reason: "test"})
-	}
 	const publishers = 4
 	var wg sync.WaitGroup
 	errs := make(chan error, publishers)
 	for p := range publishers {
-		wg.Go(func() {
-			for i := p; i < n; i += publishers {
-				if err := app.Publish(ctx, amqpactor.Queue("orders"), &amqpactor.Message{Body: []byte(strconv.Itoa(i))}); err != nil {
-					errs <- fmt.Errorf("publish %d: %w", i, err)
-					return
-				}
-			}
-		})
+		goPublish(ctx, app, &wg, errs, p, publishers, n)
 	}
 	progress := seen.distinct
 	// The subscription first: its restart replaces the receiver and the
@@ -126,13 +163,9 @@ func TestRestartsMidStream(t *testing.T) {
 	plan := []string{"sender", "subscription", "sender", "receiver", "sender", "dispatcher", "partition"}
 	for i, kind := range plan {
 		require.Eventually(t, func() bool { return progress() >= (i+1)*n/(len(plan)+2) }, 30*time.Second, time.Millisecond)
-		crash(kind)
+		crashNode(t, ctx, sys, app, kind, "orders")
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		require.NoError(t, err)
-	}
+	noErrors(t, &wg, errs)
 	require.Eventually(t, func() bool { return progress() == n }, 30*time.Second, time.Millisecond, "every published message handled")
 
 	dups := seen.duplicates()
@@ -191,19 +224,14 @@ func TestRequestsRestartMidStream(t *testing.T) {
 	for p := range callers {
 		wg.Go(func() {
 			for i := p; i < n; i += callers {
-				body := strconv.Itoa(i)
 				for {
-					rep, err := app.Request(ctx, amqpactor.Queue("rpc"), &amqpactor.Message{Body: []byte(body)})
+					err := echoed(ctx, app, i)
 					if errors.Is(err, amqpactor.ErrRequestsRestarted) {
 						retried.Add(1)
 						continue
 					}
 					if err != nil {
-						errs <- fmt.Errorf("request %d: %w", i, err)
-						return
-					}
-					if string(rep.Body) != body {
-						errs <- fmt.Errorf("request %d got reply %q", i, rep.Body)
+						errs <- err
 						return
 					}
 					answered.Add(1)
@@ -215,17 +243,9 @@ func TestRequestsRestartMidStream(t *testing.T) {
 	const panics = 3
 	for i := range panics {
 		require.Eventually(t, func() bool { return answered.Load() >= int64((i+1)*n/(panics+2)) }, 60*time.Second, time.Millisecond)
-		tree, err := app.Tree(ctx)
-		require.NoError(t, err)
-		node := find(tree, "requests", "")
-		require.NotNil(t, node, "no requests node")
-		sys.Root.Send(node.ActorPID(), &actors.Crash{Reason: "test"})
+		crashNode(t, ctx, sys, app, "requests", "")
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		require.NoError(t, err)
-	}
+	noErrors(t, &wg, errs)
 	require.EqualValues(t, n, answered.Load(), "every request answered")
 	mu.Lock()
 	dups := 0
@@ -275,27 +295,14 @@ func midStream(t *testing.T, broker *inproc.Broker, sys *actor.ActorSystem, name
 	var wg sync.WaitGroup
 	errs := make(chan error, publishers+2)
 	for p := range publishers {
-		wg.Go(func() {
-			for i := p; i < n; i += publishers {
-				if err := app.Publish(ctx, amqpactor.Queue("orders"), &amqpactor.Message{Body: []byte(strconv.Itoa(i))}); err != nil {
-					errs <- fmt.Errorf("publish %d: %w", i, err)
-					return
-				}
-			}
-		})
+		goPublish(ctx, app, &wg, errs, p, publishers, n)
 	}
 	var answered atomic.Int64
 	for c := range 2 {
 		wg.Go(func() {
 			for i := c; i < nreq; i += 2 {
-				body := strconv.Itoa(i)
-				rep, err := app.Request(ctx, amqpactor.Queue("rpc"), &amqpactor.Message{Body: []byte(body)})
-				if err != nil {
-					errs <- fmt.Errorf("request %d: %w", i, err)
-					return
-				}
-				if string(rep.Body) != body {
-					errs <- fmt.Errorf("request %d got reply %q", i, rep.Body)
+				if err := echoed(ctx, app, i); err != nil {
+					errs <- err
 					return
 				}
 				answered.Add(1)
@@ -307,11 +314,7 @@ func midStream(t *testing.T, broker *inproc.Broker, sys *actor.ActorSystem, name
 		require.Eventually(t, func() bool { return progress() >= (i+1)*n/(len(plan)+2) }, 60*time.Second, time.Millisecond)
 		crash(ctx, app, which)
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		require.NoError(t, err)
-	}
+	noErrors(t, &wg, errs)
 	require.Eventually(t, func() bool { return progress() == n }, 30*time.Second, time.Millisecond, "every published message handled")
 	require.EqualValues(t, nreq, answered.Load())
 	t.Logf("published %d, lost %d, duplicates %d, requests answered %d", n, n-progress(), seen.duplicates(), answered.Load())
@@ -371,15 +374,8 @@ func TestTxnRestartMidStream(t *testing.T) {
 	}()
 	var wg sync.WaitGroup
 	errs := make(chan error, 2)
-	wg.Go(func() { // the even ones, plainly
-		for i := 0; i < n; i += 2 {
-			if err := app.Publish(ctx, amqpactor.Queue("orders"), &amqpactor.Message{Body: []byte(strconv.Itoa(i))}); err != nil {
-				errs <- fmt.Errorf("publish %d: %w", i, err)
-				return
-			}
-		}
-	})
-	wg.Go(func() { // the odd ones, in transactions
+	goPublish(ctx, app, &wg, errs, 0, 2, n) // the even ones, plainly
+	wg.Go(func() {                          // the odd ones, in transactions
 		for i := 1; i < n; i += 2 * batch {
 			err := app.Transaction(ctx, func(tx *amqpactor.Tx) error {
 				for j := i; j < i+2*batch && j < n; j += 2 {
@@ -399,17 +395,9 @@ func TestTxnRestartMidStream(t *testing.T) {
 	const panics = 2
 	for i := range panics {
 		require.Eventually(t, func() bool { return progress() >= (i+1)*n/(panics+2) }, 60*time.Second, time.Millisecond)
-		tree, err := app.Tree(ctx)
-		require.NoError(t, err)
-		node := find(tree, "txn", "")
-		require.NotNil(t, node, "no txn node")
-		sys.Root.Send(node.ActorPID(), &actors.Crash{Reason: "test"})
+		crashNode(t, ctx, sys, app, "txn", "")
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		require.NoError(t, err)
-	}
+	noErrors(t, &wg, errs)
 	require.Eventually(t, func() bool { return progress() == n }, 30*time.Second, time.Millisecond, "every published message handled")
 	dups := seen.duplicates()
 	tree, err := app.Tree(ctx)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/amqpactor/amqpactor"
 	"github.com/amqpactor/amqpactor/inproc"
+	"github.com/amqpactor/amqpactor/test/harness"
 )
 
 // The bounds of sending under test: a short idle time so that retirement
@@ -57,58 +58,6 @@ func senders(t *testing.T, app *amqpactor.App) (int, map[string]uint64) {
 	}
 	walk(root)
 	return n, counters
-}
-
-// countSenders is senders for the sampler, which must not fail the test.
-func countSenders(app *amqpactor.App) (int, bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), treeTimeout)
-	defer cancel()
-	root, err := app.Tree(ctx)
-	if err != nil {
-		return 0, false
-	}
-	n := 0
-	var walk func(*amqpactor.Node)
-	walk = func(x *amqpactor.Node) {
-		if x.Kind == "sender" {
-			n++
-		}
-		for _, c := range x.Children {
-			walk(c)
-		}
-	}
-	walk(root)
-	return n, true
-}
-
-// peak samples the sender nodes and goroutines of app until stop is
-// closed, and returns the highest of each.
-type peak struct {
-	senders, goroutines atomic.Int64
-	done                chan struct{}
-}
-
-func watch(t *testing.T, app *amqpactor.App, stop <-chan struct{}) *peak {
-	p := &peak{done: make(chan struct{})}
-	go func() {
-		defer close(p.done)
-		tick := time.NewTicker(5 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			if g := int64(runtime.NumGoroutine()); g > p.goroutines.Load() {
-				p.goroutines.Store(g)
-			}
-			if n, ok := countSenders(app); ok && int64(n) > p.senders.Load() {
-				p.senders.Store(int64(n))
-			}
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-			}
-		}
-	}()
-	return p
 }
 
 // baseline is the goroutine count once the App has worked (its partition
@@ -201,8 +150,7 @@ func TestRepliesToManyAddressesStayBounded(t *testing.T) {
 			for i := range n {
 				b.DeclareQueue("reply." + strconv.Itoa(i))
 			}
-			stop := make(chan struct{})
-			pk := watch(t, app, stop)
+			pk := harness.SamplePeaks(app, 5*time.Millisecond, treeTimeout)
 			for i := range n {
 				request(t, b, i, "reply."+strconv.Itoa(i))
 			}
@@ -214,14 +162,13 @@ func TestRepliesToManyAddressesStayBounded(t *testing.T) {
 				}
 				return true
 			}, 30*time.Second, 20*time.Millisecond, "every reply arrives once")
-			close(stop)
-			<-pk.done
+			pk.Stop()
 			require.Empty(t, b.DeadLetters("rpc"), "no request failed")
 			require.Equal(t, 0, b.QueueDepth("rpc"))
 			t.Logf("%s: peak %d sender nodes (bound %d), peak %d goroutines (baseline %d)",
-				tc.name, pk.senders.Load(), tc.bound, pk.goroutines.Load(), base)
-			require.LessOrEqual(t, int(pk.senders.Load()), tc.bound)
-			require.LessOrEqual(t, int(pk.goroutines.Load()), base+3*tc.bound+goroutineSlack)
+				tc.name, pk.Senders.Load(), tc.bound, pk.Goroutines.Load(), base)
+			require.LessOrEqual(t, int(pk.Senders.Load()), tc.bound)
+			require.LessOrEqual(t, int(pk.Goroutines.Load()), base+3*tc.bound+goroutineSlack)
 			backToBaseline(t, app, base)
 		})
 	}
@@ -251,8 +198,7 @@ func TestRepliesNeverShareFateWithOwnPublishes(t *testing.T) {
 	require.NoError(t, app.Publish(ctx, own, &amqpactor.Message{Body: []byte("warm-up")}))
 	base := baseline(t, app)
 
-	stop := make(chan struct{})
-	pk := watch(t, app, stop)
+	pk := harness.SamplePeaks(app, 5*time.Millisecond, treeTimeout)
 	var wg sync.WaitGroup
 	var ownErrs atomic.Int64
 	var firstErr atomic.Value
@@ -288,12 +234,11 @@ func TestRepliesNeverShareFateWithOwnPublishes(t *testing.T) {
 			require.Equal(t, 1, b.QueueDepth(reply(i)), "reply %d", i)
 		}
 	}
-	close(stop)
-	<-pk.done
+	pk.Stop()
 	const bound = 2 // the dedicated sender of "own" and the anonymous one of replies
-	t.Logf("peak %d sender nodes (bound %d), peak %d goroutines (baseline %d)", pk.senders.Load(), bound, pk.goroutines.Load(), base)
-	require.LessOrEqual(t, int(pk.senders.Load()), bound)
-	require.LessOrEqual(t, int(pk.goroutines.Load()), base+3*bound+goroutineSlack+publishers)
+	t.Logf("peak %d sender nodes (bound %d), peak %d goroutines (baseline %d)", pk.Senders.Load(), bound, pk.Goroutines.Load(), base)
+	require.LessOrEqual(t, int(pk.Senders.Load()), bound)
+	require.LessOrEqual(t, int(pk.Goroutines.Load()), base+3*bound+goroutineSlack+publishers)
 	backToBaseline(t, app, base)
 }
 
@@ -326,23 +271,21 @@ func TestPublishToManyQueuesInTurn(t *testing.T) {
 			for i := range n {
 				b.DeclareQueue(fmt.Sprintf("many.%d", i))
 			}
-			stop := make(chan struct{})
-			pk := watch(t, app, stop)
+			pk := harness.SamplePeaks(app, 5*time.Millisecond, treeTimeout)
 			for round := range 2 {
 				for i := range n {
 					require.NoError(t, app.Publish(ctx, amqpactor.Queue(fmt.Sprintf("many.%d", i)),
 						&amqpactor.Message{Body: []byte(strconv.Itoa(round))}))
 				}
 			}
-			close(stop)
-			<-pk.done
+			pk.Stop()
 			for i := range n {
 				require.Equal(t, 2, b.QueueDepth(fmt.Sprintf("many.%d", i)), "queue %d", i)
 			}
 			t.Logf("%s: peak %d sender nodes (bound %d), peak %d goroutines (baseline %d)",
-				tc.name, pk.senders.Load(), tc.bound, pk.goroutines.Load(), base)
-			require.LessOrEqual(t, int(pk.senders.Load()), tc.bound)
-			require.LessOrEqual(t, int(pk.goroutines.Load()), base+3*tc.bound+goroutineSlack)
+				tc.name, pk.Senders.Load(), tc.bound, pk.Goroutines.Load(), base)
+			require.LessOrEqual(t, int(pk.Senders.Load()), tc.bound)
+			require.LessOrEqual(t, int(pk.Goroutines.Load()), base+3*tc.bound+goroutineSlack)
 			backToBaseline(t, app, base)
 		})
 	}

@@ -35,36 +35,22 @@ type stream struct {
 
 func openStream(t *testing.T, ctx context.Context, url string) *stream {
 	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	require.NoError(t, err)
-	res, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	require.Equal(t, http.StatusOK, res.StatusCode)
-	s := &stream{done: make(chan struct{}), ctype: res.Header.Get("Content-Type")}
-	go func() {
-		defer close(s.done)
-		defer res.Body.Close()
-		sc := bufio.NewScanner(res.Body)
-		event := ""
-		for sc.Scan() {
-			line := sc.Text()
-			switch {
-			case strings.HasPrefix(line, "event: "):
-				event = strings.TrimPrefix(line, "event: ")
-			case strings.HasPrefix(line, "data: ") && event == "state":
-				var e debug.Event
-				if json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &e) == nil {
-					s.mu.Lock()
-					s.events = append(s.events, e)
-					s.mu.Unlock()
-				}
-			case strings.HasPrefix(line, "data: ") && event == "dropped":
+	s := &stream{}
+	s.done, s.ctype = openSSE(t, ctx, url, func(event, data string) {
+		switch event {
+		case "state":
+			var e debug.Event
+			if json.Unmarshal([]byte(data), &e) == nil {
 				s.mu.Lock()
-				s.dropped = true
+				s.events = append(s.events, e)
 				s.mu.Unlock()
 			}
+		case "dropped":
+			s.mu.Lock()
+			s.dropped = true
+			s.mu.Unlock()
 		}
-	}()
+	})
 	return s
 }
 
@@ -83,17 +69,11 @@ func (s *stream) of(path string) []string {
 func TestEventsStreamsStateChanges(t *testing.T) {
 	var mu sync.Mutex
 	byPath := map[string][]string{}
-	app := amqpactor.New(inproc.New(), amqpactor.WithName("sse"),
-		amqpactor.WithBackoff(5*time.Millisecond, 50*time.Millisecond),
-		amqpactor.WithStateChanges(func(sc amqpactor.StateChange) {
-			mu.Lock()
-			byPath[sc.Path] = append(byPath[sc.Path], sc.From+"→"+sc.To)
-			mu.Unlock()
-		}))
-	_, err := app.Subscribe(amqpactor.Queue("orders"), func(ctx context.Context, m *amqpactor.Message) error { return nil },
-		amqpactor.WithSubscriptionName("orders-sub"))
-	require.NoError(t, err)
-	srv := httptest.NewServer(debug.Handler(app))
+	app, srv := servedApp(t, "sse", "orders-sub", func(sc amqpactor.StateChange) {
+		mu.Lock()
+		byPath[sc.Path] = append(byPath[sc.Path], sc.From+"→"+sc.To)
+		mu.Unlock()
+	})
 	defer srv.Close()
 
 	// Connected before Start: the stream has every change from the first.

@@ -1,11 +1,8 @@
 package debug_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -15,7 +12,6 @@ import (
 
 	"github.com/amqpactor/amqpactor"
 	"github.com/amqpactor/amqpactor/debug"
-	"github.com/amqpactor/amqpactor/inproc"
 	"github.com/amqpactor/amqpactor/inproc/inproctest"
 )
 
@@ -28,33 +24,15 @@ type snapshots struct {
 
 func openSnapshots(t *testing.T, ctx context.Context, url string) *snapshots {
 	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	require.NoError(t, err)
-	res, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	require.Equal(t, http.StatusOK, res.StatusCode)
-	s := &snapshots{done: make(chan struct{})}
-	go func() {
-		defer close(s.done)
-		defer res.Body.Close()
-		sc := bufio.NewScanner(res.Body)
-		sc.Buffer(make([]byte, 0, 64<<10), 4<<20)
-		event := ""
-		for sc.Scan() {
-			line := sc.Text()
-			switch {
-			case strings.HasPrefix(line, "event: "):
-				event = strings.TrimPrefix(line, "event: ")
-			case strings.HasPrefix(line, "data: ") && event == "tree":
-				var snap debug.Snapshot
-				if json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &snap) == nil {
-					s.mu.Lock()
-					s.all = append(s.all, snap)
-					s.mu.Unlock()
-				}
-			}
+	s := &snapshots{}
+	s.done, _ = openSSE(t, ctx, url, func(event, data string) {
+		var snap debug.Snapshot
+		if event == "tree" && json.Unmarshal([]byte(data), &snap) == nil {
+			s.mu.Lock()
+			s.all = append(s.all, snap)
+			s.mu.Unlock()
 		}
-	}()
+	})
 	return s
 }
 
@@ -85,19 +63,13 @@ func find(n *debug.SnapshotNode, path string) *debug.SnapshotNode {
 func TestEventsCarriesTreeSnapshots(t *testing.T) {
 	var mu sync.Mutex
 	var errAt time.Time
-	app := amqpactor.New(inproc.New(), amqpactor.WithName("snap"),
-		amqpactor.WithBackoff(5*time.Millisecond, 50*time.Millisecond),
-		amqpactor.WithStateChanges(func(sc amqpactor.StateChange) {
-			if sc.Path == "connection/subscription:orders/receiver" && sc.Err != nil {
-				mu.Lock()
-				errAt = sc.At
-				mu.Unlock()
-			}
-		}))
-	_, err := app.Subscribe(amqpactor.Queue("orders"), func(ctx context.Context, m *amqpactor.Message) error { return nil },
-		amqpactor.WithSubscriptionName("orders"))
-	require.NoError(t, err)
-	srv := httptest.NewServer(debug.Handler(app))
+	app, srv := servedApp(t, "snap", "orders", func(sc amqpactor.StateChange) {
+		if sc.Path == "connection/subscription:orders/receiver" && sc.Err != nil {
+			mu.Lock()
+			errAt = sc.At
+			mu.Unlock()
+		}
+	})
 	defer srv.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -3,6 +3,7 @@ package session_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -231,36 +232,88 @@ func TestRequestsAttachOnFirstRequestAndReplaceAnEndedSession(t *testing.T) {
 	require.EqualValues(t, 1, n.Counters["answered"])
 }
 
-func TestSubscriptionReplacesAnEndedSessionWithoutLoss(t *testing.T) {
-	r := newRig(t, nil)
-	var mu sync.Mutex
-	seen := map[string]int{}
-	spec := &protocol.SubscriptionSpec{Name: "s", Address: address.Queue("q"), Credit: 8, Partitions: 1,
-		Handler: func(_ context.Context, m *messages.Message) error {
-			mu.Lock()
-			seen[string(m.Body)]++
-			mu.Unlock()
-			return nil
-		},
+// acceptingSpec is subscription "s" on queue q, credit 8, on partitions,
+// whose handler h (nil: one that does nothing) is always accepted.
+func acceptingSpec(partitions int, h func(context.Context, *messages.Message) error) *protocol.SubscriptionSpec {
+	if h == nil {
+		h = func(context.Context, *messages.Message) error { return nil }
+	}
+	return &protocol.SubscriptionSpec{Name: "s", Address: address.Queue("q"), Credit: 8, Partitions: partitions,
+		Handler: h,
 		Outcome: func(context.Context, error, *messages.Message) messages.Outcome {
 			return messages.Outcome{Kind: messages.Accepted}
 		}}
-	started := make(chan error, 1)
-	r.spawn(session.NewSubscription(r.env, spec, started))
+}
+
+// bodies counts the messages its handler saw, by body.
+type bodies struct {
+	mu   sync.Mutex
+	seen map[string]int
+}
+
+func (b *bodies) handle(_ context.Context, m *messages.Message) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.seen == nil {
+		b.seen = map[string]int{}
+	}
+	b.seen[string(m.Body)]++
+	return nil
+}
+
+// handled is the condition that body was handled at least once.
+func (b *bodies) handled(body string) func() bool {
+	return func() bool { b.mu.Lock(); defer b.mu.Unlock(); return b.seen[body] > 0 }
+}
+
+// counts is a copy of what was handled.
+func (b *bodies) counts() map[string]int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return maps.Clone(b.seen)
+}
+
+// attached waits for a subscription's first attach to be answered, and
+// requires it to have succeeded.
+func attached(t *testing.T, started <-chan error) {
+	t.Helper()
 	select {
 	case err := <-started:
 		require.NoError(t, err)
 	case <-time.After(faketransport.Bound):
 		t.Fatal("the first attach was never answered")
 	}
-	handled := func(body string) func() bool {
-		return func() bool { mu.Lock(); defer mu.Unlock(); return seen[body] > 0 }
-	}
+}
+
+// underParent spawns the subscription of spec as the child of a parent that
+// hands on the Reconnects it is asked for, tells it the connection is up,
+// and stops both at the end of the test; it returns the channel of the
+// first attach's answer.
+func (r *rig) underParent(spec *protocol.SubscriptionSpec, reconnects chan<- *protocol.Reconnect) <-chan error {
+	started := make(chan error, 1)
+	children := make(chan *actor.PID, 1)
+	pp := r.sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
+		return &parent{props: session.NewSubscription(r.env, spec, started), child: children, reconnects: reconnects}
+	}))
+	r.t.Cleanup(func() { _ = r.sys.Root.PoisonFuture(pp).Wait() })
+	r.pid = <-children
+	r.t.Cleanup(func() { _ = faketransport.Drain(r.t, r.sys, r.pid) })
+	r.sys.Root.Send(r.pid, &protocol.ConnUp{Conn: r.conn})
+	return started
+}
+
+func TestSubscriptionReplacesAnEndedSessionWithoutLoss(t *testing.T) {
+	r := newRig(t, nil)
+	var got bodies
+	spec := acceptingSpec(1, got.handle)
+	started := make(chan error, 1)
+	r.spawn(session.NewSubscription(r.env, spec, started))
+	attached(t, started)
 	first := r.conn.Sessions()[0]
 	l1 := first.Receivers()[0]
 	require.Equal(t, "q", l1.Address())
 	require.True(t, l1.Deliver(amqp.NewMessage([]byte("m1"))))
-	require.Eventually(t, handled("m1"), faketransport.Bound, tick)
+	require.Eventually(t, got.handled("m1"), faketransport.Bound, tick)
 	require.Eventually(t, func() bool { return len(l1.Settlements()) == 1 }, faketransport.Bound, tick)
 	require.Equal(t, transport.Accepted, l1.Settlements()[0].Outcome.Kind)
 
@@ -271,14 +324,12 @@ func TestSubscriptionReplacesAnEndedSessionWithoutLoss(t *testing.T) {
 	}, faketransport.Bound, tick, "a new session and receiver")
 	l2 := r.conn.Sessions()[1].Receivers()[0]
 	require.True(t, l2.Deliver(amqp.NewMessage([]byte("m2"))))
-	require.Eventually(t, handled("m2"), faketransport.Bound, tick)
+	require.Eventually(t, got.handled("m2"), faketransport.Bound, tick)
 	require.Eventually(t, func() bool { return len(l2.Settlements()) == 1 }, faketransport.Bound, tick)
 	n := r.node()
 	require.Equal(t, 1, n.Restarts)
 	require.Contains(t, n.LastError, "session gone")
-	mu.Lock()
-	require.Equal(t, map[string]int{"m1": 1, "m2": 1}, seen)
-	mu.Unlock()
+	require.Equal(t, map[string]int{"m1": 1, "m2": 1}, got.counts())
 }
 
 // parent spawns props as its child and hands every Reconnect it is asked
@@ -309,27 +360,10 @@ func TestSubscriptionEscalatesWhenNewSessionsEndToo(t *testing.T) {
 			s.End("amqp:internal-error", "ended at once")
 		}
 	}
-	spec := &protocol.SubscriptionSpec{Name: "s", Address: address.Queue("q"), Credit: 8, Partitions: 1,
-		Handler: func(context.Context, *messages.Message) error { return nil },
-		Outcome: func(context.Context, error, *messages.Message) messages.Outcome {
-			return messages.Outcome{Kind: messages.Accepted}
-		}}
-	started := make(chan error, 1)
-	children := make(chan *actor.PID, 1)
+	spec := acceptingSpec(1, nil)
 	reconnects := make(chan *protocol.Reconnect, 4)
-	pp := r.sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
-		return &parent{props: session.NewSubscription(r.env, spec, started), child: children, reconnects: reconnects}
-	}))
-	defer func() { _ = r.sys.Root.PoisonFuture(pp).Wait() }()
-	r.pid = <-children
-	defer func() { _ = faketransport.Drain(t, r.sys, r.pid) }()
-	r.sys.Root.Send(r.pid, &protocol.ConnUp{Conn: r.conn})
-	select {
-	case err := <-started:
-		require.NoError(t, err)
-	case <-time.After(faketransport.Bound):
-		t.Fatal("the first attach was never answered")
-	}
+	started := r.underParent(spec, reconnects)
+	attached(t, started)
 	r.conn.Sessions()[0].End("amqp:internal-error", "session gone")
 	select {
 	case m := <-reconnects:
@@ -397,32 +431,14 @@ func TestPublisherBacksOffWhenNewSessionsEndAtOnce(t *testing.T) {
 // without waiting for a ConnUp.
 func TestSubscriptionRestartReattachesAtOnce(t *testing.T) {
 	r := newRig(t, nil)
-	var mu sync.Mutex
-	seen := map[string]int{}
-	spec := &protocol.SubscriptionSpec{Name: "s", Address: address.Queue("q"), Credit: 8, Partitions: 2,
-		Handler: func(_ context.Context, m *messages.Message) error {
-			mu.Lock()
-			seen[string(m.Body)]++
-			mu.Unlock()
-			return nil
-		},
-		Outcome: func(context.Context, error, *messages.Message) messages.Outcome {
-			return messages.Outcome{Kind: messages.Accepted}
-		}}
+	var got bodies
+	spec := acceptingSpec(2, got.handle)
 	started := make(chan error, 1)
 	pid := r.spawn(session.NewSubscription(r.env, spec, started))
-	select {
-	case err := <-started:
-		require.NoError(t, err)
-	case <-time.After(faketransport.Bound):
-		t.Fatal("the first attach was never answered")
-	}
-	handled := func(body string) func() bool {
-		return func() bool { mu.Lock(); defer mu.Unlock(); return seen[body] > 0 }
-	}
+	attached(t, started)
 	first := r.conn.Sessions()[0]
 	require.True(t, first.Receivers()[0].Deliver(amqp.NewMessage([]byte("m1"))))
-	require.Eventually(t, handled("m1"), faketransport.Bound, tick)
+	require.Eventually(t, got.handled("m1"), faketransport.Bound, tick)
 
 	r.sys.Root.Send(pid, &actors.Crash{Reason: "test"})
 	require.Eventually(t, func() bool {
@@ -431,7 +447,7 @@ func TestSubscriptionRestartReattachesAtOnce(t *testing.T) {
 	}, faketransport.Bound, tick, "a new session and receiver, with no ConnUp")
 	require.Eventually(t, first.Closed, faketransport.Bound, tick, "the dead incarnation's session is ended")
 	require.True(t, r.conn.Sessions()[1].Receivers()[0].Deliver(amqp.NewMessage([]byte("m2"))))
-	require.Eventually(t, handled("m2"), faketransport.Bound, tick)
+	require.Eventually(t, got.handled("m2"), faketransport.Bound, tick)
 	n := r.node()
 	require.EqualValues(t, 1, n.Counters["panics"])
 	require.Equal(t, 1, n.Restarts)

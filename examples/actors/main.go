@@ -12,7 +12,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -32,11 +31,7 @@ const (
 	partitions = 4
 )
 
-func main() {
-	broker := cli.Flags()
-	flag.Parse()
-	cli.Exit("actors", run(broker))
-}
+func main() { cli.Main("actors", run) }
 
 // Messages between the example's actors.
 type (
@@ -47,10 +42,6 @@ type (
 )
 
 func run(broker *cli.Broker) error {
-	c, err := broker.Connector("actors-example")
-	if err != nil {
-		return err
-	}
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(slog.DiscardHandler)
 	}))
@@ -58,10 +49,8 @@ func run(broker *cli.Broker) error {
 
 	var service atomic.Pointer[actor.PID]
 	var sawConnected atomic.Bool
-	app := amqpactor.New(c,
+	app, err := broker.App("actors-example",
 		amqpactor.WithActorSystem(sys), // the App's actors and ours share a system
-		amqpactor.WithLogger(cli.Logger()),
-		amqpactor.WithName("actors-example"),
 		amqpactor.WithCloseTimeout(5*time.Second),
 		amqpactor.WithStateChanges(func(ch amqpactor.StateChange) {
 			line := fmt.Sprintf("actors: state %-40s %s -> %s", ch.Path, orNone(ch.From), ch.To)
@@ -76,6 +65,9 @@ func run(broker *cli.Broker) error {
 			}
 		}),
 	)
+	if err != nil {
+		return err
+	}
 	addr := amqpactor.Queue("examples.actors")
 
 	// The consumer: one actor, answering each Delivery with Done. Deliveries

@@ -12,7 +12,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"sync"
 	"time"
@@ -32,18 +31,13 @@ const (
 	batchSize = 40
 )
 
-func main() {
-	broker := cli.Flags()
-	flag.Parse()
-	cli.Exit("batch", run(broker))
-}
+func main() { cli.Main("batch", run) }
 
 func run(broker *cli.Broker) error {
-	c, err := broker.Connector("batch-example")
+	app, err := broker.App("batch-example")
 	if err != nil {
 		return err
 	}
-	app := amqpactor.New(c, amqpactor.WithLogger(cli.Logger()), amqpactor.WithName("batch-example"))
 	addr := amqpactor.Queue("examples.readings")
 
 	var (
@@ -85,16 +79,11 @@ func run(broker *cli.Broker) error {
 		return err
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := app.Start(ctx); err != nil {
+	ctx, stop, err := cli.Start(app, 20*time.Second)
+	if err != nil {
 		return err
 	}
-	defer func() {
-		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer scancel()
-		_ = app.Stop(sctx)
-	}()
+	defer stop()
 
 	for i := range readings {
 		body, _ := json.Marshal(Reading{Run: cli.RunID(), Sensor: i, Value: float64(i) / 10})

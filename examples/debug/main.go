@@ -35,19 +35,16 @@ type Ping struct {
 }
 
 func main() {
-	broker := cli.Flags()
 	addr := flag.String("addr", "127.0.0.1:0", "address to serve the debug handler on")
 	serveFor := flag.Duration("for", 2*time.Second, "how long to serve before exiting")
-	flag.Parse()
-	cli.Exit("debug", run(broker, *addr, *serveFor))
+	cli.Main("debug", func(broker *cli.Broker) error { return run(broker, *addr, *serveFor) })
 }
 
 func run(broker *cli.Broker, addr string, serveFor time.Duration) error {
-	c, err := broker.Connector("debug-example")
+	app, err := broker.App("debug-example")
 	if err != nil {
 		return err
 	}
-	app := amqpactor.New(c, amqpactor.WithLogger(cli.Logger()), amqpactor.WithName("debug-example"))
 	pings := amqpactor.Queue("examples.pings")
 	_, err = app.Subscribe(pings, amqpactor.Typed(func(ctx context.Context, p Ping, m *amqpactor.Message) error {
 		return nil
@@ -62,16 +59,11 @@ func run(broker *cli.Broker, addr string, serveFor time.Duration) error {
 		return err
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), serveFor+20*time.Second)
-	defer cancel()
-	if err := app.Start(ctx); err != nil {
+	ctx, stop, err := cli.Start(app, serveFor+20*time.Second)
+	if err != nil {
 		return err
 	}
-	defer func() {
-		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer scancel()
-		_ = app.Stop(sctx)
-	}()
+	defer stop()
 
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

@@ -10,7 +10,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -33,18 +32,13 @@ const (
 	partitions  = 4
 )
 
-func main() {
-	broker := cli.Flags()
-	flag.Parse()
-	cli.Exit("orders", run(broker))
-}
+func main() { cli.Main("orders", run) }
 
 func run(broker *cli.Broker) error {
-	c, err := broker.Connector("orders-example")
+	app, err := broker.App("orders-example")
 	if err != nil {
 		return err
 	}
-	app := amqpactor.New(c, amqpactor.WithLogger(cli.Logger()), amqpactor.WithName("orders-example"))
 	addr := amqpactor.Queue("examples.orders")
 
 	var (
@@ -85,16 +79,11 @@ func run(broker *cli.Broker) error {
 		return err
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := app.Start(ctx); err != nil {
+	ctx, stop, err := cli.Start(app, 20*time.Second)
+	if err != nil {
 		return err
 	}
-	defer func() {
-		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer scancel()
-		_ = app.Stop(sctx)
-	}()
+	defer stop()
 
 	// Interleave the customers: c0#1, c1#1, ..., c0#2, ...
 	for seq := 1; seq <= perCustomer; seq++ {

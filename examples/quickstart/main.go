@@ -14,7 +14,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -34,11 +33,9 @@ type Order struct {
 }
 
 func main() {
-	broker := cli.Flags()
 	flag.StringVar(&debugAddr, "debug", "", "serve the debug handler (a live page of the tree, the tree, AsyncAPI) on this address while running, e.g. 127.0.0.1:6060")
 	flag.StringVar(&asyncAPIFile, "asyncapi", "", "write the App's AsyncAPI document to this file before stopping")
-	flag.Parse()
-	cli.Exit("quickstart", run(broker, cli.Logger()))
+	cli.Main("quickstart", run)
 }
 
 var debugAddr, asyncAPIFile string
@@ -70,12 +67,12 @@ func serveDebug(app *amqpactor.App, addr string) (stop func(), err error) {
 	}, nil
 }
 
-func run(broker *cli.Broker, log *slog.Logger) error {
+func run(broker *cli.Broker) error {
 	c, err := broker.Connector("quickstart")
 	if err != nil {
 		return err
 	}
-	app := amqpactor.New(c, amqpactor.WithLogger(log))
+	app := amqpactor.New(c, amqpactor.WithLogger(cli.Logger()))
 	const customers, perCustomer = 4, 25
 
 	// Orders are partitioned by customer (the group-id): one customer's
@@ -133,24 +130,17 @@ func run(broker *cli.Broker, log *slog.Logger) error {
 		return err
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := app.Start(ctx); err != nil {
+	ctx, stop, err := cli.Start(app, 20*time.Second)
+	if err != nil {
 		return err
 	}
-	defer func() {
-		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer scancel()
-		if err := app.Stop(sctx); err != nil {
-			log.Error("stop", "error", err)
-		}
-	}()
+	defer stop()
 	if debugAddr != "" {
-		stop, err := serveDebug(app, debugAddr)
+		stopDebug, err := serveDebug(app, debugAddr)
 		if err != nil {
 			return err
 		}
-		defer stop()
+		defer stopDebug()
 	}
 
 	for i := 1; i <= perCustomer; i++ {

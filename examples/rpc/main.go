@@ -12,7 +12,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"sync"
 	"time"
@@ -28,18 +27,13 @@ type Quote struct {
 
 var prices = map[string]float64{"widget": 4.20, "gadget": 17.50, "gizmo": 99.00}
 
-func main() {
-	broker := cli.Flags()
-	flag.Parse()
-	cli.Exit("rpc", run(broker))
-}
+func main() { cli.Main("rpc", run) }
 
 func run(broker *cli.Broker) error {
-	c, err := broker.Connector("rpc-example")
+	app, err := broker.App("rpc-example")
 	if err != nil {
 		return err
 	}
-	app := amqpactor.New(c, amqpactor.WithLogger(cli.Logger()), amqpactor.WithName("rpc-example"))
 	addr := amqpactor.Queue("examples.prices")
 
 	// The service. Its reply goes to the request's reply-to with the
@@ -58,16 +52,11 @@ func run(broker *cli.Broker) error {
 		return err
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := app.Start(ctx); err != nil {
+	ctx, stop, err := cli.Start(app, 20*time.Second)
+	if err != nil {
 		return err
 	}
-	defer func() {
-		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer scancel()
-		_ = app.Stop(sctx)
-	}()
+	defer stop()
 
 	// Callers, in parallel.
 	skus := []string{"widget", "gadget", "gizmo"}

@@ -20,7 +20,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"time"
 
@@ -35,18 +34,13 @@ type Entry struct {
 	Amount   int    `json:"amount"`
 }
 
-func main() {
-	broker := cli.Flags()
-	flag.Parse()
-	cli.Exit("transactions", run(broker))
-}
+func main() { cli.Main("transactions", run) }
 
 func run(broker *cli.Broker) error {
-	c, err := broker.Connector("transactions-example")
+	app, err := broker.App("transactions-example")
 	if err != nil {
 		return err
 	}
-	app := amqpactor.New(c, amqpactor.WithLogger(cli.Logger()), amqpactor.WithName("transactions-example"))
 	ledger := amqpactor.Queue("examples.ledger")
 	transfers := amqpactor.Queue("examples.transfers")
 
@@ -61,9 +55,7 @@ func run(broker *cli.Broker) error {
 		return err
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	publish := func(tx *amqpactor.Tx, e Entry) error {
+	publish := func(ctx context.Context, tx *amqpactor.Tx, e Entry) error {
 		e.Run = cli.RunID()
 		body, _ := json.Marshal(e)
 		return tx.Publish(ctx, ledger, &amqpactor.Message{Body: body, ContentType: "application/json"})
@@ -75,10 +67,10 @@ func run(broker *cli.Broker) error {
 			return nil // an earlier run's
 		}
 		return app.Transaction(hctx, func(tx *amqpactor.Tx) error {
-			if err := publish(tx, Entry{Transfer: t.Transfer, Account: "bob", Amount: -t.Amount}); err != nil {
+			if err := publish(hctx, tx, Entry{Transfer: t.Transfer, Account: "bob", Amount: -t.Amount}); err != nil {
 				return err
 			}
-			if err := publish(tx, Entry{Transfer: t.Transfer, Account: t.Account, Amount: +t.Amount}); err != nil {
+			if err := publish(hctx, tx, Entry{Transfer: t.Transfer, Account: t.Account, Amount: +t.Amount}); err != nil {
 				return err
 			}
 			return tx.Accept(m)
@@ -87,21 +79,18 @@ func run(broker *cli.Broker) error {
 	if err != nil {
 		return err
 	}
-	if err := app.Start(ctx); err != nil {
+	ctx, stop, err := cli.Start(app, 20*time.Second)
+	if err != nil {
 		return err
 	}
-	defer func() {
-		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer scancel()
-		_ = app.Stop(sctx)
-	}()
+	defer stop()
 
 	// T1 commits: both entries arrive.
 	err = app.Transaction(ctx, func(tx *amqpactor.Tx) error {
-		if err := publish(tx, Entry{Transfer: "T1", Account: "alice", Amount: -30}); err != nil {
+		if err := publish(ctx, tx, Entry{Transfer: "T1", Account: "alice", Amount: -30}); err != nil {
 			return err
 		}
-		return publish(tx, Entry{Transfer: "T1", Account: "bob", Amount: +30})
+		return publish(ctx, tx, Entry{Transfer: "T1", Account: "bob", Amount: +30})
 	})
 	if errors.Is(err, amqpactor.ErrNotSupported) {
 		fmt.Printf("transactions: this broker connection has none: %v\n", err)
@@ -113,7 +102,7 @@ func run(broker *cli.Broker) error {
 
 	// T2 fails after its debit: rolled back, nothing of it arrives.
 	err = app.Transaction(ctx, func(tx *amqpactor.Tx) error {
-		if err := publish(tx, Entry{Transfer: "T2", Account: "alice", Amount: -500}); err != nil {
+		if err := publish(ctx, tx, Entry{Transfer: "T2", Account: "alice", Amount: -500}); err != nil {
 			return err
 		}
 		return errors.New("insufficient funds")

@@ -110,9 +110,7 @@ func RunBalance(t *testing.T, c BalanceConfig) BalanceResult {
 		mu.Lock()
 		defer mu.Unlock()
 		for id, a := range running {
-			sctx, scancel := context.WithTimeout(context.Background(), 15*time.Second)
-			require.NoError(t, a.Stop(sctx), "replica %d", id)
-			scancel()
+			require.NoError(t, stopWithin(context.Background(), a, 15*time.Second), "replica %d", id)
 			delete(running, id)
 		}
 	}
@@ -243,9 +241,7 @@ func RunBalance(t *testing.T, c BalanceConfig) BalanceResult {
 	delete(running, victim)
 	mu.Unlock()
 	since = time.Now()
-	sctx, scancel := context.WithTimeout(ctx, 15*time.Second)
-	require.NoError(t, app.Stop(sctx))
-	scancel()
+	require.NoError(t, stopWithin(ctx, app, 15*time.Second))
 	close(gates[0])
 	await(1, n/(c.Replicas-1)-1, n/(c.Replicas-1)+1, since)
 
@@ -292,9 +288,7 @@ func RunBalance(t *testing.T, c BalanceConfig) BalanceResult {
 		t.Logf("%d missing: %v", len(missing), missing[:min(len(missing), 40)])
 		t.FailNow()
 	}
-	sctx, scancel = context.WithTimeout(context.Background(), 10*time.Second)
-	require.NoError(t, pub.Stop(sctx))
-	scancel()
+	require.NoError(t, stopWithin(context.Background(), pub, 10*time.Second))
 	stopAll()
 	res.Elapsed = time.Since(begin)
 

@@ -225,12 +225,15 @@ func (c Config) publisher(ctx context.Context, t *testing.T) *amqpactor.App {
 	t.Helper()
 	pub := c.NewApp(c.AppName + "-publisher")
 	require.NoError(t, pub.Start(ctx))
-	t.Cleanup(func() {
-		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer scancel()
-		_ = pub.Stop(sctx)
-	})
+	t.Cleanup(func() { _ = stopWithin(context.Background(), pub, 10*time.Second) })
 	return pub
+}
+
+// stopWithin stops app, bounded by d under parent.
+func stopWithin(parent context.Context, app *amqpactor.App, d time.Duration) error {
+	ctx, cancel := context.WithTimeout(parent, d)
+	defer cancel()
+	return app.Stop(ctx)
 }
 
 // publish sends message seq of group g, the group in its GroupID and the
@@ -294,9 +297,7 @@ func Run(t *testing.T, c Config) Result {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, a := range running {
-			sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
-			_ = a.Stop(sctx)
-			scancel()
+			_ = stopWithin(context.Background(), a, 10*time.Second)
 		}
 	})
 
@@ -348,9 +349,7 @@ func Run(t *testing.T, c Config) Result {
 	mu.Unlock()
 	stopped := make(chan error, 1)
 	go func() {
-		sctx, scancel := context.WithTimeout(ctx, 15*time.Second)
-		defer scancel()
-		stopped <- app.Stop(sctx)
+		stopped <- stopWithin(ctx, app, 15*time.Second)
 	}()
 	close(stopping)
 	close(release)
@@ -366,14 +365,10 @@ func Run(t *testing.T, c Config) Result {
 	// the caller sees what was lost).
 	assert.Eventually(t, func() bool { return tl.count() >= total }, c.Bound, time.Millisecond)
 	// Stop every replica so that late redeliveries are counted too.
-	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
-	require.NoError(t, pub.Stop(sctx))
-	scancel()
+	require.NoError(t, stopWithin(context.Background(), pub, 10*time.Second))
 	mu.Lock()
 	for _, a := range running {
-		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
-		require.NoError(t, a.Stop(sctx))
-		scancel()
+		require.NoError(t, stopWithin(context.Background(), a, 10*time.Second))
 	}
 	mu.Unlock()
 	res.Elapsed = time.Since(begin)

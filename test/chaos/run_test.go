@@ -21,6 +21,7 @@ import (
 	"github.com/amqpactor/amqpactor/actors"
 	"github.com/amqpactor/amqpactor/address"
 	"github.com/amqpactor/amqpactor/inproc"
+	"github.com/amqpactor/amqpactor/test/harness"
 )
 
 // Bounds of one run. Every wait of the harness has one.
@@ -61,7 +62,7 @@ type run struct {
 	sc  *scenario
 	b   *inproc.Broker
 	rec *recorder
-	log *logBuffer
+	log *harness.LogBuffer
 
 	nextInc atomic.Int64
 	mu      sync.Mutex
@@ -75,26 +76,6 @@ type run struct {
 	resMu    sync.Mutex
 }
 
-type logBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.b.Len() < 1<<20 {
-		l.b.Write(p)
-	}
-	return len(p), nil
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // runSeed runs the scenario of seed and fails t, naming the seed and its
 // schedule, if an invariant broke.
 func runSeed(t *testing.T, seed uint64) result {
@@ -104,7 +85,7 @@ func runSeed(t *testing.T, seed uint64) result {
 		t.Logf("%s", sc)
 	}
 	baseline := goleak.IgnoreCurrent()
-	r := &run{t: t, sc: sc, b: inproc.New(), rec: newRecorder(), log: &logBuffer{}}
+	r := &run{t: t, sc: sc, b: inproc.New(), rec: newRecorder(), log: &harness.LogBuffer{Max: 1 << 20}}
 	r.res.faults = map[string]int{}
 	failed := false
 	fail := func(format string, args ...any) {
@@ -821,7 +802,7 @@ func (r *run) checkTrees(fail func(string, ...any)) {
 			return last == ""
 		})
 		if !ok {
-			fail("%s incarnation %d: %s\n%s", inc.name, inc.id, last, treeText(r.tree(inc)))
+			fail("%s incarnation %d: %s\n%s", inc.name, inc.id, last, harness.TreeText(r.tree(inc)))
 		}
 	}
 }
@@ -891,22 +872,6 @@ func ofKind(n *amqpactor.Node, kind string) []*amqpactor.Node {
 	return out
 }
 
-func treeText(n *amqpactor.Node) string {
-	var b strings.Builder
-	var rec func(n *amqpactor.Node, depth int)
-	rec = func(n *amqpactor.Node, depth int) {
-		fmt.Fprintf(&b, "%s%s [%s] %s state=%s restarts=%d %v err=%q\n", strings.Repeat("  ", depth), n.Name, n.Kind, n.Address,
-			n.State, n.Restarts, n.Counters, n.LastError)
-		for _, c := range n.Children {
-			rec(c, depth+1)
-		}
-	}
-	if n != nil {
-		rec(n, 0)
-	}
-	return b.String()
-}
-
 func (r *run) treeText() string {
 	r.mu.Lock()
 	incs := append([]*incarnation{}, r.fleet...)
@@ -916,7 +881,7 @@ func (r *run) treeText() string {
 	r.mu.Unlock()
 	var b strings.Builder
 	for _, inc := range incs {
-		fmt.Fprintf(&b, "%s incarnation %d:\n%s", inc.name, inc.id, treeText(r.tree(inc)))
+		fmt.Fprintf(&b, "%s incarnation %d:\n%s", inc.name, inc.id, harness.TreeText(r.tree(inc)))
 	}
 	return b.String()
 }

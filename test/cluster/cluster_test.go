@@ -1,12 +1,8 @@
 package cluster
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
-	"log/slog"
 	"os"
 	"sort"
 	"strings"
@@ -22,6 +18,7 @@ import (
 	"github.com/amqpactor/amqpactor/internal/brokeradmin"
 	"github.com/amqpactor/amqpactor/internal/clusterctl"
 	"github.com/amqpactor/amqpactor/internal/livetest"
+	"github.com/amqpactor/amqpactor/test/harness"
 	"github.com/amqpactor/amqpactor/transport/amqpwire"
 )
 
@@ -36,7 +33,7 @@ const (
 	// failoverBudget bounds the wait for the App to be attached to another
 	// node and consuming again; the figure measured is logged, not asserted.
 	failoverBudget = 60 * time.Second
-	publishTimeout = 20 * time.Second
+	publishTimeout = harness.PublishTimeout
 )
 
 // nodes returns the cluster's three AMQP URLs (AMQP_CLUSTER_URLS, space
@@ -82,93 +79,16 @@ func restart(t *testing.T, n int) time.Duration {
 	return time.Since(t0)
 }
 
-func unique(prefix string) string {
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return prefix + "." + hex.EncodeToString(b[:])
-}
-
-func bound(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// changes records the connection's state changes.
-type changes struct {
-	mu  sync.Mutex
-	all []amqpactor.StateChange
-}
-
-func (c *changes) add(s amqpactor.StateChange) {
-	if s.Kind != "connection" {
-		return
-	}
-	c.mu.Lock()
-	c.all = append(c.all, s)
-	c.mu.Unlock()
-}
-
-// attachedTo lists the addresses the connection was attached to, in order.
-func (c *changes) attachedTo() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var out []string
-	for _, s := range c.all {
-		if s.To == "attached" {
-			out = append(out, s.Address)
-		}
-	}
-	return out
-}
-
 // clusterApp is an App dialled at the first of urls with the others as
 // failover endpoints.
-func clusterApp(t *testing.T, urls []string) (*amqpactor.App, *changes) {
-	buf := &logBuffer{}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("App log:\n%s", buf.String())
-		}
-	})
-	log := slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	ch := &changes{}
+func clusterApp(t *testing.T, urls []string) (*amqpactor.App, *harness.Changes) {
+	log, _ := harness.NewLog(t)
+	ch := harness.NewChanges()
 	app := amqpactor.New(
 		clusterctl.Dial(urls),
 		amqpactor.WithLogger(log), amqpactor.WithBackoff(backoffInitial, backoffMax),
-		amqpactor.WithCloseTimeout(3*time.Second), amqpactor.WithStateChanges(ch.add))
+		amqpactor.WithCloseTimeout(3*time.Second), amqpactor.WithStateChanges(ch.Add))
 	return app, ch
-}
-
-func startApp(t *testing.T, app *amqpactor.App) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	require.NoError(t, app.Start(ctx))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		if err := app.Stop(ctx); err != nil {
-			t.Logf("Stop: %v", err)
-		}
-	})
 }
 
 // redacted is how the tree and the state changes spell a node's URL.
@@ -187,7 +107,7 @@ func management(t *testing.T, urls []string, f func(ctx context.Context, m *amqp
 
 // clusterQueue names a fresh queue, deleted when the test ends.
 func clusterQueue(t *testing.T, urls []string, prefix string) amqpactor.Address {
-	name := unique(prefix)
+	name := harness.Unique(prefix)
 	t.Cleanup(func() {
 		management(t, urls, func(ctx context.Context, m *amqpwire.Management) { _ = brokeradmin.DeleteQueue(ctx, m, name) })
 	})
@@ -214,135 +134,11 @@ func replicas(t *testing.T, urls []string, name string) []string {
 	return out
 }
 
-// tally counts deliveries by message-id.
-type tally struct {
-	mu     sync.Mutex
-	counts map[string]int
-	total  atomic.Int64
-}
-
-func newTally() *tally { return &tally{counts: map[string]int{}} }
-
-func (t *tally) add(id string) {
-	t.mu.Lock()
-	t.counts[id]++
-	t.mu.Unlock()
-	t.total.Add(1)
-}
-
-func (t *tally) missing(ids []string) []string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	var out []string
-	for _, id := range ids {
-		if t.counts[id] == 0 {
-			out = append(out, id)
-		}
-	}
-	return out
-}
-
-func (t *tally) distinct() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return len(t.counts)
-}
-
-func (t *tally) duplicates() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	n := 0
-	for _, c := range t.counts {
-		n += c - 1
-	}
-	return n
-}
-
-// publisher publishes ids from several goroutines, each publish with its own
-// 20 s deadline. Unlike the fault tests it does not retry a failed publish:
-// every failure is counted, and the tests want none.
-type publisher struct {
-	confirmed, errors atomic.Int64
-	wg                sync.WaitGroup
-	mu                sync.Mutex
-	lastErr           error
-}
-
-func publishAll(ctx context.Context, app *amqpactor.App, q amqpactor.Address, all []string, workers int) *publisher {
-	p := &publisher{}
-	ch := make(chan string)
-	for range workers {
-		p.wg.Go(func() {
-			for id := range ch {
-				pctx, cancel := context.WithTimeout(ctx, publishTimeout)
-				err := app.Publish(pctx, q, &amqpactor.Message{MessageID: id, Body: []byte(id), Durable: true})
-				cancel()
-				if err == nil {
-					p.confirmed.Add(1)
-					continue
-				}
-				p.errors.Add(1)
-				p.mu.Lock()
-				p.lastErr = err
-				p.mu.Unlock()
-			}
-		})
-	}
-	go func() {
-		defer close(ch)
-		for _, id := range all {
-			select {
-			case ch <- id:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	return p
-}
-
-func (p *publisher) err() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.lastErr
-}
-
-func treeOr(app *amqpactor.App) *amqpactor.Node {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	n, _ := app.Tree(ctx)
-	return n
-}
-
-func treeText(n *amqpactor.Node) string {
-	var b strings.Builder
-	var walk func(n *amqpactor.Node, depth int)
-	walk = func(n *amqpactor.Node, depth int) {
-		fmt.Fprintf(&b, "%s%s [%s] address=%s state=%s restarts=%d err=%q %v\n", strings.Repeat("  ", depth), n.Name, n.Kind,
-			n.Address, n.State, n.Restarts, n.LastError, n.Counters)
-		for _, c := range n.Children {
-			walk(c, depth+1)
-		}
-	}
-	if n != nil {
-		walk(n, 0)
-	}
-	return b.String()
-}
-
 // attachedElsewhere reports the App's connection attached, after at least
 // restarts reconnects, to a node other than the one at dead.
 func attachedElsewhere(app *amqpactor.App, restarts int, dead string) bool {
-	n := treeOr(app)
+	n := harness.TreeOr(app)
 	return n != nil && n.State == "attached" && n.Restarts >= restarts && n.Address != redacted(dead)
-}
-
-func ids(prefix string, n int) []string {
-	out := make([]string, n)
-	for i := range out {
-		out[i] = fmt.Sprintf("%s-%05d", prefix, i)
-	}
-	return out
 }
 
 // step is one node loss during a scenario: after `at` confirmed publishes,
@@ -359,71 +155,61 @@ type step struct {
 func lossScenario(t *testing.T, urls []string, n int, steps []step) {
 	q := clusterQueue(t, urls, "cluster.quorum")
 	app, ch := clusterApp(t, urls)
-	got := newTally()
+	got := harness.NewTally()
 	_, err := app.Subscribe(q, func(ctx context.Context, m *amqpactor.Message) error {
 		id, _ := m.MessageID.(string)
-		got.add(id)
+		got.Add(id)
 		return nil
 	}, amqpactor.WithCredit(256))
 	require.NoError(t, err)
-	startApp(t, app)
+	harness.StartApp(t, app)
 	reps := replicas(t, urls, q.Name())
 	require.Len(t, reps, 3, "the quorum queue is replicated on the three nodes: %v", reps)
 
-	ctx := bound(t, 4*time.Minute)
-	all := ids(unique("m"), n)
+	ctx := harness.Bound(t, 4*time.Minute)
+	all := harness.IDs(harness.Unique("m"), n)
 	started := time.Now()
-	pub := publishAll(ctx, app, q, all, 16)
+	pub := harness.PublishAll(ctx, app, q, all, 16, false)
 	var resumes, reconnects []time.Duration
 	for k, s := range steps {
-		require.Eventually(t, func() bool { return pub.confirmed.Load()+pub.errors.Load() >= s.at }, 2*time.Minute, 5*time.Millisecond,
-			"%d publishes before loss %d (confirmed %d, errors %d, last %v)", s.at, k+1, pub.confirmed.Load(), pub.errors.Load(), pub.err())
+		require.Eventually(t, func() bool { return pub.Confirmed.Load()+pub.Errors.Load() >= s.at }, 2*time.Minute, 5*time.Millisecond,
+			"%d publishes before loss %d (confirmed %d, errors %d, last %v)", s.at, k+1, pub.Confirmed.Load(), pub.Errors.Load(), pub.Err())
 		if s.before != nil {
 			s.before()
 		}
-		n0 := treeOr(app)
+		n0 := harness.TreeOr(app)
 		require.NotNil(t, n0)
 		require.Equal(t, redacted(urls[s.kill-1]), n0.Address, "the App is on the node about to be killed")
 		t0 := time.Now() // the figures include the kill command's own run (bash, chroot, SIGKILL)
 		kill(t, s.kill)
 		require.Eventually(t, func() bool { return attachedElsewhere(app, n0.Restarts+1, urls[s.kill-1]) }, failoverBudget, 5*time.Millisecond,
-			"attached to another node within %s:\n%s", failoverBudget, treeText(treeOr(app)))
+			"attached to another node within %s:\n%s", failoverBudget, harness.TreeText(harness.TreeOr(app)))
 		reconnects = append(reconnects, time.Since(t0))
-		before := got.total.Load()
-		require.Eventually(t, func() bool { return got.total.Load() > before || got.distinct() == n }, failoverBudget, 5*time.Millisecond,
-			"consumption resumes after loss %d:\n%s", k+1, treeText(treeOr(app)))
+		before := got.Total()
+		require.Eventually(t, func() bool { return got.Total() > before || got.Distinct() == n }, failoverBudget, 5*time.Millisecond,
+			"consumption resumes after loss %d:\n%s", k+1, harness.TreeText(harness.TreeOr(app)))
 		resumes = append(resumes, time.Since(t0))
 	}
-	pub.wg.Wait()
-	require.Zero(t, pub.errors.Load(), "no publish failed (last error %v)", pub.err())
-	require.EqualValues(t, n, pub.confirmed.Load())
-	require.Eventually(t, func() bool { return got.distinct() == n }, 90*time.Second, 10*time.Millisecond,
-		"every message delivered: %d of %d; missing %d\n%s", got.distinct(), n, len(got.missing(all)), treeText(treeOr(app)))
-	lost := len(got.missing(all))
+	pub.Wait()
+	require.Zero(t, pub.Errors.Load(), "no publish failed (last error %v)", pub.Err())
+	require.EqualValues(t, n, pub.Confirmed.Load())
+	require.Eventually(t, func() bool { return got.Distinct() == n }, 90*time.Second, 10*time.Millisecond,
+		"every message delivered: %d of %d; missing %d\n%s", got.Distinct(), n, len(got.Missing(all)), harness.TreeText(harness.TreeOr(app)))
+	lost := len(got.Missing(all))
 	require.Zero(t, lost)
 
-	root := treeOr(app)
+	root := harness.TreeOr(app)
 	require.NotNil(t, root)
-	attached := ch.attachedTo()
+	attached := ch.AttachedTo("connection")
 	require.GreaterOrEqual(t, len(attached), len(steps)+1, "state changes: %v", attached)
 	require.Equal(t, redacted(urls[0]), attached[0], "first attached to the Dial URL")
 	for _, a := range attached {
 		require.NotContains(t, a, "guest:guest", "no credentials in StateChange.Address")
 	}
 	require.Equal(t, root.Address, attached[len(attached)-1], "the tree names the node the state changes say")
-	resent := uint64(0)
-	var walk func(*amqpactor.Node)
-	walk = func(n *amqpactor.Node) {
-		if n.Kind == "sender" {
-			resent += n.Counters["resent"]
-		}
-		for _, c := range n.Children {
-			walk(c)
-		}
-	}
-	walk(root)
+	resent := harness.Sum(root, "sender", "resent")
 	t.Logf("FIGURES %s: published=%d publish_errors=%d lost=%d duplicates=%d resent=%d losses=%d reconnect=%v resume=%v elapsed=%s attached=%v",
-		t.Name(), n, pub.errors.Load(), lost, got.duplicates(), resent, len(steps), rounded(reconnects), rounded(resumes),
+		t.Name(), n, pub.Errors.Load(), lost, got.Duplicates(), resent, len(steps), rounded(reconnects), rounded(resumes),
 		time.Since(started).Round(time.Millisecond), attached)
 }
 
@@ -458,14 +244,14 @@ func TestClusterTwoNodeLosses(t *testing.T) {
 func TestClusterTopicAndRequest(t *testing.T) {
 	urls := nodes(t)
 	rpc := clusterQueue(t, urls, "cluster.rpc")
-	topic := amqpactor.Topic(unique("cluster.topic"))
+	topic := amqpactor.Topic(harness.Unique("cluster.topic"))
 
 	responder, _ := clusterApp(t, urls)
 	_, err := responder.Subscribe(rpc, amqpactor.Responder(func(ctx context.Context, req *amqpactor.Message) (*amqpactor.Message, error) {
 		return &amqpactor.Message{Body: append([]byte("re:"), req.Body...)}, nil
 	}))
 	require.NoError(t, err)
-	startApp(t, responder)
+	harness.StartApp(t, responder)
 
 	app, _ := clusterApp(t, urls)
 	var events atomic.Int64
@@ -479,16 +265,16 @@ func TestClusterTopicAndRequest(t *testing.T) {
 		return nil
 	})
 	require.NoError(t, err)
-	startApp(t, app)
+	harness.StartApp(t, app)
 
-	ctx := bound(t, 3*time.Minute)
+	ctx := harness.Bound(t, 3*time.Minute)
 	// roundTrip publishes an event to the topic until the subscription has
 	// it and makes one request; a message published while the subscription
 	// queue is being declared again may miss it, which is why the event is
 	// published again (a topic keeps nothing for a subscription not there).
 	roundTrip := func(phase string) time.Duration {
 		t0 := time.Now()
-		body := unique(phase)
+		body := harness.Unique(phase)
 		var last time.Time
 		require.Eventually(t, func() bool {
 			mu.Lock()
@@ -516,7 +302,7 @@ func TestClusterTopicAndRequest(t *testing.T) {
 	t0 := time.Now()
 	kill(t, 1)
 	require.Eventually(t, func() bool { return attachedElsewhere(app, 1, urls[0]) && attachedElsewhere(responder, 1, urls[0]) },
-		failoverBudget, 5*time.Millisecond, "both Apps attached to another node:\n%s\n%s", treeText(treeOr(app)), treeText(treeOr(responder)))
+		failoverBudget, 5*time.Millisecond, "both Apps attached to another node:\n%s\n%s", harness.TreeText(harness.TreeOr(app)), harness.TreeText(harness.TreeOr(responder)))
 	reconnect := time.Since(t0)
 	after := roundTrip("after")
 	t.Logf("FIGURES %s: reconnect=%s topic_event_and_request_after_failover=%s events=%d",

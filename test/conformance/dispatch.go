@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -52,21 +51,7 @@ func testGroupOrder(e *env) {
 	}, amqpactor.WithPartitions(4))
 
 	// A fixed random interleaving that keeps each group's own order.
-	rng := rand.New(rand.NewPCG(1, 2))
-	next := make([]int, groups)
-	for range groups * perGroup {
-		g := rng.IntN(groups)
-		for next[g] == perGroup {
-			g = (g + 1) % groups
-		}
-		next[g]++
-		e.publish(app, q, &amqpactor.Message{
-			MessageID:     fmt.Sprintf("g%d-%d", g, next[g]),
-			GroupID:       fmt.Sprintf("group-%d", g),
-			GroupSequence: uint32(next[g]),
-			Body:          []byte("x"),
-		})
-	}
+	e.publishInterleaved(app, q, groups, perGroup, "group-", [2]uint64{1, 2})
 	published.open()
 	e.eventually(func() bool { return total.Load() == groups*perGroup }, "every message handled")
 	require.Zero(e, overlaps.Load(), "two messages of one group ran at once")

@@ -2,9 +2,6 @@ package conformance
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"sync"
 
 	"github.com/stretchr/testify/require"
 
@@ -34,31 +31,12 @@ func testEndSessions(e *env) {
 
 	const publishers, each = 8, 100
 	ended := e.gate()
-	var wg sync.WaitGroup
-	errs := make(chan error, publishers*each)
-	for p := range publishers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range each {
-				if i == each/2 && !ended.wait() {
-					errs <- errors.New("sessions never ended")
-					return
-				}
-				if err := app.Publish(e.ctx, q, msg(fmt.Sprintf("p%d-%03d", p, i))); err != nil {
-					errs <- err
-				}
-			}
-		}()
-	}
+	finished, errs := e.publishHalves(app, q, publishers, each, ended)
 	e.eventually(func() bool { return rec.distinct() == publishers*each/2 }, "the first halves handled")
 	ended.open()
 	require.GreaterOrEqual(e, b.EndSessions(q, "amqp:internal-error", "test end session"), 2,
 		"the publisher's and the subscription's sessions ended")
-	finished := e.gate()
-	go func() { wg.Wait(); finished.open() }()
 	e.await(finished, "the publishers to finish")
-	close(errs)
 	for err := range errs {
 		require.NoError(e, err, "a publish across the session end")
 	}
@@ -81,32 +59,11 @@ func testEndSessions(e *env) {
 	require.NoError(e, err, "request after every session ended")
 	require.Equal(e, "re:after", string(rep.Body))
 	after := ids("after", 20)
-	for _, id := range after {
-		e.publish(app, q, msg(id))
-	}
-	e.eventually(func() bool {
-		for _, id := range after {
-			if rec.count(id) == 0 {
-				return false
-			}
-		}
-		return true
-	}, "every message after the second fault handled")
-	e.eventually(func() bool { return b.Unsettled(q.Name()) == 0 && b.QueueDepth(q.Name()) == 0 }, "nothing left on the broker")
-	e.eventually(func() bool {
-		root, err := treeOf(app)
-		if err != nil {
-			return false
-		}
-		for _, kind := range []string{"publisher", "subscription", "requests", "sender", "receiver"} {
-			for _, n := range ofKind(root, kind) {
-				if n.State != "attached" {
-					return false
-				}
-			}
-		}
-		return true
-	}, "every session and link attached again")
+	e.publishIDs(app, q, after)
+	e.eventually(func() bool { return rec.hasAll(after) }, "every message after the second fault handled")
+	e.drained(b, q)
+	e.eventually(func() bool { return attached(app, "publisher", "subscription", "requests", "sender", "receiver") },
+		"every session and link attached again")
 	root := e.tree(app)
 	// A subscription replaces its session (and its receiver) when the
 	// session ends: it counts that as a restart.

@@ -3,8 +3,6 @@ package conformance
 import (
 	"context"
 	"errors"
-	"fmt"
-	"sync"
 	"sync/atomic"
 
 	"github.com/stretchr/testify/require"
@@ -74,23 +72,7 @@ func testSenderDetach(e *env) {
 
 	const publishers, each = 16, 100
 	detached := e.gate()
-	var wg sync.WaitGroup
-	errs := make(chan error, publishers*each)
-	for p := range publishers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range each {
-				if i == each/2 && !detached.wait() {
-					errs <- errors.New("never detached")
-					return
-				}
-				if err := app.Publish(e.ctx, q, msg(fmt.Sprintf("p%d-%03d", p, i))); err != nil {
-					errs <- err
-				}
-			}
-		}()
-	}
+	finished, errs := e.publishHalves(app, q, publishers, each, detached)
 	e.eventually(func() bool { return rec.distinct() == publishers*each/2 }, "the first halves handled")
 	// The second halves start as the links die: some publishes meet the
 	// dead link, others queue behind it. While they go on, the links die
@@ -98,8 +80,6 @@ func testSenderDetach(e *env) {
 	// link's death and the sender noticing it is short.
 	detached.open()
 	require.Equal(e, 2, b.DetachLinks(q, "amqp:internal-error", "test detach"), "the sender and the receiver detached")
-	finished := e.gate()
-	go func() { wg.Wait(); finished.open() }()
 	for range 10 {
 		e.eventually(func() bool { return finished.isOpen() || b.Links(q) == 2 }, "the links back")
 		if finished.isOpen() {
@@ -108,12 +88,11 @@ func testSenderDetach(e *env) {
 		b.DetachLinks(q, "amqp:internal-error", "test detach")
 	}
 	e.await(finished, "the publishers to finish")
-	close(errs)
 	for err := range errs {
 		require.NoError(e, err, "a publish across the detach")
 	}
 	e.eventually(func() bool { return rec.distinct() == publishers*each }, "every message at least once")
-	e.eventually(func() bool { return b.Unsettled(q.Name()) == 0 && b.QueueDepth(q.Name()) == 0 }, "nothing left on the broker")
+	e.drained(b, q)
 	e.eventually(func() bool {
 		root, err := treeOf(app)
 		if err != nil {
@@ -154,9 +133,7 @@ func testReconnect(e *env) {
 	_, err := app.Request(e.ctx, rpc, &amqpactor.Message{Body: []byte("ping")})
 	require.NoError(e, err, "request before the drop")
 	before := ids("before", 10)
-	for _, id := range before {
-		e.publish(app, q, msg(id))
-	}
+	e.publishIDs(app, q, before)
 	e.publish(app, q, msg("held"))
 	e.await(holding, "the handler to hold a delivery")
 
@@ -170,21 +147,12 @@ func testReconnect(e *env) {
 	release.open()
 
 	after := ids("after", 10)
-	for _, id := range after {
-		e.publish(app, q, msg(id))
-	}
-	e.eventually(func() bool {
-		for _, id := range append(before, after...) {
-			if rec.count(id) == 0 {
-				return false
-			}
-		}
-		return true
-	}, "every message handled")
+	e.publishIDs(app, q, after)
+	e.eventually(func() bool { return rec.hasAll(append(before, after...)) }, "every message handled")
 	rep, err := app.Request(e.ctx, rpc, &amqpactor.Message{Body: []byte("ping")})
 	require.NoError(e, err, "request after the reconnect")
 	require.Equal(e, "pong", string(rep.Body))
-	e.eventually(func() bool { return b.Unsettled(q.Name()) == 0 && b.QueueDepth(q.Name()) == 0 }, "nothing left on the broker")
+	e.drained(b, q)
 	e.stop(app)
 	require.Len(e, rec.of("held"), 2, "the held message: once before the drop, once after")
 }

@@ -2,7 +2,9 @@ package conformance
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"testing"
@@ -298,6 +300,130 @@ func (e *env) requireEachOnce(r *recorder, ids []string) {
 		require.Equal(e, 1, r.count(id), "handler calls for %s", id)
 	}
 	require.Equal(e, len(ids), r.n(), "handler calls in total")
+}
+
+// failing is a handler that records each call and fails the message with
+// message-id id, every time.
+func (r *recorder) failing(id string) amqpactor.Handler {
+	return func(ctx context.Context, m *amqpactor.Message) error {
+		r.add("h", m)
+		if m.MessageID == id {
+			return errors.New("always fails")
+		}
+		return nil
+	}
+}
+
+// hasAll reports whether every one of ids was handled at least once.
+func (r *recorder) hasAll(ids []string) bool {
+	for _, id := range ids {
+		if r.count(id) == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// onceEach checks that each of ids was handled exactly once.
+func (e *env) onceEach(r *recorder, ids []string) {
+	e.Helper()
+	for _, id := range ids {
+		require.Equal(e, 1, r.count(id), "calls for %s", id)
+	}
+}
+
+// failedInPartitions adds up the partitions' failed counters of app's tree.
+func (e *env) failedInPartitions(app *amqpactor.App) uint64 {
+	e.Helper()
+	var failed uint64
+	for _, p := range ofKind(e.tree(app), "partition") {
+		failed += p.Counters["failed"]
+	}
+	return failed
+}
+
+// publishIDs publishes msg(id) for each of ids, in order.
+func (e *env) publishIDs(app *amqpactor.App, a amqpactor.Address, ids []string) {
+	e.Helper()
+	for _, id := range ids {
+		e.publish(app, a, msg(id))
+	}
+}
+
+// publishHalves publishes each messages ("p<publisher>-<seq>") from each of
+// publishers goroutines, the second half of each only once mid opens. The
+// gate returned opens once every one has returned; by then errs holds what
+// their publishes returned, and is closed.
+func (e *env) publishHalves(app *amqpactor.App, q amqpactor.Address, publishers, each int, mid *gate) (finished *gate, errs <-chan error) {
+	ch := make(chan error, publishers*each)
+	var wg sync.WaitGroup
+	for p := range publishers {
+		wg.Go(func() {
+			for i := range each {
+				if i == each/2 && !mid.wait() {
+					ch <- errors.New("the second half never started")
+					return
+				}
+				if err := app.Publish(e.ctx, q, msg(fmt.Sprintf("p%d-%03d", p, i))); err != nil {
+					ch <- err
+				}
+			}
+		})
+	}
+	finished = e.gate()
+	go func() {
+		wg.Wait()
+		close(ch)
+		finished.open()
+	}()
+	return finished, ch
+}
+
+// publishInterleaved publishes perGroup messages of each of groups groups
+// (message-id g<group>-<seq>, group-id <prefix><group>, group-sequence
+// from 1) in a fixed random interleaving, seeded by seed, that keeps each
+// group's own order.
+func (e *env) publishInterleaved(app *amqpactor.App, q amqpactor.Address, groups, perGroup int, prefix string, seed [2]uint64) {
+	e.Helper()
+	rng := rand.New(rand.NewPCG(seed[0], seed[1]))
+	next := make([]int, groups)
+	for range groups * perGroup {
+		g := rng.IntN(groups)
+		for next[g] == perGroup {
+			g = (g + 1) % groups
+		}
+		next[g]++
+		e.publish(app, q, &amqpactor.Message{
+			MessageID:     fmt.Sprintf("g%d-%d", g, next[g]),
+			GroupID:       fmt.Sprintf("%s%d", prefix, g),
+			GroupSequence: uint32(next[g]),
+			Body:          []byte("x"),
+		})
+	}
+}
+
+// drained waits until the in-process broker holds nothing of q: no
+// delivery unsettled, nothing on the queue.
+func (e *env) drained(b *inproc.Broker, q amqpactor.Address) {
+	e.Helper()
+	e.eventually(func() bool { return b.Unsettled(q.Name()) == 0 && b.QueueDepth(q.Name()) == 0 }, "nothing left on the broker")
+}
+
+// attached reports whether every node of these kinds in app's tree is
+// attached (false while the tree does not answer).
+func attached(app *amqpactor.App, kinds ...string) bool {
+	root, err := treeOf(app)
+	if err != nil {
+		return false
+	}
+	for _, kind := range kinds {
+		for _, n := range ofKind(root, kind) {
+			if n.State != "attached" {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func ids(prefix string, n int) []string {

@@ -76,19 +76,11 @@ func testMaxDeliveries(e *env) {
 	q := e.queue("maxdeliveries")
 	rec := &recorder{}
 	app := e.startedApp()
-	sub := e.subscribe(app, q, func(ctx context.Context, m *amqpactor.Message) error {
-		rec.add("h", m)
-		if m.MessageID == "poison" {
-			return errors.New("always fails")
-		}
-		return nil
-	}, amqpactor.WithRetry(amqpactor.RetryPolicy{MaxDeliveries: 3}), amqpactor.WithPartitions(4))
+	sub := e.subscribe(app, q, rec.failing("poison"), amqpactor.WithRetry(amqpactor.RetryPolicy{MaxDeliveries: 3}), amqpactor.WithPartitions(4))
 
 	e.publish(app, q, msg("poison"))
 	good := ids("good", 30)
-	for _, id := range good {
-		e.publish(app, q, msg(id))
-	}
+	e.publishIDs(app, q, good)
 	e.eventually(func() bool {
 		return countersAre(app, sub, map[string]uint64{"rejected": 1, "accepted": uint64(len(good))})
 	}, "the poison message rejected and the others accepted")
@@ -99,9 +91,7 @@ func testMaxDeliveries(e *env) {
 	for i, call := range calls {
 		require.EqualValues(e, i, call.m.DeliveryCount, "delivery-count of attempt %d", i+1)
 	}
-	for _, id := range good {
-		require.Equal(e, 1, rec.count(id), "calls for %s", id)
-	}
+	e.onceEach(rec, good)
 	if b, ok := e.hooks(); ok {
 		e.eventually(func() bool { return len(b.DeadLetters(q.Name())) == 1 }, "the poison message dead-lettered")
 		dl := b.DeadLetters(q.Name())[0]
@@ -123,18 +113,10 @@ func testRetryAddress(e *env) {
 	q := e.queue("retryaddr")
 	rec := &recorder{}
 	app := e.startedApp()
-	sub := e.subscribe(app, q, func(ctx context.Context, m *amqpactor.Message) error {
-		rec.add("h", m)
-		if m.MessageID == "poison" {
-			return errors.New("always fails")
-		}
-		return nil
-	}, amqpactor.WithRetry(amqpactor.RetryPolicy{MaxDeliveries: 3, RetryAddress: q}))
+	sub := e.subscribe(app, q, rec.failing("poison"), amqpactor.WithRetry(amqpactor.RetryPolicy{MaxDeliveries: 3, RetryAddress: q}))
 	e.publish(app, q, &amqpactor.Message{MessageID: "poison", Body: []byte("p"), Headers: map[string]any{"k": "v"}})
 	good := ids("good", 10)
-	for _, id := range good {
-		e.publish(app, q, msg(id))
-	}
+	e.publishIDs(app, q, good)
 	e.eventually(func() bool {
 		return countersAre(app, sub, map[string]uint64{"rejected": 1, "accepted": uint64(len(good) + 2)})
 	}, "two copies republished (originals accepted), then the poison message rejected")
@@ -147,9 +129,7 @@ func testRetryAddress(e *env) {
 		require.Equal(e, "p", string(call.m.Body), "the copy's body")
 		require.Equal(e, "v", call.m.Headers["k"], "the copy's headers")
 	}
-	for _, id := range good {
-		require.Equal(e, 1, rec.count(id), "calls for %s", id)
-	}
+	e.onceEach(rec, good)
 	if b, ok := e.hooks(); ok {
 		e.eventually(func() bool { return len(b.DeadLetters(q.Name())) == 1 }, "the poison message dead-lettered")
 		require.Zero(e, b.QueueDepth(q.Name()))
@@ -255,9 +235,7 @@ func testPanicRecovered(e *env) {
 	}, amqpactor.WithPartitions(1))
 	e.publish(app, q, msg("boom"))
 	good := ids("good", 20)
-	for _, id := range good {
-		e.publish(app, q, msg(id))
-	}
+	e.publishIDs(app, q, good)
 	e.eventually(func() bool {
 		return countersAre(app, sub, map[string]uint64{"modified": 1, "accepted": uint64(len(good) + 1)})
 	}, "the panic failed one delivery, everything else was accepted")
@@ -267,14 +245,8 @@ func testPanicRecovered(e *env) {
 	if e.f.Features.DeliveryCountOnModified {
 		require.EqualValues(e, 1, calls[1].m.DeliveryCount)
 	}
-	for _, id := range good {
-		require.Equal(e, 1, rec.count(id), "calls for %s", id)
-	}
-	var failed uint64
-	for _, p := range ofKind(e.tree(app), "partition") {
-		failed += p.Counters["failed"]
-	}
-	require.EqualValues(e, 1, failed, "partition failures")
+	e.onceEach(rec, good)
+	require.EqualValues(e, 1, e.failedInPartitions(app), "partition failures")
 }
 
 // testAtMostOnce: an AtMostOnce subscription gets settled deliveries: a

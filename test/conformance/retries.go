@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -56,21 +55,7 @@ func runFailOnce(e *env, base string, groups, perGroup int, opts ...amqpactor.Su
 		return nil
 	}, append([]amqpactor.SubscribeOption{amqpactor.WithPartitions(8)}, opts...)...)
 
-	rng := rand.New(rand.NewPCG(3, 4))
-	next := make([]int, groups)
-	for range groups * perGroup {
-		g := rng.IntN(groups)
-		for next[g] == perGroup {
-			g = (g + 1) % groups
-		}
-		next[g]++
-		e.publish(app, q, &amqpactor.Message{
-			MessageID:     fmt.Sprintf("g%d-%d", g, next[g]),
-			GroupID:       fmt.Sprintf("customer-%d", g),
-			GroupSequence: uint32(next[g]),
-			Body:          []byte("x"),
-		})
-	}
+	e.publishInterleaved(app, q, groups, perGroup, "customer-", [2]uint64{3, 4})
 	published.open()
 	e.eventually(func() bool {
 		mu.Lock()

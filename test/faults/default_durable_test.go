@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/amqpactor/amqpactor"
+	"github.com/amqpactor/amqpactor/test/harness"
 	"github.com/amqpactor/amqpactor/transport/amqpwire"
 )
 
@@ -37,20 +38,20 @@ func TestLiveDefaultMessagesSurviveRestart(t *testing.T) {
 				require.NoError(t, err)
 			})
 			newApp := func() *amqpactor.App {
-				log, _ := newLog(t)
+				log, _ := harness.NewLog(t)
 				return amqpactor.New(c.dial(u), amqpactor.WithLogger(log),
 					amqpactor.WithBackoff(backoffInitial, backoffMax), amqpactor.WithCloseTimeout(3*time.Second))
 			}
 
 			const n = 100
 			pub := newApp()
-			startApp(t, pub)
-			ctx := bound(t, 2*time.Minute)
-			all := ids(unique("d"), n)
+			harness.StartApp(t, pub)
+			ctx := harness.Bound(t, 2*time.Minute)
+			all := harness.IDs(harness.Unique("d"), n)
 			for _, id := range all {
 				require.NoError(t, pub.Publish(ctx, q, &amqpactor.Message{MessageID: id, Body: []byte(id)}))
 			}
-			stopApp(t, pub)
+			harness.StopApp(t, pub)
 
 			restored := false
 			t.Cleanup(func() {
@@ -63,17 +64,17 @@ func TestLiveDefaultMessagesSurviveRestart(t *testing.T) {
 			restored = true
 			brokerCtl(t, "ctl", "await_startup")
 
-			got := newTally()
+			got := harness.NewTally()
 			sub := newApp()
 			_, err := sub.Subscribe(q, func(ctx context.Context, m *amqpactor.Message) error {
-				got.add(fmt.Sprint(m.MessageID))
+				got.Add(fmt.Sprint(m.MessageID))
 				return nil
 			}, amqpactor.WithClassicQueue())
 			require.NoError(t, err)
-			startApp(t, sub)
-			require.Eventually(t, func() bool { return got.distinct() == n }, 30*time.Second, 10*time.Millisecond,
-				"every default message survived the restart: %d of %d, first missing %v", got.distinct(), n, first(got.missing(all), 5))
-			t.Logf("FIGURES %s: published=%d survived=%d", t.Name(), n, got.distinct())
+			harness.StartApp(t, sub)
+			require.Eventually(t, func() bool { return got.Distinct() == n }, 30*time.Second, 10*time.Millisecond,
+				"every default message survived the restart: %d of %d, first missing %v", got.Distinct(), n, harness.First(got.Missing(all), 5))
+			t.Logf("FIGURES %s: published=%d survived=%d", t.Name(), n, got.Distinct())
 		})
 	}
 }

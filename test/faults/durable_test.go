@@ -12,6 +12,7 @@ import (
 	"github.com/amqpactor/amqpactor/address"
 	"github.com/amqpactor/amqpactor/inproc"
 	"github.com/amqpactor/amqpactor/internal/brokeradmin"
+	"github.com/amqpactor/amqpactor/test/harness"
 	"github.com/amqpactor/amqpactor/transport/amqpwire"
 )
 
@@ -25,7 +26,7 @@ type appMaker func(t *testing.T, name string) *amqpactor.App
 
 func inprocMaker(b *inproc.Broker) appMaker {
 	return func(t *testing.T, name string) *amqpactor.App {
-		log, _ := newLog(t)
+		log, _ := harness.NewLog(t)
 		return amqpactor.New(b, amqpactor.WithName(name), amqpactor.WithLogger(log),
 			amqpactor.WithBackoff(backoffInitial, backoffMax))
 	}
@@ -33,7 +34,7 @@ func inprocMaker(b *inproc.Broker) appMaker {
 
 func liveMaker(u string) appMaker {
 	return func(t *testing.T, name string) *amqpactor.App {
-		log, _ := newLog(t)
+		log, _ := harness.NewLog(t)
 		return amqpactor.New(amqpactor.Dial(u, amqpactor.WithDialect(amqpactor.RabbitMQ4)), amqpactor.WithName(name),
 			amqpactor.WithLogger(log), amqpactor.WithBackoff(backoffInitial, backoffMax), amqpactor.WithCloseTimeout(3*time.Second))
 	}
@@ -43,28 +44,23 @@ func liveMaker(u string) appMaker {
 // its exchange and the durable subscription queue each of subs (the names
 // the subscriptions report) left on the shared broker.
 func liveTopic(t *testing.T, u, prefix string, subs *[]string) amqpactor.Address {
-	tp := amqpactor.Topic(unique(prefix))
+	tp := amqpactor.Topic(harness.Unique(prefix))
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		c, err := amqpwire.New(amqpwire.Config{URL: u, Dialect: amqpactor.RabbitMQ4}).Connect(ctx)
-		if err != nil {
+		if err := withMgmt(u, 30*time.Second, func(ctx context.Context, m *amqpwire.Management) {
+			for _, s := range *subs {
+				node, err := address.Render(address.RabbitMQ4, tp, address.Receive, s)
+				if err != nil {
+					t.Logf("cleanup: %v", err)
+					continue
+				}
+				if err := brokeradmin.DeleteQueue(ctx, m, node.Queue); err != nil {
+					t.Logf("cleanup: deleting %s: %v", node.Queue, err)
+				}
+			}
+			_ = brokeradmin.DeleteExchange(ctx, m, tp.Name())
+		}); err != nil {
 			t.Logf("cleanup: %v", err)
-			return
 		}
-		defer func() { _ = c.Close(ctx) }()
-		m := c.(*amqpwire.Conn).Management()
-		for _, s := range *subs {
-			node, err := address.Render(address.RabbitMQ4, tp, address.Receive, s)
-			if err != nil {
-				t.Logf("cleanup: %v", err)
-				continue
-			}
-			if err := brokeradmin.DeleteQueue(ctx, m, node.Queue); err != nil {
-				t.Logf("cleanup: deleting %s: %v", node.Queue, err)
-			}
-		}
-		_ = brokeradmin.DeleteExchange(ctx, m, tp.Name())
 	})
 	return tp
 }
@@ -77,10 +73,10 @@ func keep(subs *[]string, s *amqpactor.Subscription) *amqpactor.Subscription {
 	return s
 }
 
-func counting(got *tally) amqpactor.Handler {
+func counting(got *harness.Tally) amqpactor.Handler {
 	return func(ctx context.Context, m *amqpactor.Message) error {
 		id, _ := m.MessageID.(string)
-		got.add(id)
+		got.Add(id)
 		return nil
 	}
 }
@@ -95,18 +91,18 @@ type topicFault struct {
 
 // receiverBack: the receiver restarted since before and is attached.
 func receiverBack(app *amqpactor.App, before *amqpactor.Node) bool {
-	r, r0 := ofKind(treeOr(app), "receiver"), ofKind(before, "receiver")
+	r, r0 := harness.OfKind(harness.TreeOr(app), "receiver"), harness.OfKind(before, "receiver")
 	return len(r) == 1 && len(r0) == 1 && r[0].State == "attached" && r[0].Restarts > r0[0].Restarts
 }
 
 // connectionBack: the connection restarted since before and the receiver
 // is attached on it.
 func connectionBack(app *amqpactor.App, before *amqpactor.Node) bool {
-	n := treeOr(app)
+	n := harness.TreeOr(app)
 	if n == nil || before == nil || n.State != "attached" || n.Restarts <= before.Restarts {
 		return false
 	}
-	r := ofKind(n, "receiver")
+	r := harness.OfKind(n, "receiver")
 	return len(r) == 1 && r[0].State == "attached"
 }
 
@@ -115,38 +111,38 @@ func connectionBack(app *amqpactor.App, before *amqpactor.Node) bool {
 // another share of them is confirmed. No event may be lost; duplicates are
 // counted (a delivery in flight at a fault comes again) and allowed.
 func topicFaultScenario(t *testing.T, app *amqpactor.App, tp amqpactor.Address, n int, budget time.Duration, faults []topicFault) {
-	got := newTally()
+	got := harness.NewTally()
 	_, err := app.Subscribe(tp, counting(got), amqpactor.WithCredit(256))
 	require.NoError(t, err)
-	startApp(t, app)
+	harness.StartApp(t, app)
 
-	ctx := bound(t, 3*time.Minute)
-	all := ids(unique("ev"), n)
+	ctx := harness.Bound(t, 3*time.Minute)
+	all := harness.IDs(harness.Unique("ev"), n)
 	started := time.Now()
-	pub := publishAll(ctx, app, tp, all, 16)
+	pub := harness.PublishAll(ctx, app, tp, all, 16, true)
 	var maxResume time.Duration
 	for k, f := range faults {
 		at := int64((k + 1) * n / (len(faults) + 1))
-		require.Eventually(t, func() bool { return pub.confirmed.Load() >= at }, 90*time.Second, 5*time.Millisecond,
-			"%d publishes confirmed before fault %d (confirmed %d, errors %d, last %v)", at, k+1, pub.confirmed.Load(), pub.errors.Load(), pub.err())
-		before := tree(t, app)
+		require.Eventually(t, func() bool { return pub.Confirmed.Load() >= at }, 90*time.Second, 5*time.Millisecond,
+			"%d publishes confirmed before fault %d (confirmed %d, errors %d, last %v)", at, k+1, pub.Confirmed.Load(), pub.Errors.Load(), pub.Err())
+		before := harness.Tree(t, app)
 		f.do()
 		t0 := time.Now()
 		require.Eventually(t, func() bool { return f.back(app, before) }, budget, 5*time.Millisecond,
-			"attached again after %s (fault %d):\n%s", f.name, k+1, treeText(treeOr(app)))
-		seen := got.total.Load()
-		require.Eventually(t, func() bool { return got.total.Load() > seen || got.distinct() == n }, budget, 5*time.Millisecond,
-			"consumption resumes after %s (fault %d):\n%s", f.name, k+1, treeText(treeOr(app)))
+			"attached again after %s (fault %d):\n%s", f.name, k+1, harness.TreeText(harness.TreeOr(app)))
+		seen := got.Total()
+		require.Eventually(t, func() bool { return got.Total() > seen || got.Distinct() == n }, budget, 5*time.Millisecond,
+			"consumption resumes after %s (fault %d):\n%s", f.name, k+1, harness.TreeText(harness.TreeOr(app)))
 		maxResume = max(maxResume, time.Since(t0))
 	}
-	pub.wg.Wait()
-	require.EqualValues(t, n, pub.confirmed.Load(), "every publish returned nil (last error %v)", pub.err())
-	require.Eventually(t, func() bool { return got.distinct() == n }, 90*time.Second, 10*time.Millisecond,
-		"every event delivered: %d of %d; first missing %v\n%s", got.distinct(), n, first(got.missing(all), 5), treeText(treeOr(app)))
-	lost := len(got.missing(all))
+	pub.Wait()
+	require.EqualValues(t, n, pub.Confirmed.Load(), "every publish returned nil (last error %v)", pub.Err())
+	require.Eventually(t, func() bool { return got.Distinct() == n }, 90*time.Second, 10*time.Millisecond,
+		"every event delivered: %d of %d; first missing %v\n%s", got.Distinct(), n, harness.First(got.Missing(all), 5), harness.TreeText(harness.TreeOr(app)))
+	lost := len(got.Missing(all))
 	require.Zero(t, lost)
 	t.Logf("FIGURES %s: published=%d lost=%d duplicates=%d faults=%d publish_errors_retried=%d resume_max=%s elapsed=%s",
-		t.Name(), n, lost, got.duplicates(), len(faults), pub.errors.Load(), maxResume.Round(time.Millisecond),
+		t.Name(), n, lost, got.Duplicates(), len(faults), pub.Errors.Load(), maxResume.Round(time.Millisecond),
 		time.Since(started).Round(time.Millisecond))
 }
 
@@ -154,8 +150,8 @@ func topicFaultScenario(t *testing.T, app *amqpactor.App, tp amqpactor.Address, 
 // detaches and 3 dropped connections while 10,000 events flow.
 func TestInprocTopicDurableFaults(t *testing.T) {
 	b := inproc.New()
-	app := inprocMaker(b)(t, unique("durable"))
-	tp := amqpactor.Topic(unique("durable.events"))
+	app := inprocMaker(b)(t, harness.Unique("durable"))
+	tp := amqpactor.Topic(harness.Unique("durable.events"))
 	var faults []topicFault
 	for range 3 {
 		faults = append(faults,
@@ -176,7 +172,7 @@ func TestLiveTopicDurableCuts(t *testing.T) {
 	p, pu := viaProxy(t, u)
 	p.Latency(2 * time.Millisecond)
 	var subs []string
-	name := unique("faults.durable")
+	name := harness.Unique("faults.durable")
 	tp := liveTopic(t, u, "faults.durable.events", &subs)
 	// The subscription's name is the App's default: cleaned up by name.
 	subs = append(subs, name+"."+tp.Name())
@@ -193,28 +189,28 @@ func TestLiveTopicDurableCuts(t *testing.T) {
 // keptWhileStopped: events published while every replica of a service is
 // stopped are handled by the next one started with the same name.
 func keptWhileStopped(t *testing.T, mk appMaker, tp amqpactor.Address, subs *[]string) {
-	ctx := bound(t, time.Minute)
-	name := unique("kept")
-	got := newTally()
+	ctx := harness.Bound(t, time.Minute)
+	name := harness.Unique("kept")
+	got := harness.NewTally()
 	first := mk(t, name)
 	keep(subs, must(first.Subscribe(tp, counting(got))))
-	startApp(t, first)
-	pub := mk(t, unique("publisher"))
-	startApp(t, pub)
+	harness.StartApp(t, first)
+	pub := mk(t, harness.Unique("publisher"))
+	harness.StartApp(t, pub)
 	require.NoError(t, pub.Publish(ctx, tp, &amqpactor.Message{MessageID: "warm", Durable: true}))
-	require.Eventually(t, func() bool { return got.has("warm") }, 20*time.Second, 5*time.Millisecond)
-	stopApp(t, first)
+	require.Eventually(t, func() bool { return got.Has("warm") }, 20*time.Second, 5*time.Millisecond)
+	harness.StopApp(t, first)
 
-	down := ids(unique("down"), 5)
+	down := harness.IDs(harness.Unique("down"), 5)
 	for _, id := range down {
 		require.NoError(t, pub.Publish(ctx, tp, &amqpactor.Message{MessageID: id, Durable: true}))
 	}
 	next := mk(t, name)
 	keep(subs, must(next.Subscribe(tp, counting(got))))
-	startApp(t, next)
-	require.Eventually(t, func() bool { return len(got.missing(down)) == 0 }, 20*time.Second, 5*time.Millisecond,
-		"published while stopped, handled after restart: missing %v", got.missing(down))
-	t.Logf("FIGURES %s: published_while_stopped=%d handled_after_restart=%d", t.Name(), len(down), len(down)-len(got.missing(down)))
+	harness.StartApp(t, next)
+	require.Eventually(t, func() bool { return len(got.Missing(down)) == 0 }, 20*time.Second, 5*time.Millisecond,
+		"published while stopped, handled after restart: missing %v", got.Missing(down))
+	t.Logf("FIGURES %s: published_while_stopped=%d handled_after_restart=%d", t.Name(), len(down), len(down)-len(got.Missing(down)))
 }
 
 func must(s *amqpactor.Subscription, err error) *amqpactor.Subscription {
@@ -226,7 +222,7 @@ func must(s *amqpactor.Subscription, err error) *amqpactor.Subscription {
 
 func TestInprocTopicKeptWhileStopped(t *testing.T) {
 	var subs []string
-	keptWhileStopped(t, inprocMaker(inproc.New()), amqpactor.Topic(unique("kept.events")), &subs)
+	keptWhileStopped(t, inprocMaker(inproc.New()), amqpactor.Topic(harness.Unique("kept.events")), &subs)
 }
 
 func TestLiveTopicKeptWhileStopped(t *testing.T) {
@@ -239,56 +235,56 @@ func TestLiveTopicKeptWhileStopped(t *testing.T) {
 // queue; each message is handled once in total, by one of them, and each
 // replica handles some.
 func sharedReplicas(t *testing.T, mk appMaker, tp, q amqpactor.Address, subs *[]string) {
-	ctx := bound(t, 2*time.Minute)
-	name := unique("replica")
+	ctx := harness.Bound(t, 2*time.Minute)
+	name := harness.Unique("replica")
 	const n = 300
-	got := map[amqpactor.Address]*tally{tp: newTally(), q: newTally()}
-	per := map[amqpactor.Address][]*tally{}
+	got := map[amqpactor.Address]*harness.Tally{tp: harness.NewTally(), q: harness.NewTally()}
+	per := map[amqpactor.Address][]*harness.Tally{}
 	var apps []*amqpactor.App
 	for range 3 {
 		app := mk(t, name)
 		for _, a := range []amqpactor.Address{tp, q} {
-			mine := newTally()
+			mine := harness.NewTally()
 			per[a] = append(per[a], mine)
 			all := got[a]
 			s := must(app.Subscribe(a, func(ctx context.Context, m *amqpactor.Message) error {
 				id, _ := m.MessageID.(string)
-				all.add(id)
-				mine.add(id)
+				all.Add(id)
+				mine.Add(id)
 				return nil
 			}))
 			if a == tp && len(apps) == 0 {
 				keep(subs, s) // one node shared by the three
 			}
 		}
-		startApp(t, app)
+		harness.StartApp(t, app)
 		apps = append(apps, app)
 	}
 	for _, a := range []amqpactor.Address{tp, q} {
-		want := ids(unique(a.Kind().String()), n)
+		want := harness.IDs(harness.Unique(a.Kind().String()), n)
 		for i, id := range want {
 			require.NoError(t, apps[i%3].Publish(ctx, a, &amqpactor.Message{MessageID: id, Durable: true}))
 		}
-		require.Eventually(t, func() bool { return got[a].distinct() == n }, 30*time.Second, 5*time.Millisecond,
-			"%s: %d of %d handled", a, got[a].distinct(), n)
+		require.Eventually(t, func() bool { return got[a].Distinct() == n }, 30*time.Second, 5*time.Millisecond,
+			"%s: %d of %d handled", a, got[a].Distinct(), n)
 	}
 	for _, app := range apps {
-		stopApp(t, app)
+		harness.StopApp(t, app)
 	}
 	for _, a := range []amqpactor.Address{tp, q} {
-		require.Zero(t, got[a].duplicates(), "%s: every message handled once in total", a)
+		require.Zero(t, got[a].Duplicates(), "%s: every message handled once in total", a)
 		shares := make([]int, 3)
 		for i, mine := range per[a] {
-			shares[i] = int(mine.total.Load())
+			shares[i] = int(mine.Total())
 			require.NotZero(t, shares[i], "%s: replica %d handled nothing: they do not compete", a, i)
 		}
-		t.Logf("FIGURES %s %s: replicas=3 messages=%d handled=%d duplicates=0 shares=%v", t.Name(), a.Kind(), n, got[a].total.Load(), shares)
+		t.Logf("FIGURES %s %s: replicas=3 messages=%d handled=%d duplicates=0 shares=%v", t.Name(), a.Kind(), n, got[a].Total(), shares)
 	}
 }
 
 func TestInprocTopicSharedReplicas(t *testing.T) {
 	var subs []string
-	sharedReplicas(t, inprocMaker(inproc.New()), amqpactor.Topic(unique("shared.events")), amqpactor.Queue(unique("shared.q")), &subs)
+	sharedReplicas(t, inprocMaker(inproc.New()), amqpactor.Topic(harness.Unique("shared.events")), amqpactor.Queue(harness.Unique("shared.q")), &subs)
 }
 
 func TestLiveTopicSharedReplicas(t *testing.T) {
@@ -301,37 +297,37 @@ func TestLiveTopicSharedReplicas(t *testing.T) {
 // replicas with one name both get every event, and what is published while
 // an instance is down never reaches it.
 func ephemeralScenario(t *testing.T, mk appMaker, tp amqpactor.Address) {
-	ctx := bound(t, time.Minute)
-	name := unique("ephemeral")
-	a, b := newTally(), newTally()
+	ctx := harness.Bound(t, time.Minute)
+	name := harness.Unique("ephemeral")
+	a, b := harness.NewTally(), harness.NewTally()
 	r1, r2 := mk(t, name), mk(t, name)
 	must(r1.Subscribe(tp, counting(a), amqpactor.WithEphemeral()))
 	must(r2.Subscribe(tp, counting(b), amqpactor.WithEphemeral()))
-	startApp(t, r1)
-	startApp(t, r2)
-	want := ids(unique("e"), 20)
+	harness.StartApp(t, r1)
+	harness.StartApp(t, r2)
+	want := harness.IDs(harness.Unique("e"), 20)
 	for _, id := range want {
 		require.NoError(t, r1.Publish(ctx, tp, &amqpactor.Message{MessageID: id}))
 	}
-	require.Eventually(t, func() bool { return a.distinct() == len(want) && b.distinct() == len(want) }, 20*time.Second, 5*time.Millisecond,
-		"each replica got every event: %d and %d of %d", a.distinct(), b.distinct(), len(want))
+	require.Eventually(t, func() bool { return a.Distinct() == len(want) && b.Distinct() == len(want) }, 20*time.Second, 5*time.Millisecond,
+		"each replica got every event: %d and %d of %d", a.Distinct(), b.Distinct(), len(want))
 
-	stopApp(t, r2)
+	harness.StopApp(t, r2)
 	require.NoError(t, r1.Publish(ctx, tp, &amqpactor.Message{MessageID: "while-down"}))
 	r3 := mk(t, name)
-	c := newTally()
+	c := harness.NewTally()
 	must(r3.Subscribe(tp, counting(c), amqpactor.WithEphemeral()))
-	startApp(t, r3)
+	harness.StartApp(t, r3)
 	require.NoError(t, r1.Publish(ctx, tp, &amqpactor.Message{MessageID: "after"}))
-	require.Eventually(t, func() bool { return c.has("after") }, 20*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return c.Has("after") }, 20*time.Second, 5*time.Millisecond)
 	// The node of r3 is new, and a queue is first in, first out: what it
 	// kept would have come before "after".
-	require.False(t, c.has("while-down"), "an ephemeral subscription keeps nothing while it is down")
+	require.False(t, c.Has("while-down"), "an ephemeral subscription keeps nothing while it is down")
 }
 
 func TestInprocTopicEphemeral(t *testing.T) {
 	b := inproc.New()
-	tp := amqpactor.Topic(unique("ephemeral.events"))
+	tp := amqpactor.Topic(harness.Unique("ephemeral.events"))
 	ephemeralScenario(t, inprocMaker(b), tp)
 	// Two instances run (the first and the third): the second's node went
 	// with its link.
@@ -349,19 +345,19 @@ func TestLiveTopicEphemeral(t *testing.T) {
 // unless WithSubscriptionName names them; a named App's are durable.
 func TestInprocTopicUnnamedApp(t *testing.T) {
 	b := inproc.New()
-	tp := amqpactor.Topic(unique("unnamed.events"))
-	log, _ := newLog(t)
+	tp := amqpactor.Topic(harness.Unique("unnamed.events"))
+	log, _ := harness.NewLog(t)
 	app := amqpactor.New(b, amqpactor.WithLogger(log))
-	must(app.Subscribe(tp, counting(newTally())))
-	must(app.Subscribe(tp, counting(newTally()), amqpactor.WithSubscriptionName("audit")))
+	must(app.Subscribe(tp, counting(harness.NewTally())))
+	must(app.Subscribe(tp, counting(harness.NewTally()), amqpactor.WithSubscriptionName("audit")))
 	named := inprocMaker(b)(t, "billing")
-	must(named.Subscribe(tp, counting(newTally())))
-	startApp(t, app)
-	startApp(t, named)
+	must(named.Subscribe(tp, counting(harness.NewTally())))
+	harness.StartApp(t, app)
+	harness.StartApp(t, named)
 	require.Equal(t, 3, b.Subscriptions(tp.Name()))
 	require.True(t, b.HasQueue(tp.Name()+"::audit"), "WithSubscriptionName names a durable node")
 	require.True(t, b.HasQueue(tp.Name()+"::billing."+tp.Name()), "a named App's node is named after it")
-	stopApp(t, app)
-	stopApp(t, named)
+	harness.StopApp(t, app)
+	harness.StopApp(t, named)
 	require.Equal(t, 2, b.Subscriptions(tp.Name()), "only the unnamed App's default subscription went with its link")
 }

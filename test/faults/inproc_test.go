@@ -14,6 +14,7 @@ import (
 	"github.com/amqpactor/amqpactor"
 	"github.com/amqpactor/amqpactor/address"
 	"github.com/amqpactor/amqpactor/inproc"
+	"github.com/amqpactor/amqpactor/test/harness"
 	"github.com/amqpactor/amqpactor/transport"
 )
 
@@ -24,8 +25,8 @@ const (
 	backoffMax     = time.Second
 )
 
-func inprocApp(t *testing.T, c amqpactor.Connector) (*amqpactor.App, *logBuffer) {
-	log, buf := newLog(t)
+func inprocApp(t *testing.T, c amqpactor.Connector) (*amqpactor.App, *harness.LogBuffer) {
+	log, buf := harness.NewLog(t)
 	return amqpactor.New(c, amqpactor.WithLogger(log), amqpactor.WithBackoff(backoffInitial, backoffMax)), buf
 }
 
@@ -54,41 +55,41 @@ func TestInprocLinkDetachMidStream(t *testing.T) {
 // connection never restarts, the links do.
 func cutScenarioLinks(t *testing.T, app *amqpactor.App, b *inproc.Broker, q amqpactor.Address, detaches *int) {
 	const n, cuts = 10_000, 3
-	got := newTally()
+	got := harness.NewTally()
 	_, err := app.Subscribe(q, func(ctx context.Context, m *amqpactor.Message) error {
-		got.add(m.MessageID.(string))
+		got.Add(m.MessageID.(string))
 		return nil
 	})
 	require.NoError(t, err)
-	startApp(t, app)
-	ctx := bound(t, 2*time.Minute)
-	all := ids(unique("d"), n)
-	pub := publishAll(ctx, app, q, all, 16)
+	harness.StartApp(t, app)
+	ctx := harness.Bound(t, 2*time.Minute)
+	all := harness.IDs(harness.Unique("d"), n)
+	pub := harness.PublishAll(ctx, app, q, all, 16, true)
 	var maxResume time.Duration
 	for k := 1; k <= cuts; k++ {
 		at := int64(k * n / (cuts + 1))
-		require.Eventually(t, func() bool { return pub.confirmed.Load() >= at }, 60*time.Second, 5*time.Millisecond)
+		require.Eventually(t, func() bool { return pub.Confirmed.Load() >= at }, 60*time.Second, 5*time.Millisecond)
 		require.NotZero(t, b.DetachLinks(q, "amqp:internal-error", "fault injection: detach"))
 		*detaches++
 		t0 := time.Now()
-		before := got.total.Load()
+		before := got.Total()
 		require.Eventually(t, func() bool {
-			r := ofKind(treeOr(app), "receiver")
+			r := harness.OfKind(harness.TreeOr(app), "receiver")
 			return len(r) == 1 && r[0].State == "attached" && r[0].Restarts >= k
-		}, 15*time.Second, 5*time.Millisecond, "the receiver re-attached:\n%s", treeText(treeOr(app)))
-		require.Eventually(t, func() bool { return got.total.Load() > before || got.distinct() == n }, 15*time.Second, 5*time.Millisecond)
+		}, 15*time.Second, 5*time.Millisecond, "the receiver re-attached:\n%s", harness.TreeText(harness.TreeOr(app)))
+		require.Eventually(t, func() bool { return got.Total() > before || got.Distinct() == n }, 15*time.Second, 5*time.Millisecond)
 		maxResume = max(maxResume, time.Since(t0))
 	}
-	pub.wg.Wait()
-	require.EqualValues(t, n, pub.confirmed.Load())
-	require.Eventually(t, func() bool { return got.distinct() == n }, 60*time.Second, 10*time.Millisecond)
-	root := tree(t, app)
-	r := ofKind(root, "receiver")[0]
-	require.Equal(t, 0, root.Restarts, "the connection never restarted:\n%s", treeText(root))
+	pub.Wait()
+	require.EqualValues(t, n, pub.Confirmed.Load())
+	require.Eventually(t, func() bool { return got.Distinct() == n }, 60*time.Second, 10*time.Millisecond)
+	root := harness.Tree(t, app)
+	r := harness.OfKind(root, "receiver")[0]
+	require.Equal(t, 0, root.Restarts, "the connection never restarted:\n%s", harness.TreeText(root))
 	require.GreaterOrEqual(t, r.Restarts, cuts)
 	require.Contains(t, r.LastError, "fault injection: detach")
 	t.Logf("FIGURES %s: published=%d lost=%d duplicates=%d detaches=%d publish_errors_retried=%d resume_max=%s receiver_restarts=%d late_dispositions_dropped=%d",
-		t.Name(), n, len(got.missing(all)), got.duplicates(), *detaches, pub.errors.Load(), maxResume.Round(time.Millisecond), r.Restarts, r.Counters["late"])
+		t.Name(), n, len(got.Missing(all)), got.Duplicates(), *detaches, pub.Errors.Load(), maxResume.Round(time.Millisecond), r.Restarts, r.Counters["late"])
 }
 
 // TestInprocQueueDeleted: the queue under a subscriber goes away (its
@@ -100,20 +101,20 @@ func TestInprocQueueDeleted(t *testing.T) {
 	b := inproc.New()
 	app, logs := inprocApp(t, b)
 	q := amqpactor.Queue("deleted")
-	got := newTally()
-	_, err := app.Subscribe(q, func(ctx context.Context, m *amqpactor.Message) error { got.add(m.MessageID.(string)); return nil })
+	got := harness.NewTally()
+	_, err := app.Subscribe(q, func(ctx context.Context, m *amqpactor.Message) error { got.Add(m.MessageID.(string)); return nil })
 	require.NoError(t, err)
-	startApp(t, app)
-	ctx := bound(t, time.Minute)
+	harness.StartApp(t, app)
+	ctx := harness.Bound(t, time.Minute)
 	require.NoError(t, app.Publish(ctx, q, &amqpactor.Message{MessageID: "before"}))
-	require.Eventually(t, func() bool { return got.has("before") }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return got.Has("before") }, 10*time.Second, 5*time.Millisecond)
 
 	b.RefuseAttach(q, "amqp:not-found", "fault injection: no queue")
 	deleted := time.Now()
 	require.NotZero(t, b.DetachLinks(q, "amqp:resource-deleted", "fault injection: queue deleted"))
 	var seen *amqpactor.Node
 	require.Eventually(t, func() bool {
-		r := ofKind(treeOr(app), "receiver")
+		r := harness.OfKind(harness.TreeOr(app), "receiver")
 		if len(r) == 1 && strings.Contains(r[0].LastError, "no queue") {
 			seen = r[0]
 			return true
@@ -126,17 +127,17 @@ func TestInprocQueueDeleted(t *testing.T) {
 	// receiver cannot spin; the queue is back within that window.
 	b.ClearRefusals()
 	require.Eventually(t, func() bool {
-		r := ofKind(treeOr(app), "receiver")
+		r := harness.OfKind(harness.TreeOr(app), "receiver")
 		return len(r) == 1 && r[0].State == "attached"
 	}, 10*time.Second, 5*time.Millisecond, "re-attached once the queue is back")
 	require.NoError(t, app.Publish(ctx, q, &amqpactor.Message{MessageID: "after"}))
-	require.Eventually(t, func() bool { return got.has("after") }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return got.Has("after") }, 10*time.Second, 5*time.Millisecond)
 	resumed := time.Since(deleted)
-	root := tree(t, app)
-	r := ofKind(root, "receiver")[0]
+	root := harness.Tree(t, app)
+	r := harness.OfKind(root, "receiver")[0]
 	// One restart for the detach; refusals are counted as attempts, each
 	// after the longest backoff: at most TerminalRetries of them.
-	require.LessOrEqual(t, r.Restarts, 3, treeText(root))
+	require.LessOrEqual(t, r.Restarts, 3, harness.TreeText(root))
 	t.Logf("FIGURES %s: lost=0 refusal_in_tree=%q receiver_restarts=%d resumed_after=%s (terminal refusals retried after backoff max %s)",
 		t.Name(), seen.LastError, r.Restarts, resumed.Round(time.Millisecond), backoffMax)
 }
@@ -150,23 +151,23 @@ func TestInprocRefusedForever(t *testing.T) {
 	q := amqpactor.Queue("forbidden")
 	sub, err := app.Subscribe(q, func(ctx context.Context, m *amqpactor.Message) error { return nil })
 	require.NoError(t, err)
-	startApp(t, app)
+	harness.StartApp(t, app)
 	b.RefuseAttach(q, "amqp:unauthorized-access", "fault injection: forbidden")
 	require.Equal(t, 1, b.DetachLinks(q, "amqp:internal-error", "fault injection: detach"))
 	t0 := time.Now()
 	require.Eventually(t, func() bool {
-		s := ofKind(treeOr(app), "subscription")
+		s := harness.OfKind(harness.TreeOr(app), "subscription")
 		return len(s) == 1 && s[0].State == "failed"
 	}, 30*time.Second, 10*time.Millisecond, "the subscription failed")
 	failedAfter := time.Since(t0)
-	root := tree(t, app)
-	r := ofKind(root, "receiver")[0]
-	require.Equal(t, "failed", r.State, treeText(root))
+	root := harness.Tree(t, app)
+	r := harness.OfKind(root, "receiver")[0]
+	require.Equal(t, "failed", r.State, harness.TreeText(root))
 	require.Contains(t, r.LastError, "forbidden")
 	require.Contains(t, logs.String(), "gave up re-attaching")
 	// No further attempt: the receiver node stays as it is.
 	require.Never(t, func() bool {
-		r2 := ofKind(treeOr(app), "receiver")
+		r2 := harness.OfKind(harness.TreeOr(app), "receiver")
 		return len(r2) != 1 || r2[0].State != "failed"
 	}, 3*backoffMax, 50*time.Millisecond)
 	require.Equal(t, "forbidden", sub.Address().Name())
@@ -202,17 +203,17 @@ func (c *refusingConnector) Dialect() address.Dialect { return c.Broker.Dialect(
 func TestInprocAuthFailureTerminal(t *testing.T) {
 	c := &refusingConnector{Broker: inproc.New()}
 	app, logs := inprocApp(t, c)
-	startApp(t, app)
+	harness.StartApp(t, app)
 	c.refuse.Store(true)
 	before := c.attempts.Load()
 	require.Equal(t, 1, c.DropConnections(errors.New("fault injection: cut")))
-	require.Eventually(t, func() bool { n := treeOr(app); return n != nil && n.State == "failed" }, 30*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { n := harness.TreeOr(app); return n != nil && n.State == "failed" }, 30*time.Second, 10*time.Millisecond)
 	attempts := c.attempts.Load() - before
-	root := tree(t, app)
+	root := harness.Tree(t, app)
 	require.Contains(t, root.LastError, "authentication failed")
 	require.Contains(t, logs.String(), "giving up reconnecting")
 	require.Never(t, func() bool { return c.attempts.Load()-before != attempts }, 3*backoffMax, 50*time.Millisecond, "no attempt after failing")
-	ctx := bound(t, 10*time.Second)
+	ctx := harness.Bound(t, 10*time.Second)
 	pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 	defer cancel()
 	t0 := time.Now()
@@ -230,7 +231,7 @@ func TestInprocPanicsAndPoison(t *testing.T) {
 	app, _ := inprocApp(t, b)
 	q := amqpactor.Queue("poison")
 	const n = 2000
-	got := newTally()
+	got := harness.NewTally()
 	var panics, poison atomic.Int64
 	_, err := app.Subscribe(q, func(ctx context.Context, m *amqpactor.Message) error {
 		id := m.MessageID.(string)
@@ -242,13 +243,13 @@ func TestInprocPanicsAndPoison(t *testing.T) {
 			poison.Add(1)
 			return errors.New("fault injection: poison")
 		}
-		got.add(id)
+		got.Add(id)
 		return nil
 	}, amqpactor.WithRetry(amqpactor.RetryPolicy{MaxDeliveries: 3}), amqpactor.WithPartitions(4))
 	require.NoError(t, err)
-	startApp(t, app)
-	ctx := bound(t, time.Minute)
-	all := ids("p", n)
+	harness.StartApp(t, app)
+	ctx := harness.Bound(t, time.Minute)
+	all := harness.IDs("p", n)
 	var wg sync.WaitGroup
 	for w := range 4 {
 		wg.Add(1)
@@ -261,12 +262,12 @@ func TestInprocPanicsAndPoison(t *testing.T) {
 	}
 	wg.Wait()
 	good := n - n/10 - n/10
-	require.Eventually(t, func() bool { return got.distinct() == good }, 30*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return got.Distinct() == good }, 30*time.Second, 10*time.Millisecond)
 	require.Eventually(t, func() bool { return len(b.DeadLetters("poison")) == n/5 }, 30*time.Second, 10*time.Millisecond)
-	root := tree(t, app)
-	r := ofKind(root, "receiver")[0]
+	root := harness.Tree(t, app)
+	r := harness.OfKind(root, "receiver")[0]
 	require.Equal(t, "attached", r.State)
 	t.Logf("FIGURES %s: messages=%d handled=%d panics=%d poison_failures=%d dead_lettered=%d accepted=%d rejected=%d modified=%d",
-		t.Name(), n, got.distinct(), panics.Load(), poison.Load(), len(b.DeadLetters("poison")),
+		t.Name(), n, got.Distinct(), panics.Load(), poison.Load(), len(b.DeadLetters("poison")),
 		r.Counters["accepted"], r.Counters["rejected"], r.Counters["modified"])
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/amqpactor/amqpactor"
 	"github.com/amqpactor/amqpactor/inproc"
+	"github.com/amqpactor/amqpactor/test/harness"
 )
 
 // ignoreThrottle: protoactor's dead-letter log throttle, which ends by
@@ -93,18 +94,9 @@ func TestLiveCancelledStarts(t *testing.T) {
 		app, _ := liveApp(t, u)
 		_, err := app.Subscribe(liveQueue(t, u, "faults.cancelled"), func(context.Context, *amqpactor.Message) error { return nil })
 		require.NoError(t, err)
-		var ctx context.Context
-		var cancel context.CancelFunc
-		switch i % 4 {
-		case 0: // cancelled before Start
-			ctx, cancel = context.WithCancel(context.Background())
-			cancel()
-		case 1: // cancelled while Start runs
-			ctx, cancel = context.WithCancel(context.Background())
-			go cancel()
-		default: // a deadline within the dial, the AMQP open or the attach
-			ctx, cancel = context.WithTimeout(context.Background(), time.Duration(1+i%10)*time.Millisecond)
-		}
+		// Cancelled before Start, while it runs, or a deadline within the
+		// dial, the AMQP open or the attach.
+		ctx, cancel := harness.EarlyEnd(i, time.Duration(1+i%10)*time.Millisecond)
 		if app.Start(ctx) != nil {
 			failed++
 		}

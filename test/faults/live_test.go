@@ -13,6 +13,7 @@ import (
 
 	"github.com/amqpactor/amqpactor"
 	"github.com/amqpactor/amqpactor/internal/brokeradmin"
+	"github.com/amqpactor/amqpactor/test/harness"
 	"github.com/amqpactor/amqpactor/transport/amqpwire"
 
 	"github.com/amqpactor/amqpactor/internal/livetest"
@@ -34,36 +35,41 @@ func viaProxy(t *testing.T, u string) (*testproxy.Proxy, string) {
 	return p, pu.String()
 }
 
-func liveApp(t *testing.T, u string, opts ...amqpactor.DialOption) (*amqpactor.App, *logBuffer) {
-	log, buf := newLog(t)
+func liveApp(t *testing.T, u string, opts ...amqpactor.DialOption) (*amqpactor.App, *harness.LogBuffer) {
+	log, buf := harness.NewLog(t)
 	opts = append([]amqpactor.DialOption{amqpactor.WithDialect(amqpactor.RabbitMQ4)}, opts...)
 	return amqpactor.New(amqpactor.Dial(u, opts...), amqpactor.WithLogger(log),
 		amqpactor.WithBackoff(backoffInitial, backoffMax), amqpactor.WithCloseTimeout(3*time.Second)), buf
 }
 
+// withMgmt runs f, bounded by d, with the broker's management client on a
+// connection of its own; it fails only if that connection does.
+func withMgmt(u string, d time.Duration, f func(ctx context.Context, m *amqpwire.Management)) error {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	c, err := amqpwire.New(amqpwire.Config{URL: u, Dialect: amqpactor.RabbitMQ4}).Connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = c.Close(ctx) }()
+	f(ctx, c.(*amqpwire.Conn).Management())
+	return nil
+}
+
 // mgmt runs f with the broker's management client on a connection of its own.
 func mgmt(t *testing.T, u string, f func(ctx context.Context, m *amqpwire.Management)) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c, err := amqpwire.New(amqpwire.Config{URL: u, Dialect: amqpactor.RabbitMQ4}).Connect(ctx)
-	require.NoError(t, err)
-	defer func() { _ = c.Close(ctx) }()
-	f(ctx, c.(*amqpwire.Conn).Management())
+	require.NoError(t, withMgmt(u, 30*time.Second, f))
 }
 
 func liveQueue(t *testing.T, u, prefix string) amqpactor.Address {
-	name := unique(prefix)
+	name := harness.Unique(prefix)
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		c, err := amqpwire.New(amqpwire.Config{URL: u, Dialect: amqpactor.RabbitMQ4}).Connect(ctx)
-		if err != nil {
+		if err := withMgmt(u, 30*time.Second, func(ctx context.Context, m *amqpwire.Management) {
+			_ = brokeradmin.DeleteQueue(ctx, m, name)
+		}); err != nil {
 			t.Logf("cleanup: %v", err)
-			return
 		}
-		defer func() { _ = c.Close(ctx) }()
-		_ = brokeradmin.DeleteQueue(ctx, c.(*amqpwire.Conn).Management(), name)
 	})
 	return amqpactor.Queue(name)
 }
@@ -91,13 +97,13 @@ func TestLiveBlackHole(t *testing.T) {
 	p, pu := viaProxy(t, u)
 	app, _ := liveApp(t, pu, amqpactor.WithIdleTimeout(idle))
 	q := liveQueue(t, u, "faults.blackhole")
-	got := newTally()
-	_, err := app.Subscribe(q, func(ctx context.Context, m *amqpactor.Message) error { got.add(m.MessageID.(string)); return nil })
+	got := harness.NewTally()
+	_, err := app.Subscribe(q, func(ctx context.Context, m *amqpactor.Message) error { got.Add(m.MessageID.(string)); return nil })
 	require.NoError(t, err)
-	startApp(t, app)
-	ctx := bound(t, 2*time.Minute)
+	harness.StartApp(t, app)
+	ctx := harness.Bound(t, 2*time.Minute)
 	require.NoError(t, app.Publish(ctx, q, &amqpactor.Message{MessageID: "before", Durable: true}))
-	require.Eventually(t, func() bool { return got.has("before") }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return got.Has("before") }, 10*time.Second, 5*time.Millisecond)
 
 	p.BlackHole(true)
 	t0 := time.Now()
@@ -111,7 +117,7 @@ func TestLiveBlackHole(t *testing.T) {
 	require.Less(t, blocked, deadline+time.Second, "the blocked publish returned by its deadline")
 	var detected time.Duration
 	require.Eventually(t, func() bool {
-		n := treeOr(app)
+		n := harness.TreeOr(app)
 		if n != nil && n.Restarts >= 1 {
 			detected = time.Since(t0)
 			return true
@@ -123,9 +129,9 @@ func TestLiveBlackHole(t *testing.T) {
 	p.BlackHole(false)
 	t1 := time.Now()
 	require.NoError(t, app.Publish(ctx, q, &amqpactor.Message{MessageID: "after", Durable: true}))
-	require.Eventually(t, func() bool { return got.has("after") }, 30*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return got.Has("after") }, 30*time.Second, 5*time.Millisecond)
 	recovered := time.Since(t1)
-	root := tree(t, app)
+	root := harness.Tree(t, app)
 	t.Logf("FIGURES %s: idle_timeout=%s detected_after=%s blocked_publish_returned_after=%s (deadline %s) recovered_after=%s lost=0 restarts=%d",
 		t.Name(), idle, detected.Round(time.Millisecond), blocked.Round(time.Millisecond), deadline, recovered.Round(time.Millisecond), root.Restarts)
 }
@@ -137,15 +143,15 @@ func TestLiveQueueDeleted(t *testing.T) {
 	u := brokerURL(t)
 	app, logs := liveApp(t, u)
 	q := liveQueue(t, u, "faults.deleted")
-	got := newTally()
-	_, err := app.Subscribe(q, func(ctx context.Context, m *amqpactor.Message) error { got.add(m.MessageID.(string)); return nil })
+	got := harness.NewTally()
+	_, err := app.Subscribe(q, func(ctx context.Context, m *amqpactor.Message) error { got.Add(m.MessageID.(string)); return nil })
 	require.NoError(t, err)
-	startApp(t, app)
-	ctx := bound(t, time.Minute)
-	for _, id := range ids("before", 100) {
+	harness.StartApp(t, app)
+	ctx := harness.Bound(t, time.Minute)
+	for _, id := range harness.IDs("before", 100) {
 		require.NoError(t, app.Publish(ctx, q, &amqpactor.Message{MessageID: id, Durable: true}))
 	}
-	require.Eventually(t, func() bool { return got.distinct() == 100 }, 20*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return got.Distinct() == 100 }, 20*time.Second, 5*time.Millisecond)
 
 	mgmt(t, u, func(ctx context.Context, m *amqpwire.Management) {
 		err := brokeradmin.DeleteQueue(ctx, m, q.Name())
@@ -154,38 +160,38 @@ func TestLiveQueueDeleted(t *testing.T) {
 	t0 := time.Now()
 	var errSeen string
 	require.Eventually(t, func() bool {
-		r := ofKind(treeOr(app), "receiver")
+		r := harness.OfKind(harness.TreeOr(app), "receiver")
 		if len(r) == 1 && r[0].Restarts >= 1 && r[0].LastError != "" {
 			errSeen = r[0].LastError
 			return true
 		}
-		s := ofKind(treeOr(app), "subscription")
+		s := harness.OfKind(harness.TreeOr(app), "subscription")
 		if len(s) == 1 && s[0].Restarts >= 1 && s[0].LastError != "" {
 			errSeen = s[0].LastError
 			return true
 		}
 		return false
-	}, 20*time.Second, 5*time.Millisecond, "the link error in the tree:\n%s", treeText(treeOr(app)))
+	}, 20*time.Second, 5*time.Millisecond, "the link error in the tree:\n%s", harness.TreeText(harness.TreeOr(app)))
 	// The runtime declares the queue again when it re-attaches (RabbitMQ 4
 	// dialect); so does an operator.
 	mgmt(t, u, func(ctx context.Context, m *amqpwire.Management) {
 		_, err := m.DeclareQueue(ctx, amqpwire.QueueSpec{Name: q.Name()})
 		require.NoError(t, err)
 	})
-	after := ids("after", 100)
+	after := harness.IDs("after", 100)
 	for _, id := range after {
 		require.NoError(t, app.Publish(ctx, q, &amqpactor.Message{MessageID: id, Durable: true}))
 	}
-	require.Eventually(t, func() bool { return len(got.missing(after)) == 0 }, 30*time.Second, 5*time.Millisecond,
-		"consumption resumed:\n%s", treeText(treeOr(app)))
+	require.Eventually(t, func() bool { return len(got.Missing(after)) == 0 }, 30*time.Second, 5*time.Millisecond,
+		"consumption resumed:\n%s", harness.TreeText(harness.TreeOr(app)))
 	resumed := time.Since(t0)
 	require.Contains(t, logs.String(), "link ended", "the link error in the log")
-	root := tree(t, app)
+	root := harness.Tree(t, app)
 	restarts := 0
-	for _, n := range append(ofKind(root, "receiver"), ofKind(root, "subscription")...) {
+	for _, n := range append(harness.OfKind(root, "receiver"), harness.OfKind(root, "subscription")...) {
 		restarts += n.Restarts
 	}
-	require.LessOrEqual(t, restarts, 10, "restarts bounded by the backoff:\n%s", treeText(root))
+	require.LessOrEqual(t, restarts, 10, "restarts bounded by the backoff:\n%s", harness.TreeText(root))
 	t.Logf("FIGURES %s: lost_after_recreate=0 link_error=%q restarts=%d resumed_after=%s", t.Name(), errSeen, restarts, resumed.Round(time.Millisecond))
 }
 
@@ -241,18 +247,18 @@ func restartScenario(t *testing.T, down, up []string) {
 	})
 	app, _ := liveApp(t, u)
 	q := liveQueue(t, u, "faults.restart")
-	got := newTally()
-	_, err := app.Subscribe(q, func(ctx context.Context, m *amqpactor.Message) error { got.add(m.MessageID.(string)); return nil })
+	got := harness.NewTally()
+	_, err := app.Subscribe(q, func(ctx context.Context, m *amqpactor.Message) error { got.Add(m.MessageID.(string)); return nil })
 	require.NoError(t, err)
-	startApp(t, app)
-	ctx := bound(t, 2*time.Minute)
+	harness.StartApp(t, app)
+	ctx := harness.Bound(t, 2*time.Minute)
 	const n = 2000
-	all := ids(unique("r"), n)
-	pub := publishAll(ctx, app, q, all, 8)
-	require.Eventually(t, func() bool { return pub.confirmed.Load() >= n/3 }, 30*time.Second, 5*time.Millisecond)
+	all := harness.IDs(harness.Unique("r"), n)
+	pub := harness.PublishAll(ctx, app, q, all, 8, true)
+	require.Eventually(t, func() bool { return pub.Confirmed.Load() >= n/3 }, 30*time.Second, 5*time.Millisecond)
 	t0 := time.Now()
 	brokerCtl(t, down...)
-	require.Eventually(t, func() bool { n := treeOr(app); return n != nil && n.Restarts >= 1 }, 20*time.Second, 5*time.Millisecond,
+	require.Eventually(t, func() bool { n := harness.TreeOr(app); return n != nil && n.Restarts >= 1 }, 20*time.Second, 5*time.Millisecond,
 		"the App noticed the broker going")
 	detected := time.Since(t0)
 	brokerCtl(t, up...)
@@ -261,32 +267,26 @@ func restartScenario(t *testing.T, down, up []string) {
 	// ours answers (hundreds, when other suites left theirs): measure our
 	// resume from the moment the queue itself answers again.
 	require.Eventually(t, func() bool {
-		ok := false
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		c, err := amqpwire.New(amqpwire.Config{URL: u, Dialect: amqpactor.RabbitMQ4}).Connect(ctx)
-		if err != nil {
-			return false
-		}
-		defer func() { _ = c.Close(ctx) }()
-		_, err = c.(*amqpwire.Conn).Management().QueueInfo(ctx, q.Name())
-		ok = err == nil
-		return ok
+		var infoErr error
+		err := withMgmt(u, 5*time.Second, func(ctx context.Context, m *amqpwire.Management) {
+			_, infoErr = m.QueueInfo(ctx, q.Name())
+		})
+		return err == nil && infoErr == nil
 	}, 120*time.Second, 500*time.Millisecond, "the queue answers again after the broker is up")
 	upAt := time.Now()
 	downFor := upAt.Sub(t0)
 	require.Eventually(t, func() bool { return connected(app, 1) }, 30*time.Second, 10*time.Millisecond, "reconnected")
 	reconnected := time.Since(upAt)
-	before := got.total.Load()
-	require.Eventually(t, func() bool { return got.total.Load() > before || got.distinct() == n }, 30*time.Second, 10*time.Millisecond, "consumption resumed")
+	before := got.Total()
+	require.Eventually(t, func() bool { return got.Total() > before || got.Distinct() == n }, 30*time.Second, 10*time.Millisecond, "consumption resumed")
 	resumed := time.Since(upAt)
-	pub.wg.Wait()
-	require.EqualValues(t, n, pub.confirmed.Load(), "every publish returned nil in the end (last error %v)", pub.err())
-	require.Eventually(t, func() bool { return got.distinct() == n }, 60*time.Second, 10*time.Millisecond,
-		"every message delivered: %d of %d, first missing %v\n%s", got.distinct(), n, first(got.missing(all), 5), treeText(treeOr(app)))
-	root := tree(t, app)
+	pub.Wait()
+	require.EqualValues(t, n, pub.Confirmed.Load(), "every publish returned nil in the end (last error %v)", pub.Err())
+	require.Eventually(t, func() bool { return got.Distinct() == n }, 60*time.Second, 10*time.Millisecond,
+		"every message delivered: %d of %d, first missing %v\n%s", got.Distinct(), n, harness.First(got.Missing(all), 5), harness.TreeText(harness.TreeOr(app)))
+	root := harness.Tree(t, app)
 	t.Logf("FIGURES %s: published=%d lost=%d duplicates=%d publish_errors_retried=%d detected_after=%s down_until_queue_answers=%s reconnect_after=%s resume_after=%s restarts=%d",
-		t.Name(), n, len(got.missing(all)), got.duplicates(), pub.errors.Load(), detected.Round(time.Millisecond),
+		t.Name(), n, len(got.Missing(all)), got.Duplicates(), pub.Errors.Load(), detected.Round(time.Millisecond),
 		downFor.Round(time.Millisecond), reconnected.Round(time.Millisecond), resumed.Round(time.Millisecond), root.Restarts)
 }
 

@@ -116,11 +116,18 @@ func (e *env) app(setup func(app *amqpactor.App)) *amqpactor.App {
 	e.t.Helper()
 	app := amqpactor.New(amqpactor.Dial(e.url, amqpactor.WithDialect(amqpactor.RabbitMQ4),
 		amqpactor.WithContainerID("interop-amqpactor")), amqpactor.WithName("interop"))
+	return e.started(app, setup, "start the App")
+}
+
+// started runs setup on app, starts it (failing the test with what) and
+// stops it when the test ends.
+func (e *env) started(app *amqpactor.App, setup func(app *amqpactor.App), what string) *amqpactor.App {
+	e.t.Helper()
 	if setup != nil {
 		setup(app)
 	}
 	if err := app.Start(testContext(e.t, 30*time.Second)); err != nil {
-		e.t.Fatalf("start the App: %v", err)
+		e.t.Fatalf("%s: %v", what, err)
 	}
 	e.t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)

@@ -12,6 +12,21 @@ import (
 // same reports whether got is exactly want: the same Go types all the way
 // down (an int32 is not an int64, nil is not an empty slice), times by
 // instant (time.Time.Equal; the zone is not part of the value).
+// sameMap reports whether w and g hold the same keys with the same values
+// (as same sees them), nil apart from empty.
+func sameMap[K comparable](w, g map[K]any) bool {
+	if (w == nil) != (g == nil) || len(w) != len(g) {
+		return false
+	}
+	for k, v := range w {
+		gv, ok := g[k]
+		if !ok || !same(v, gv) {
+			return false
+		}
+	}
+	return true
+}
+
 func same(want, got any) bool {
 	switch w := want.(type) {
 	case time.Time:
@@ -19,28 +34,10 @@ func same(want, got any) bool {
 		return ok && w.Equal(g)
 	case map[string]any:
 		g, ok := got.(map[string]any)
-		if !ok || (w == nil) != (g == nil) || len(w) != len(g) {
-			return false
-		}
-		for k, v := range w {
-			gv, ok := g[k]
-			if !ok || !same(v, gv) {
-				return false
-			}
-		}
-		return true
+		return ok && sameMap(w, g)
 	case map[any]any:
 		g, ok := got.(map[any]any)
-		if !ok || (w == nil) != (g == nil) || len(w) != len(g) {
-			return false
-		}
-		for k, v := range w {
-			gv, ok := g[k]
-			if !ok || !same(v, gv) {
-				return false
-			}
-		}
-		return true
+		return ok && sameMap(w, g)
 	case []any:
 		g, ok := got.([]any)
 		if !ok || (w == nil) != (g == nil) || len(w) != len(g) {

@@ -1,7 +1,6 @@
 package interop
 
 import (
-	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -78,20 +77,7 @@ func (e *env) app091(setup func(app *amqpactor.App)) *amqpactor.App {
 	e.t.Helper()
 	app := amqpactor.New(amqpactor.Dial091(e.url, amqpactor.WithContainerID("interop-amqpactor-091")),
 		amqpactor.WithName("interop-091"))
-	if setup != nil {
-		setup(app)
-	}
-	if err := app.Start(testContext(e.t, 30*time.Second)); err != nil {
-		e.t.Fatalf("start the App on Dial091: %v", err)
-	}
-	e.t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		defer cancel()
-		if err := app.Stop(ctx); err != nil {
-			e.t.Errorf("stop the App: %v", err)
-		}
-	})
-	return app
+	return e.started(app, setup, "start the App on Dial091")
 }
 
 // pikaCase is a Message the App publishes on Dial091 and what pika must

@@ -1,15 +1,11 @@
 package live
 
 import (
-	"context"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/amqpactor/amqpactor"
-	"github.com/amqpactor/amqpactor/internal/brokeradmin"
 	"github.com/amqpactor/amqpactor/internal/fleettest"
-	"github.com/amqpactor/amqpactor/transport/amqpwire"
 )
 
 // TestPartitionsBalancedAcrossReplicas: three replicas on RabbitMQ 4 share
@@ -19,23 +15,9 @@ import (
 // lost, no group out of order, no partition handled by two replicas at once.
 func TestPartitionsBalancedAcrossReplicas(t *testing.T) {
 	u := brokerURL(t)
-	addr := amqpactor.Partitioned(unique("orders"), 12)
-	t.Cleanup(func() {
-		mgmt(t, u, func(ctx context.Context, m *amqpwire.Management) {
-			for i := range addr.Partitions() {
-				require.NoError(t, brokeradmin.DeleteQueue(ctx, m, addr.Partition(i).Name()))
-			}
-			require.NoError(t, brokeradmin.DeleteQueue(ctx, m, amqpactor.CensusOf(addr).Name()))
-		})
-	})
+	addr := partitioned(t, u, "orders", 12, true)
 	res := fleettest.RunBalance(t, fleettest.BalanceConfig{
-		Config: fleettest.Config{
-			Addr:    addr,
-			AppName: unique("orders-svc"),
-			NewApp: func(name string) *amqpactor.App {
-				return amqpactor.New(amqpactor.Dial(u, amqpactor.WithDialect(amqpactor.RabbitMQ4)), amqpactor.WithName(name))
-			},
-		},
+		Config: fleettest.Config{Addr: addr, AppName: unique("orders-svc"), NewApp: rabbitApp(u)},
 	})
 	t.Log(res)
 	require.Equal(t, 30000, res.Published)

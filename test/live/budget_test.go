@@ -2,9 +2,6 @@ package live
 
 import (
 	"context"
-	"runtime"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,17 +9,8 @@ import (
 
 	"github.com/amqpactor/amqpactor"
 	"github.com/amqpactor/amqpactor/internal/brokeradmin"
+	"github.com/amqpactor/amqpactor/test/harness"
 )
-
-func receiverNodes(n *amqpactor.Node, into []*amqpactor.Node) []*amqpactor.Node {
-	if n.Kind == "receiver" {
-		into = append(into, n)
-	}
-	for _, c := range n.Children {
-		into = receiverNodes(c, into)
-	}
-	return into
-}
 
 // TestMaxInFlightBytesLive is issue 29's memory case on RabbitMQ 4, scaled
 // down: 10 subscriptions with credit 256, 512 KiB messages, handlers that
@@ -41,34 +29,21 @@ func TestMaxInFlightBytesLive(t *testing.T) {
 	)
 	app := amqpactor.New(amqpactor.Dial(u, amqpactor.WithDialect(amqpactor.RabbitMQ4)),
 		amqpactor.WithMaxInFlightBytes(limit))
-	block := make(chan struct{})
-	var handled atomic.Int64
+	blocked := harness.NewBlocker()
 	qs := make([]amqpactor.Address, subs)
 	for i := range qs {
 		qs[i] = amqpactor.Queue(unique("live.budget"))
 		t.Cleanup(func() { _ = brokeradmin.DeleteQueue(context.Background(), admin(t, u), qs[i].Name()) })
-		_, err := app.Subscribe(qs[i], func(ctx context.Context, m *amqpactor.Message) error {
-			select {
-			case <-block:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-			handled.Add(1)
-			return nil
-		}, amqpactor.WithCredit(256))
+		_, err := app.Subscribe(qs[i], blocked.Handle, amqpactor.WithCredit(256))
 		require.NoError(t, err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	require.NoError(t, app.Start(ctx))
 	defer func() { require.NoError(t, app.Stop(ctx)) }()
-	var unblock sync.Once
-	defer unblock.Do(func() { close(block) })
+	defer blocked.Release()
 
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	base := ms.HeapInuse
+	base := harness.HeapInuse()
 	body := make([]byte, size)
 	for _, q := range qs {
 		for range perQueue {
@@ -84,16 +59,14 @@ func TestMaxInFlightBytesLive(t *testing.T) {
 		tree, err = app.Tree(ctx)
 		require.NoError(t, err)
 		var delivered uint64
-		for _, r := range receiverNodes(tree, nil) {
+		for _, r := range harness.OfKind(tree, "receiver") {
 			delivered += r.Counters["delivered"]
 		}
 		return delivered >= subs*share && tree.Counters["inflight_bytes"] == delivered*size
 	}, 60*time.Second, 20*time.Millisecond)
-	runtime.GC()
-	runtime.ReadMemStats(&ms)
-	grown := int64(ms.HeapInuse) - int64(base)
+	grown := int64(harness.HeapInuse()) - int64(base)
 	var delivered uint64
-	for _, r := range receiverNodes(tree, nil) {
+	for _, r := range harness.OfKind(tree, "receiver") {
 		delivered += r.Counters["delivered"]
 	}
 	t.Logf("handlers blocked: %d deliveries held, budget counter %d KiB (peak %d KiB), heap grown %.1f MiB",
@@ -103,7 +76,7 @@ func TestMaxInFlightBytesLive(t *testing.T) {
 	// The transfer and the handler's body of each, and 16 MiB for the rest.
 	require.Less(t, grown, int64(2*bound+16<<20), "heap grown while the handlers block")
 
-	unblock.Do(func() { close(block) })
-	require.Eventually(t, func() bool { return handled.Load() == subs*perQueue }, 90*time.Second, 20*time.Millisecond)
-	require.EqualValues(t, subs*perQueue, handled.Load(), "lost 0, none twice")
+	blocked.Release()
+	require.Eventually(t, func() bool { return blocked.Handled() == subs*perQueue }, 90*time.Second, 20*time.Millisecond)
+	require.EqualValues(t, subs*perQueue, blocked.Handled(), "lost 0, none twice")
 }

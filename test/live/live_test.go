@@ -6,15 +6,11 @@
 package live
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"log/slog"
 	"net/url"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -25,6 +21,7 @@ import (
 
 	"github.com/amqpactor/amqpactor"
 	"github.com/amqpactor/amqpactor/internal/brokeradmin"
+	"github.com/amqpactor/amqpactor/test/harness"
 	"github.com/amqpactor/amqpactor/transport"
 	"github.com/amqpactor/amqpactor/transport/amqpwire"
 
@@ -41,37 +38,11 @@ func brokerURL(t *testing.T) string {
 	return livetest.URL(t, "the live App tests")
 }
 
-func unique(prefix string) string {
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return prefix + "." + hex.EncodeToString(b[:])
-}
+func unique(prefix string) string { return harness.Unique(prefix) }
 
-func bound(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+func bound(t *testing.T) context.Context { return harness.Bound(t, 30*time.Second) }
 
-// syncBuffer collects log output from several goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func newApp(t *testing.T, u string, logs *syncBuffer, opts ...amqpactor.DialOption) *amqpactor.App {
+func newApp(t *testing.T, u string, logs *harness.LogBuffer, opts ...amqpactor.DialOption) *amqpactor.App {
 	var log *slog.Logger
 	if logs != nil {
 		log = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -208,7 +179,7 @@ func TestCreditBoundOnWire(t *testing.T) {
 func TestStartFailsClearly(t *testing.T) {
 	u := brokerURL(t)
 	t.Run("refused attach", func(t *testing.T) {
-		logs := &syncBuffer{}
+		logs := &harness.LogBuffer{}
 		app := newApp(t, u, logs)
 		missing := "/queues/" + unique("live.missing")
 		_, err := app.Subscribe(amqpactor.Raw(missing), func(context.Context, *amqpactor.Message) error { return nil })
@@ -229,7 +200,7 @@ func TestStartFailsClearly(t *testing.T) {
 		require.NoError(t, err)
 		const secret = "not-the-password-8c1f"
 		bad.User = url.UserPassword("guest", secret)
-		logs := &syncBuffer{}
+		logs := &harness.LogBuffer{}
 		app := newApp(t, bad.String(), logs)
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
@@ -258,7 +229,7 @@ func TestStartFailsClearly(t *testing.T) {
 // never carry the password, through a publish refused by the broker too.
 func TestNoSecretInTreeOrLogs(t *testing.T) {
 	u := brokerURL(t)
-	logs := &syncBuffer{}
+	logs := &harness.LogBuffer{}
 	app := newApp(t, u, logs)
 	start(t, app)
 	ctx := bound(t)

@@ -23,23 +23,8 @@ import (
 // queues are declared with x-single-active-consumer and deleted at the end.
 func TestPartitionedFleet(t *testing.T) {
 	u := brokerURL(t)
-	addr := amqpactor.Partitioned(unique("orders"), 8)
-	t.Cleanup(func() {
-		mgmt(t, u, func(ctx context.Context, m *amqpwire.Management) {
-			for i := range addr.Partitions() {
-				err := brokeradmin.DeleteQueue(ctx, m, addr.Partition(i).Name())
-				require.NoError(t, err)
-			}
-			require.NoError(t, brokeradmin.DeleteQueue(ctx, m, amqpactor.CensusOf(addr).Name()))
-		})
-	})
-	res := fleettest.Run(t, fleettest.Config{
-		Addr:    addr,
-		AppName: unique("orders-svc"),
-		NewApp: func(name string) *amqpactor.App {
-			return amqpactor.New(amqpactor.Dial(u, amqpactor.WithDialect(amqpactor.RabbitMQ4)), amqpactor.WithName(name))
-		},
-	})
+	addr := partitioned(t, u, "orders", 8, true)
+	res := fleettest.Run(t, fleettest.Config{Addr: addr, AppName: unique("orders-svc"), NewApp: rabbitApp(u)})
 	t.Log(res)
 	require.Equal(t, 8000, res.Published)
 	require.Zero(t, res.Lost, res.String())
@@ -58,6 +43,35 @@ func TestPartitionedFleet(t *testing.T) {
 	})
 }
 
+// partitioned is Partitioned(<prefix>.<unique>, n), whose partition queues
+// and census queue are deleted when the test ends; with must a delete that
+// fails fails the test.
+func partitioned(t *testing.T, u, prefix string, n int, must bool) amqpactor.Address {
+	addr := amqpactor.Partitioned(unique(prefix), n)
+	t.Cleanup(func() {
+		mgmt(t, u, func(ctx context.Context, m *amqpwire.Management) {
+			var names []string
+			for i := range addr.Partitions() {
+				names = append(names, addr.Partition(i).Name())
+			}
+			names = append(names, amqpactor.CensusOf(addr).Name())
+			for _, q := range names {
+				if err := brokeradmin.DeleteQueue(ctx, m, q); must {
+					require.NoError(t, err, "delete %s", q)
+				}
+			}
+		})
+	})
+	return addr
+}
+
+// rabbitApp returns the maker of Apps named name on RabbitMQ 4 at u.
+func rabbitApp(u string) func(name string) *amqpactor.App {
+	return func(name string) *amqpactor.App {
+		return amqpactor.New(amqpactor.Dial(u, amqpactor.WithDialect(amqpactor.RabbitMQ4)), amqpactor.WithName(name))
+	}
+}
+
 // TestPartitionActiveOrStandby: two replicas of one App subscribe to
 // Partitioned(NAME, 4). RabbitMQ 4.3 tells each receiver of a
 // single-active-consumer queue whether it is the active one
@@ -67,19 +81,11 @@ func TestPartitionedFleet(t *testing.T) {
 func TestPartitionActiveOrStandby(t *testing.T) {
 	u := brokerURL(t)
 	v := livetest.RabbitMQ(t, u)
-	addr := amqpactor.Partitioned(unique("standby"), 4)
-	t.Cleanup(func() {
-		mgmt(t, u, func(ctx context.Context, m *amqpwire.Management) {
-			for i := range addr.Partitions() {
-				_ = brokeradmin.DeleteQueue(ctx, m, addr.Partition(i).Name())
-			}
-			_ = brokeradmin.DeleteQueue(ctx, m, amqpactor.CensusOf(addr).Name())
-		})
-	})
+	addr := partitioned(t, u, "standby", 4, false)
 	name := unique("standby-svc")
 	var apps []*amqpactor.App
 	for range 2 {
-		app := amqpactor.New(amqpactor.Dial(u, amqpactor.WithDialect(amqpactor.RabbitMQ4)), amqpactor.WithName(name))
+		app := rabbitApp(u)(name)
 		_, err := app.Subscribe(addr, func(context.Context, *amqpactor.Message) error { return nil })
 		require.NoError(t, err)
 		start(t, app)

@@ -19,6 +19,23 @@ import (
 	"github.com/amqpactor/amqpactor/transport/amqpwire"
 )
 
+// numberedQueues names the queues prefix.0 to prefix.(n-1), deleted on u
+// when the test ends.
+func numberedQueues(t *testing.T, u, prefix string, n int) []string {
+	queues := make([]string, n)
+	for i := range queues {
+		queues[i] = fmt.Sprintf("%s.%d", prefix, i)
+	}
+	t.Cleanup(func() {
+		mgmt(t, u, func(ctx context.Context, m *amqpwire.Management) {
+			for _, q := range queues {
+				require.NoError(t, brokeradmin.DeleteQueue(ctx, m, q))
+			}
+		})
+	})
+	return queues
+}
+
 // TestPoolOfQueueSubscriptions: RabbitMQ 4 allows 64 sessions on a
 // connection and every subscription has one (issue 27). 150 queue
 // subscriptions (POOL_SUBSCRIPTIONS=n for another figure) in one App start,
@@ -32,17 +49,7 @@ func TestPoolOfQueueSubscriptions(t *testing.T) {
 		n = v
 	}
 	prefix := unique("pool")
-	queues := make([]string, n)
-	for i := range queues {
-		queues[i] = fmt.Sprintf("%s.%d", prefix, i)
-	}
-	t.Cleanup(func() {
-		mgmt(t, u, func(ctx context.Context, m *amqpwire.Management) {
-			for _, q := range queues {
-				require.NoError(t, brokeradmin.DeleteQueue(ctx, m, q))
-			}
-		})
-	})
+	queues := numberedQueues(t, u, prefix, n)
 	app := amqpactor.New(amqpactor.Dial(u, amqpactor.WithDialect(amqpactor.RabbitMQ4)), amqpactor.WithName(prefix))
 	var mu sync.Mutex
 	seen := map[string]int{}
@@ -120,17 +127,7 @@ func TestPoolProxyCutOf100Subscriptions(t *testing.T) {
 	u.Host = px.Addr()
 	const n, per = 100, 20
 	prefix := unique("poolcut")
-	queues := make([]string, n)
-	for i := range queues {
-		queues[i] = fmt.Sprintf("%s.%d", prefix, i)
-	}
-	t.Cleanup(func() {
-		mgmt(t, raw, func(ctx context.Context, m *amqpwire.Management) {
-			for _, q := range queues {
-				require.NoError(t, brokeradmin.DeleteQueue(ctx, m, q))
-			}
-		})
-	})
+	queues := numberedQueues(t, raw, prefix, n)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var mu sync.Mutex

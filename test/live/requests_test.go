@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,6 +14,7 @@ import (
 	"github.com/amqpactor/amqpactor"
 	"github.com/amqpactor/amqpactor/internal/brokeradmin"
 	"github.com/amqpactor/amqpactor/internal/livetest"
+	"github.com/amqpactor/amqpactor/test/harness"
 	"github.com/amqpactor/amqpactor/transport/amqpwire"
 )
 
@@ -38,21 +38,13 @@ func TestLiveRequestResponderFailureIsRemoteError(t *testing.T) {
 	t.Cleanup(func() { _ = brokeradmin.DeleteQueue(context.Background(), admin(t, u), q.Name()) })
 
 	const n = 50
-	took := make([]time.Duration, 0, n)
-	for i := range n {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		begin := time.Now()
-		_, err := app.Request(ctx, q, &amqpactor.Message{Body: []byte("42")})
-		took = append(took, time.Since(begin))
-		var re *amqpactor.RemoteError
-		require.ErrorAs(t, err, &re, "request %d: want a *RemoteError, not a timeout", i)
-		require.NoError(t, ctx.Err())
-		cancel()
+	res, _, took := harness.RemoteErrors(t, app, q, "42", n)
+	for _, re := range res {
 		require.Equal(t, q.String(), re.Address)
 		require.Equal(t, amqpactor.CondResponderFailed, re.Condition)
 		require.Equal(t, "no such order 42", re.Description)
 	}
-	t.Logf("FIGURES live RabbitMQ 4 (quorum): %s", latencies(took))
+	t.Logf("FIGURES live RabbitMQ 4 (quorum): %s", harness.Latencies(took))
 
 	ctx := bound(t)
 	rep, err := app.Request(ctx, q, &amqpactor.Message{Body: []byte("ok")})
@@ -184,17 +176,6 @@ func findKind(n *amqpactor.Node, kind string) *amqpactor.Node {
 		}
 	}
 	return nil
-}
-
-// latencies describes the time each failing request took to return its
-// *RemoteError: the first apart (it attaches the reply link), then the rest.
-func latencies(took []time.Duration) string {
-	rest := slices.Clone(took[1:])
-	slices.Sort(rest)
-	n := len(rest)
-	return fmt.Sprintf("first %v; the other %d: min %v, median %v, p90 %v, max %v",
-		took[0].Round(time.Microsecond), n, rest[0].Round(time.Microsecond), rest[n/2].Round(time.Microsecond),
-		rest[n*9/10].Round(time.Microsecond), rest[n-1].Round(time.Microsecond))
 }
 
 // The reply node follows the broker's release (issue 28): direct reply-to

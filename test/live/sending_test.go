@@ -16,6 +16,7 @@ import (
 
 	"github.com/amqpactor/amqpactor"
 	"github.com/amqpactor/amqpactor/internal/brokeradmin"
+	"github.com/amqpactor/amqpactor/test/harness"
 	"github.com/amqpactor/amqpactor/transport"
 	"github.com/amqpactor/amqpactor/transport/amqpwire"
 )
@@ -40,31 +41,6 @@ func admin(t *testing.T, u string) *amqpwire.Management {
 	return tc.(*amqpwire.Conn).Management()
 }
 
-// senderNodes counts the sender nodes of app's tree.
-//
-// Its Tree is bounded tightly: a sender that stops between its publisher's
-// answer and the ask for its own node is waited for until the deadline.
-func senderNodes(app *amqpactor.App) (int, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-	defer cancel()
-	root, err := app.Tree(ctx)
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	var walk func(*amqpactor.Node)
-	walk = func(x *amqpactor.Node) {
-		if x.Kind == "sender" {
-			n++
-		}
-		for _, c := range x.Children {
-			walk(c)
-		}
-	}
-	walk(root)
-	return n, nil
-}
-
 func describeTree(n *amqpactor.Node) string {
 	if n == nil {
 		return "(none)"
@@ -76,40 +52,6 @@ func describeTree(n *amqpactor.Node) string {
 	return s
 }
 
-// sampler records the peak sender nodes and goroutines until stopped.
-type sampler struct {
-	senders, goroutines atomic.Int64
-	stop, done          chan struct{}
-}
-
-func sample(app *amqpactor.App) *sampler {
-	s := &sampler{stop: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(s.done)
-		tick := time.NewTicker(10 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			if g := int64(runtime.NumGoroutine()); g > s.goroutines.Load() {
-				s.goroutines.Store(g)
-			}
-			if n, err := senderNodes(app); err == nil && int64(n) > s.senders.Load() {
-				s.senders.Store(int64(n))
-			}
-			select {
-			case <-s.stop:
-				return
-			case <-tick.C:
-			}
-		}
-	}()
-	return s
-}
-
-func (s *sampler) end() {
-	close(s.stop)
-	<-s.done
-}
-
 // quiet waits until every sender of app has retired and the goroutines are
 // at most base, and returns the goroutine count then.
 func quiet(t *testing.T, app *amqpactor.App, base int) int {
@@ -118,7 +60,7 @@ func quiet(t *testing.T, app *amqpactor.App, base int) int {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for ; ; <-tick.C {
-		n, err := senderNodes(app)
+		n, err := harness.CountKind(app, "sender", 500*time.Millisecond)
 		if err == nil && n == 0 && (base < 0 || runtime.NumGoroutine() <= base) {
 			return runtime.NumGoroutine()
 		}
@@ -199,7 +141,7 @@ func TestLiveRepliesNeverShareFateWithOwnPublishes(t *testing.T) {
 		}
 	}
 
-	logs := &syncBuffer{}
+	logs := &harness.LogBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	app := amqpactor.New(amqpactor.Dial(u, amqpactor.WithDialect(amqpactor.RabbitMQ4)),
 		amqpactor.WithSenderLimits(0, idle), amqpactor.WithLogger(log))
@@ -238,7 +180,7 @@ func TestLiveRepliesNeverShareFateWithOwnPublishes(t *testing.T) {
 	require.Eventually(t, func() bool { return handled.Load() == 1 }, 10*time.Second, 10*time.Millisecond)
 	base := quiet(t, app, -1)
 
-	s := sample(app)
+	s := harness.SamplePeaks(app, 10*time.Millisecond, 500*time.Millisecond)
 	began := time.Now()
 	var wg sync.WaitGroup
 	var ownErrs atomic.Int64
@@ -284,7 +226,7 @@ func TestLiveRepliesNeverShareFateWithOwnPublishes(t *testing.T) {
 	}
 	require.Eventually(t, func() bool { return count(replies) == uint64(wantInReplies) }, 30*time.Second, 50*time.Millisecond,
 		"every reply to an exchange arrives")
-	s.end()
+	s.Stop()
 	took := time.Since(began)
 	require.Equal(t, uint64(n+1), count(own), "every own publish arrived")
 	for i := range 3 * queues {
@@ -301,9 +243,9 @@ func TestLiveRepliesNeverShareFateWithOwnPublishes(t *testing.T) {
 
 	const bound = 2 // the dedicated sender of own, the anonymous one of replies
 	t.Logf("10,000 requests (3,334 to missing queues) and 10,000 own publishes in %v: peak %d sender nodes (bound %d), peak %d goroutines (baseline %d)",
-		took.Round(time.Millisecond), s.senders.Load(), bound, s.goroutines.Load(), base)
-	require.LessOrEqual(t, int(s.senders.Load()), bound)
-	require.LessOrEqual(t, int(s.goroutines.Load()), base+3*bound+16+publishers)
+		took.Round(time.Millisecond), s.Senders.Load(), bound, s.Goroutines.Load(), base)
+	require.LessOrEqual(t, int(s.Senders.Load()), bound)
+	require.LessOrEqual(t, int(s.Goroutines.Load()), base+3*bound+16+publishers)
 	after := quiet(t, app, base)
 	t.Logf("after %v idle: 0 sender nodes, %d goroutines", idle, after)
 }
@@ -340,13 +282,13 @@ func TestLivePublishToManyQueuesInTurn(t *testing.T) {
 	require.NoError(t, app.Publish(ctx, amqpactor.Queue(name(0)), &amqpactor.Message{Body: []byte("warm-up")}))
 	base := quiet(t, app, -1)
 
-	s := sample(app)
+	s := harness.SamplePeaks(app, 10*time.Millisecond, 500*time.Millisecond)
 	began := time.Now()
 	for i := range n {
 		require.NoError(t, app.Publish(ctx, amqpactor.Queue(name(i)), &amqpactor.Message{Body: []byte(strconv.Itoa(i))}))
 	}
 	took := time.Since(began)
-	s.end()
+	s.Stop()
 	for i := range n {
 		info, err := m.QueueInfo(ctx, name(i))
 		require.NoError(t, err)
@@ -358,12 +300,12 @@ func TestLivePublishToManyQueuesInTurn(t *testing.T) {
 	}
 	bound := amqpactor.DefaultMaxSenders + 1
 	t.Logf("1,000 queues in turn in %v: peak %d sender nodes (bound %d), peak %d goroutines (baseline %d)",
-		took.Round(time.Millisecond), s.senders.Load(), bound, s.goroutines.Load(), base)
-	require.LessOrEqual(t, int(s.senders.Load()), bound)
+		took.Round(time.Millisecond), s.Senders.Load(), bound, s.Goroutines.Load(), base)
+	require.LessOrEqual(t, int(s.Senders.Load()), bound)
 	// Per sender node: writer, confirmer, and while one retires the
 	// goroutine that closes its link (a shared machine once showed 245
 	// against a bound of 3 per node, 236).
-	require.LessOrEqual(t, int(s.goroutines.Load()), base+4*bound+16)
+	require.LessOrEqual(t, int(s.Goroutines.Load()), base+4*bound+16)
 	after := quiet(t, app, base)
 	t.Logf("after %v idle: 0 sender nodes, %d goroutines", idle, after)
 }

@@ -1,10 +1,11 @@
 // Package cli holds what every example shares: the -url and -dialect flags
-// that choose the broker (the in-process one by default), a quiet logger,
-// and a run id that keeps one run's messages apart from an earlier run's on
-// a live broker.
+// that choose the broker (the in-process one by default), the App on it, its
+// bounded start and stop, a quiet logger, and a run id that keeps one run's
+// messages apart from an earlier run's on a live broker.
 package cli
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"flag"
@@ -12,6 +13,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/amqpactor/amqpactor"
 	"github.com/amqpactor/amqpactor/inproc"
@@ -51,6 +53,46 @@ func (b *Broker) Connector(containerID string) (amqpactor.Connector, error) {
 		return nil, fmt.Errorf("unknown dialect %q (artemis, rabbitmq4 or servicebus)", b.Dialect)
 	}
 	return amqpactor.Dial(b.URL, amqpactor.WithDialect(dl), amqpactor.WithContainerID(containerID+"-"+RunID())), nil
+}
+
+// Main registers the broker's flags (an example registers its own before),
+// parses the command line, runs run on the broker and exits 1 with its error.
+func Main(name string, run func(*Broker) error) {
+	b := Flags()
+	flag.Parse()
+	Exit(name, run(b))
+}
+
+// App is an App named name on the broker (its container id is the name and
+// the run id), logging with Logger; opts come after those.
+func (b *Broker) App(name string, opts ...amqpactor.Option) (*amqpactor.App, error) {
+	c, err := b.Connector(name)
+	if err != nil {
+		return nil, err
+	}
+	return amqpactor.New(c, append([]amqpactor.Option{amqpactor.WithLogger(Logger()), amqpactor.WithName(name)}, opts...)...), nil
+}
+
+// StopTimeout bounds the stop Start returns.
+const StopTimeout = 5 * time.Second
+
+// Start starts app with a context that ends after d and returns that
+// context and stop, for a defer: stop stops the App (bounded by StopTimeout,
+// logging a failure) and ends the context.
+func Start(app *amqpactor.App, d time.Duration) (ctx context.Context, stop func(), err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	if err := app.Start(ctx); err != nil {
+		cancel()
+		return nil, nil, err
+	}
+	return ctx, func() {
+		defer cancel()
+		sctx, scancel := context.WithTimeout(context.Background(), StopTimeout)
+		defer scancel()
+		if err := app.Stop(sctx); err != nil {
+			Logger().Error("stop", "error", err)
+		}
+	}, nil
 }
 
 // Logger logs warnings and errors to stderr.

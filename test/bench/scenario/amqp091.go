@@ -76,25 +76,20 @@ func ThroughputRaw091(ctx context.Context, p Params, m *amqpwire.Management) (re
 	defer cancel(nil)
 	total := p.N
 	mt := startMeter(p.OnStart, p.OnStop)
-	received := make(chan struct{})
-	go func() {
-		defer close(received)
-		for range total {
-			select {
-			case d, ok := <-deliveries:
-				if !ok {
-					cancel(errors.New("receive: the consumer ended"))
-					return
-				}
-				if err := d.Ack(false); err != nil {
-					cancel(fmt.Errorf("ack: %w", err))
-					return
-				}
-			case <-rctx.Done():
-				return
+	received := receiveN(cancel, total, func() error {
+		select {
+		case d, ok := <-deliveries:
+			if !ok {
+				return errors.New("receive: the consumer ended")
 			}
+			if err := d.Ack(false); err != nil {
+				return fmt.Errorf("ack: %w", err)
+			}
+			return nil
+		case <-rctx.Done():
+			return context.Cause(rctx) // cancelled already: its cause stays the run's error
 		}
-	}()
+	})
 	slots := make(chan struct{}, p.Window)
 	confirms := make(chan *rmq.DeferredConfirmation, p.Window)
 	var wg sync.WaitGroup

@@ -52,6 +52,43 @@ func rawSender(ctx context.Context, s *amqp.Session, addr string) (*amqp.Sender,
 	return snd, nil
 }
 
+// rawSenderSession opens a session on conn with a sender on addr.
+func rawSenderSession(ctx context.Context, conn *amqp.Conn, addr string) (*amqp.Session, *amqp.Sender, error) {
+	s, err := rawSession(ctx, conn)
+	if err != nil {
+		return nil, nil, err
+	}
+	snd, err := rawSender(ctx, s, addr)
+	return s, snd, err
+}
+
+// rawReceiverSession opens a session on conn with a receiver on addr (as
+// rawReceiver attaches it).
+func rawReceiverSession(ctx context.Context, conn *amqp.Conn, addr string, credit int, settled bool) (*amqp.Receiver, error) {
+	s, err := rawSession(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
+	return rawReceiver(ctx, s, addr, credit, settled)
+}
+
+// receiveN runs next total times on a goroutine of its own, and ends there
+// at its first error, which cancels the run with it; the channel returned
+// closes when the goroutine returns.
+func receiveN(cancel context.CancelCauseFunc, total int, next func() error) <-chan struct{} {
+	received := make(chan struct{})
+	go func() {
+		defer close(received)
+		for range total {
+			if err := next(); err != nil {
+				cancel(err)
+				return
+			}
+		}
+	}()
+	return received
+}
+
 func accepted(st amqp.DeliveryState) error {
 	if _, ok := st.(*amqp.StateAccepted); ok {
 		return nil

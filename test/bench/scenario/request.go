@@ -123,27 +123,15 @@ func RequestRaw(ctx context.Context, p Params, m *amqpwire.Management) (res Resu
 	if err != nil {
 		return Result{}, err
 	}
-	sendSess, err := rawSession(ctx, conn)
+	sendSess, reqSnd, err := rawSenderSession(ctx, conn, rpcAddr)
 	if err != nil {
 		return Result{}, err
 	}
-	reqSnd, err := rawSender(ctx, sendSess, rpcAddr)
+	replies, err := rawReceiverSession(ctx, conn, replyAddr, replyCredit, true)
 	if err != nil {
 		return Result{}, err
 	}
-	replySess, err := rawSession(ctx, conn)
-	if err != nil {
-		return Result{}, err
-	}
-	replies, err := rawReceiver(ctx, replySess, replyAddr, replyCredit, true)
-	if err != nil {
-		return Result{}, err
-	}
-	respSess, err := rawSession(ctx, conn)
-	if err != nil {
-		return Result{}, err
-	}
-	requests, err := rawReceiver(ctx, respSess, rpcAddr, p.Credit, false)
+	requests, err := rawReceiverSession(ctx, conn, rpcAddr, p.Credit, false)
 	if err != nil {
 		return Result{}, err
 	}

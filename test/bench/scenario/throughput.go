@@ -210,19 +210,11 @@ func ThroughputRaw(ctx context.Context, p Params, m *amqpwire.Management) (res R
 	if err != nil {
 		return Result{}, err
 	}
-	sendSess, err := rawSession(ctx, conn)
+	_, snd, err := rawSenderSession(ctx, conn, addr)
 	if err != nil {
 		return Result{}, err
 	}
-	snd, err := rawSender(ctx, sendSess, addr)
-	if err != nil {
-		return Result{}, err
-	}
-	recvSess, err := rawSession(ctx, conn)
-	if err != nil {
-		return Result{}, err
-	}
-	rcv, err := rawReceiver(ctx, recvSess, addr, p.Credit, false)
+	rcv, err := rawReceiverSession(ctx, conn, addr, p.Credit, false)
 	if err != nil {
 		return Result{}, err
 	}
@@ -244,20 +236,16 @@ func ThroughputRaw(ctx context.Context, p Params, m *amqpwire.Management) (res R
 	defer cancel(nil)
 	total := p.N
 	mt := startMeter(p.OnStart, p.OnStop)
-	received := make(chan struct{})
-	go func() {
-		defer close(received)
-		for range total {
-			msg, err := rcv.Receive(rctx, nil)
-			if err == nil {
-				err = rcv.AcceptMessage(rctx, msg)
-			}
-			if err != nil {
-				cancel(fmt.Errorf("receive: %w", err))
-				return
-			}
+	received := receiveN(cancel, total, func() error {
+		msg, err := rcv.Receive(rctx, nil)
+		if err == nil {
+			err = rcv.AcceptMessage(rctx, msg)
 		}
-	}()
+		if err != nil {
+			return fmt.Errorf("receive: %w", err)
+		}
+		return nil
+	})
 	if err := sendPipelined(rctx, snd, body, total, p.Window); err != nil {
 		cancel(fmt.Errorf("send: %w", err))
 	}

@@ -217,11 +217,8 @@ func (r *runner) printFrames(w io.Writer) {
 	if len(r.frameOrder) == 0 {
 		return
 	}
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "## Frames per message: amqpactor vs raw go-amqp, through a frame-parsing proxy")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| case | queue | body | side | c→b frames/msg | transfer | disposition | flow | other | c→b B/msg | b→c frames/msg | transfer | disposition | flow | other | b→c B/msg | msg/s median | broker cpu-µs/msg median |")
-	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+	table(w, "Frames per message: amqpactor vs raw go-amqp, through a frame-parsing proxy",
+		"case", "queue", "body", "side", "c→b frames/msg", "transfer", "disposition", "flow", "other", "c→b B/msg", "b→c frames/msg", "transfer", "disposition", "flow", "other", "b→c B/msg", "msg/s median", "broker cpu-µs/msg median")
 	main := []framecount.Kind{framecount.Transfer, framecount.Disposition, framecount.Flow}
 	var other []framecount.Kind
 	for _, k := range framecount.Kinds() {

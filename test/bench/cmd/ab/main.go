@@ -591,15 +591,20 @@ func (r *runner) print(w io.Writer) {
 	}
 }
 
+// table starts a section of the report: its heading, then the header and
+// separator rows of a Markdown table of these columns.
+func table(w io.Writer, heading string, columns ...string) {
+	fmt.Fprintf(w, "\n## %s\n\n", heading)
+	fmt.Fprintf(w, "| %s |\n", strings.Join(columns, " | "))
+	fmt.Fprintf(w, "|%s\n", strings.Repeat(" --- |", len(columns)))
+}
+
 func (r *runner) printLive(w io.Writer) {
 	if len(r.order) == 0 {
 		return
 	}
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "## Live: amqpactor vs raw go-amqp")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| scenario | queue | body | metric | amqpactor median (min..max) | raw median (min..max) | ratio of medians | paired ratio | goal |")
-	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+	table(w, "Live: amqpactor vs raw go-amqp",
+		"scenario", "queue", "body", "metric", "amqpactor median (min..max)", "raw median (min..max)", "ratio of medians", "paired ratio", "goal")
 	for _, key := range r.order {
 		p := r.live[key]
 		for _, m := range metrics[key.scenario] {
@@ -664,11 +669,9 @@ func (r *runner) printInproc(w io.Writer) {
 	if len(r.inproc) == 0 {
 		return
 	}
-	fmt.Fprintln(w)
-	fmt.Fprintf(w, "## In-process broker end to end (%d publishers, credit %d, %d messages per run, %d-byte bodies)\n\n",
-		inprocPublishers, r.cfg.credit, r.cfg.inprocN, scenario.DefaultBody)
-	fmt.Fprintln(w, "| partitions | msg/s median (min..max) | allocs/op | B/op |")
-	fmt.Fprintln(w, "| --- | --- | --- | --- |")
+	table(w, fmt.Sprintf("In-process broker end to end (%d publishers, credit %d, %d messages per run, %d-byte bodies)",
+		inprocPublishers, r.cfg.credit, r.cfg.inprocN, scenario.DefaultBody),
+		"partitions", "msg/s median (min..max)", "allocs/op", "B/op")
 	for _, parts := range r.cfg.inproc {
 		rs := r.inproc[parts]
 		if len(rs) == 0 {
@@ -689,10 +692,8 @@ func (r *runner) printBacklog(w io.Writer) {
 		return
 	}
 	b0 := r.backlog[0]
-	fmt.Fprintln(w)
-	fmt.Fprintf(w, "## Memory: a backlog of %s messages of 1 KiB on a quorum queue, drained by a slow handler (1 ms, 8 partitions) for 4 x credit deliveries\n\n", num(float64(b0.Backlog)))
-	fmt.Fprintln(w, "| credit | peak heap MiB | growth MiB | growth per credit KiB |")
-	fmt.Fprintln(w, "| --- | --- | --- | --- |")
+	table(w, fmt.Sprintf("Memory: a backlog of %s messages of 1 KiB on a quorum queue, drained by a slow handler (1 ms, 8 partitions) for 4 x credit deliveries", num(float64(b0.Backlog))),
+		"credit", "peak heap MiB", "growth MiB", "growth per credit KiB")
 	for _, res := range r.backlog {
 		fmt.Fprintf(w, "| %d | %.1f | %.1f | %.1f |\n", res.Credit, mib(res.PeakHeap), mib(res.Growth()), res.GrowthPerCredit()/1024)
 	}
@@ -705,11 +706,7 @@ func (r *runner) printMicro(w io.Writer) {
 	if !r.cfg.micro {
 		return
 	}
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "## Allocation micro-benchmarks")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| name | ns/op | B/op | allocs/op |")
-	fmt.Fprintln(w, "| --- | --- | --- | --- |")
+	table(w, "Allocation micro-benchmarks", "name", "ns/op", "B/op", "allocs/op")
 	for _, m := range r.micro {
 		fmt.Fprintf(w, "| %s | %s | %s | %d |\n", m.name, num(float64(m.res.T.Nanoseconds())/float64(m.res.N)),
 			count(m.res.AllocedBytesPerOp()), m.res.AllocsPerOp())

@@ -149,3 +149,12 @@ func TestCPUProfileLive(t *testing.T) {
 		}
 	}
 }
+
+func TestTable(t *testing.T) {
+	var b strings.Builder
+	table(&b, "Allocation micro-benchmarks", "name", "ns/op", "B/op", "allocs/op")
+	want := "\n## Allocation micro-benchmarks\n\n| name | ns/op | B/op | allocs/op |\n| --- | --- | --- | --- |\n"
+	if b.String() != want {
+		t.Fatalf("table wrote %q, want %q", b.String(), want)
+	}
+}
