@@ -11,7 +11,7 @@
 // actor puts them on its queue, which its worker goroutine takes from, so a
 // handler never runs in a mailbox. The worker hands the outcomes back to
 // each delivery's Settler (protocol.Settler), which sends them to the
-// receiver actor as one disposition message with the partition as sender.
+// receiver actor as one disposition message naming the partition (receiver.Dispositions.From).
 //
 // # Workers come and go
 //
