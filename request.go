@@ -91,12 +91,12 @@ func (a *App) request(ctx context.Context, addr Address, m *Message) (*Message, 
 	for {
 		select {
 		case rep := <-reply:
-			var re *RemoteError
 			switch {
-			case errors.As(rep.Err, &re):
-				re.Address = addr.String() // the book does not know it
-				return nil, re
 			case rep.Err != nil:
+				if re := (*RemoteError)(nil); errors.As(rep.Err, &re) {
+					re.Address = addr.String() // the book does not know it
+					return nil, re
+				}
 				return nil, fmt.Errorf("amqpactor: request to %s: %w", addr, rep.Err)
 			case rep.Send != nil:
 				if err := send(rep.Send); err != nil {

@@ -129,7 +129,7 @@ func (e *Env) Props(producer func() actor.Actor, opts ...actor.PropsOption) *act
 	if len(e.Middleware) > 0 {
 		opts = append(opts, actor.WithReceiverMiddleware(e.Middleware...))
 	}
-	opts = append([]actor.PropsOption{actor.WithSupervisor(e.strategy())}, opts...)
+	opts = append([]actor.PropsOption{actor.WithSupervisor(e.strategy()), actor.WithMailbox(newMailbox)}, opts...)
 	return actor.PropsFromProducer(producer, opts...)
 }
 

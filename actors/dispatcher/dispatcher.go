@@ -11,7 +11,7 @@
 // actor puts them on its queue, which its worker goroutine takes from, so a
 // handler never runs in a mailbox. The worker hands the outcomes back to
 // each delivery's Settler (protocol.Settler), which sends them to the
-// receiver actor as one disposition message with the partition as sender.
+// receiver actor as one disposition message naming the partition (receiver.Dispositions.From).
 //
 // # Workers come and go
 //
@@ -115,6 +115,10 @@ type transit struct {
 	sent []*Deliveries
 }
 
+// maxKeptTransit is the capacity past which an emptied transit list lets
+// its array go.
+const maxKeptTransit = 64
+
 func (t *transit) add(b *Deliveries) {
 	t.mu.Lock()
 	t.sent = append(t.sent, b)
@@ -138,9 +142,13 @@ func (t *transit) take(b *Deliveries) (ok, free bool) {
 		t.sent[n] = nil
 		n++
 	}
-	t.sent = t.sent[n:]
-	if len(t.sent) == 0 {
-		t.sent = t.sent[:0:0] // let the array go rather than creep along it
+	// Moved down rather than resliced, so that a quiet link reuses one
+	// small array instead of allocating a batch's slot each time.
+	rest := copy(t.sent, t.sent[n:])
+	clear(t.sent[rest:])
+	t.sent = t.sent[:rest]
+	if rest == 0 && cap(t.sent) > maxKeptTransit {
+		t.sent = nil // one burst does not pin its size
 	}
 	return true, free
 }

@@ -19,7 +19,7 @@ import (
 // A partition actor queues the deliveries the dispatcher sends it and owns
 // the worker goroutine that runs the handler for them, one at a time, in
 // arrival order; the worker gives the outcomes back to each delivery's
-// Settler (Delivery.To) in batches, sent with the partition as sender. The
+// Settler (Delivery.To) in batches, naming the partition. The
 // worker is the incarnation's own and comes and goes with work (see the
 // package documentation); the counters are shared by every incarnation of
 // one partition, so its node counts across restarts.

@@ -37,7 +37,7 @@ func TestDeliveriesAndDispositionsAreMessages(t *testing.T) {
 	spy := func(next actor.ReceiverFunc) actor.ReceiverFunc {
 		return func(c actor.ReceiverContext, env *actor.MessageEnvelope) {
 			if m, ok := env.Message.(*receiver.Dispositions); ok {
-				require.NotNil(t, env.Sender, "a disposition names its partition")
+				require.NotNil(t, m.From, "a disposition names its partition")
 				dispositions.Add(int64(len(m.Items)))
 			}
 			next(c, env)

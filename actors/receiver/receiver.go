@@ -66,11 +66,13 @@ func sessionEnded(err error) bool {
 	return errors.As(err, &se)
 }
 
-// Dispositions carries outcomes back from a partition (the message's
-// sender) to the receiver actor: Items are deliveries of one link, each with
-// its Outcome, in the order they were decided.
+// Dispositions carries outcomes back from a partition to the receiver
+// actor: Items are deliveries of one link, each with its Outcome, in the
+// order they were decided. From names the partition, in the message rather
+// than as its sender, since a sender costs an envelope per message.
 type Dispositions struct {
 	Items []*protocol.Delivery
+	From  *actor.PID
 	in    *inflight
 }
 
@@ -245,7 +247,7 @@ func (r *receiver) Receive(ctx actor.Context) {
 	case *Dispositions:
 		m.in.settle(m.Items)
 		clear(m.Items)
-		m.Items, m.in = m.Items[:0], nil
+		m.Items, m.From, m.in = m.Items[:0], nil, nil
 		dispositions.Put(m)
 	case *attachResult:
 		r.onAttach(ctx, m)
@@ -602,12 +604,8 @@ func (in *inflight) cutAndClose(it settleItem) {
 // Settle sends ds's outcomes to the receiver actor; see protocol.Settler.
 func (in *inflight) Settle(ds []*protocol.Delivery, from *actor.PID) {
 	m := dispositions.Get().(*Dispositions)
-	m.Items, m.in = append(m.Items, ds...), in
-	if from == nil {
-		in.r.env.Root.Send(in.self, m)
-		return
-	}
-	in.r.env.Root.RequestWithCustomSender(in.self, m, from)
+	m.Items, m.From, m.in = append(m.Items, ds...), from, in
+	in.r.env.Root.Send(in.self, m)
 }
 
 // settle queues the outcomes of ds for the settler, in order; the actor
