@@ -3,7 +3,6 @@ package receiver_test
 import (
 	"context"
 	"errors"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,27 +16,10 @@ import (
 	"github.com/amqpactor/amqpactor/address"
 	"github.com/amqpactor/amqpactor/internal/faketransport"
 	"github.com/amqpactor/amqpactor/internal/protocol"
+	"github.com/amqpactor/amqpactor/internal/statetest"
 	"github.com/amqpactor/amqpactor/messages"
 	"github.com/amqpactor/amqpactor/transport"
 )
-
-// changes records the state changes an actor reports, as "from>to".
-type changes struct {
-	mu  sync.Mutex
-	got []string
-}
-
-func (c *changes) on(sc protocol.StateChange) {
-	c.mu.Lock()
-	c.got = append(c.got, sc.From+">"+sc.To)
-	c.mu.Unlock()
-}
-
-func (c *changes) list() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]string(nil), c.got...)
-}
 
 // spawnUnder runs a receiver for spec on sess under a parent that spawns
 // it with the App's strategy (as a subscription does); deliveries are
@@ -67,13 +49,10 @@ func state(t *testing.T, sys *actor.ActorSystem, pid *actor.PID) string {
 // state changes say so, in order.
 func TestLinkLifeStates(t *testing.T) {
 	sys, env := faketransport.NewSystem(t)
-	var seen changes
-	env.OnState = seen.on
-	conn, err := (&faketransport.Connector{}).Connect(context.Background())
-	require.NoError(t, err)
-	sess, err := conn.NewSession(context.Background())
-	require.NoError(t, err)
-	fs := sess.(*faketransport.Session)
+	var seen statetest.Changes
+	env.OnState = seen.On
+	fs := faketransport.OpenSession(t)
+	var sess transport.Session = fs
 	spec := &protocol.SubscriptionSpec{Address: address.Queue("q"), Credit: 8, Partitions: 1}
 	parent, pid := spawnUnder(t, sys, env, sess, spec)
 
@@ -93,12 +72,12 @@ func TestLinkLifeStates(t *testing.T) {
 		">attaching", "attaching>attached",
 		"attached>detached", "detached>restarting", // the link ended: the actor fails
 		"restarting>attaching", "attaching>attached", // the next incarnation, after the backoff
-	}, seen.list())
+	}, seen.List())
 	require.Equal(t, protocol.StateAttached, state(t, sys, pid))
 
 	require.NoError(t, faketransport.Drain(t, sys, pid))
 	require.NoError(t, sys.Root.PoisonFuture(parent).Wait())
-	require.Equal(t, []string{"attached>detached", "detached>stopped"}, seen.list()[6:])
+	require.Equal(t, []string{"attached>detached", "detached>stopped"}, seen.List()[6:])
 }
 
 // heldSession holds its first attach until release, then answers it with
@@ -169,13 +148,10 @@ func TestDrainedWhileAttachingShowsDetached(t *testing.T) {
 // then it detaches and attaches again at the back of the line.
 func TestHandingOverIgnoresActivity(t *testing.T) {
 	sys, env := faketransport.NewSystem(t)
-	var seen changes
-	env.OnState = seen.on
-	conn, err := (&faketransport.Connector{}).Connect(context.Background())
-	require.NoError(t, err)
-	sess, err := conn.NewSession(context.Background())
-	require.NoError(t, err)
-	fs := sess.(*faketransport.Session)
+	var seen statetest.Changes
+	env.OnState = seen.On
+	fs := faketransport.OpenSession(t)
+	var sess transport.Session = fs
 	spec := &protocol.SubscriptionSpec{Address: address.Partitioned("p", 2).Partition(1), Credit: 8, Partitions: 1}
 	held := make(chan *protocol.Delivery, 1)
 	router := routeActor(sys, func(d *protocol.Delivery) { held <- d })
@@ -215,7 +191,7 @@ func TestHandingOverIgnoresActivity(t *testing.T) {
 	require.Equal(t, []string{
 		">attaching", "attaching>attached", "attached>handing-over",
 		"handing-over>detached", "detached>attaching", "attaching>attached",
-	}, seen.list())
+	}, seen.List())
 	require.NoError(t, faketransport.Drain(t, sys, pid))
 	require.NoError(t, sys.Root.PoisonFuture(parent).Wait())
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/amqpactor/amqpactor/internal/protocol"
+	"github.com/amqpactor/amqpactor/internal/statetest"
 )
 
 var allStates = []linkState{stNew, stDetached, stRefused, stAttaching, stAttached, stBackoff, stRestarting, stRetiring, stStopped}
@@ -49,34 +50,10 @@ var legal = map[transition]linkState{
 	{stBackoff, evRetire}:   stRetiring,
 }
 
-func init() {
-	legal[transition{stStopped, evRestart}] = stStopped // a restart decided after the stop
-	for _, s := range allStates {
-		if s != stStopped && s != stRestarting {
-			legal[transition{s, evRestart}] = stRestarting
-		}
-		if s != stStopped {
-			legal[transition{s, evStop}] = stStopped
-		}
-	}
-}
-
 func TestLinkStateTransitions(t *testing.T) {
-	for _, from := range allStates {
-		for _, ev := range allEvents {
-			t.Run(from.String()+"/"+ev.String(), func(t *testing.T) {
-				to, ok := from.on(ev)
-				want, isLegal := legal[transition{from, ev}]
-				if !isLegal {
-					require.False(t, ok, "%d on %s must be refused", from, ev)
-					require.Equal(t, from, to, "a refused transition keeps the state")
-					return
-				}
-				require.True(t, ok, "%d on %s is legal", from, ev)
-				require.Equal(t, want, to)
-			})
-		}
-	}
+	isLegal := func(s linkState, ev linkEvent) (linkState, bool) { to, ok := legal[transition{s, ev}]; return to, ok }
+	statetest.Machine[linkState, linkEvent]{States: allStates, Events: allEvents, On: linkState.on, Legal: isLegal}.
+		WithLifecycle(evRestart, evStop, stRestarting, stStopped).Check(t)
 }
 
 // The states keep the public names the tree and StateChanges always had.
@@ -92,10 +69,6 @@ func TestLinkStateNames(t *testing.T) {
 		stRetiring:   StateRetiring,
 		stStopped:    protocol.StateStopped,
 	}
-	require.Len(t, want, len(allStates))
-	for s, name := range want {
-		require.Equal(t, name, s.String())
-	}
-	require.Equal(t, "invalid", linkState(200).String())
+	statetest.Names(t, allStates, want, linkState(200))
 	require.Equal(t, "invalid", linkEvent(200).String())
 }

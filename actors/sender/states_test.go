@@ -17,26 +17,9 @@ import (
 	"github.com/amqpactor/amqpactor/address"
 	"github.com/amqpactor/amqpactor/internal/faketransport"
 	"github.com/amqpactor/amqpactor/internal/protocol"
+	"github.com/amqpactor/amqpactor/internal/statetest"
 	"github.com/amqpactor/amqpactor/transport"
 )
-
-// changes records the state changes an actor reports, as "from>to".
-type changes struct {
-	mu  sync.Mutex
-	got []string
-}
-
-func (c *changes) on(sc protocol.StateChange) {
-	c.mu.Lock()
-	c.got = append(c.got, sc.From+">"+sc.To)
-	c.mu.Unlock()
-}
-
-func (c *changes) list() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]string(nil), c.got...)
-}
 
 func publish(t *testing.T, sys *actor.ActorSystem, pid *actor.PID, body string) error {
 	t.Helper()
@@ -58,13 +41,10 @@ func publish(t *testing.T, sys *actor.ActorSystem, pid *actor.PID, body string) 
 // the publish: the state changes say so, in order.
 func TestLinkLifeStates(t *testing.T) {
 	sys, env := faketransport.NewSystem(t)
-	var seen changes
-	env.OnState = seen.on
-	conn, err := (&faketransport.Connector{}).Connect(context.Background())
-	require.NoError(t, err)
-	sess, err := conn.NewSession(context.Background())
-	require.NoError(t, err)
-	fs := sess.(*faketransport.Session)
+	var seen statetest.Changes
+	env.OnState = seen.On
+	fs := faketransport.OpenSession(t)
+	var sess transport.Session = fs
 
 	spawned := make(chan *actor.PID, 1)
 	ppid := sys.Root.Spawn(env.Props(func() actor.Actor {
@@ -88,12 +68,12 @@ func TestLinkLifeStates(t *testing.T) {
 		">detached", "detached>attaching", "attaching>attached",
 		"attached>detached", "detached>restarting", // the link ended with a publish waiting
 		"restarting>attaching", "attaching>attached", // the next incarnation, after the backoff
-	}, seen.list())
+	}, seen.List())
 	require.Equal(t, protocol.StateAttached, faketransport.Describe(t, sys, pid).Node.State)
 
 	require.NoError(t, faketransport.Drain(t, sys, pid))
 	require.NoError(t, sys.Root.PoisonFuture(ppid).Wait())
-	require.Equal(t, []string{"attached>detached", "detached>stopped"}, seen.list()[7:])
+	require.Equal(t, []string{"attached>detached", "detached>stopped"}, seen.List()[7:])
 }
 
 // A sender drained while its attach is under way closes the link that

@@ -63,3 +63,18 @@ func Drain(t testing.TB, sys *actor.ActorSystem, pid *actor.PID) error {
 		return nil
 	}
 }
+
+// OpenSession connects a fresh Connector and begins a session on it, for a
+// test of one link actor.
+func OpenSession(t testing.TB) *Session {
+	t.Helper()
+	conn, err := (&Connector{}).Connect(context.Background())
+	if err != nil {
+		t.Fatalf("fake connect: %v", err)
+	}
+	sess, err := conn.NewSession(context.Background())
+	if err != nil {
+		t.Fatalf("fake session: %v", err)
+	}
+	return sess.(*Session)
+}
