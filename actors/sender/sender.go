@@ -35,7 +35,7 @@
 // from the spec: the PID, the Lane and the parent's routing stay valid, and
 // no publish is answered with an error. The next incarnation is a new
 // struct (built by the props' producer) that starts from the session its
-// predecessor had; link generations come from one process-wide counter, so
+// predecessor had; link generations come from one counter per App (Env.Gen), so
 // no report of a dead incarnation's goroutines is taken for the new link's.
 // Node.Restarts counts the panics too ("panics" counter).
 //
