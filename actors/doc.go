@@ -27,7 +27,8 @@
 //     outcomes back to the receiver actor as one disposition message; the
 //     receiver queues them for its settler goroutine, which sends the
 //     dispositions and re-grants credit. A new link gets a new inflight; a
-//     disposition for an ended link is dropped.
+//     disposition for an ended link is dropped. The App's mailboxes
+//     (mailbox.go) allocate nothing per post, so these hops cost no garbage.
 //   - request/reply: while the reply link is attached, App.Request registers
 //     in the requests actor's book (session.Replies) and the reply pump
 //     hands each reply straight to its caller.
