@@ -159,6 +159,15 @@ func TestRestartMidStream(t *testing.T) {
 	require.EqualValues(t, crashes, node.Counters["panics"], "the tree shows every restart")
 	require.GreaterOrEqual(t, node.Restarts, crashes)
 
+	// Every message may be accepted on the fifth link before the last
+	// crash is taken: the last incarnation's attach is then still under way,
+	// so its link is awaited, not read at once.
+	linksNow := func() int {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.links
+	}
+	require.Eventually(t, func() bool { return linksNow() >= crashes+1 }, 10*time.Second, time.Millisecond, "a link for the last incarnation")
 	b.mu.Lock()
 	dups := 0
 	for _, c := range b.delivered {
