@@ -885,6 +885,9 @@ func (r *receiver) scheduleReattach(ctx actor.Context) {
 func (r *receiver) scheduleReattachAfter(ctx actor.Context, d time.Duration) {
 	r.set(evBackoff, r.lastErr)
 	r.attempt++
+	if r.timer != nil {
+		r.timer.Stop() // a backoff this one replaces
+	}
 	r.timer = r.env.After(d, ctx.Self(), &reattach{attempt: r.attempt})
 }
 

@@ -238,13 +238,7 @@ func plainURL(rest string) (string, error) {
 
 // closeContext bounds a close whose context has no deadline.
 func closeContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	if _, ok := ctx.Deadline(); ok {
-		return ctx, func() {}
-	}
-	return context.WithTimeout(ctx, DefaultCloseTimeout)
+	return endpoint.Bound(ctx, DefaultCloseTimeout)
 }
 
 // Format prints the connector as its String for every verb but %#v, which

@@ -153,23 +153,10 @@ func (e *failoverError) Terminal() bool {
 	return true
 }
 
-// withDefaultDeadline returns ctx bounded by d when it has no deadline.
-func withDefaultDeadline(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	if _, ok := ctx.Deadline(); ok {
-		return ctx, func() {}
-	}
-	return context.WithTimeout(ctx, d)
-}
-
 // closeContext gives a Close call a deadline even when the caller's context
-// has none (go-amqp issue 310: a close the peer never answers blocks for
-// ever). A context that is already done still lets the close begin; it just
-// does not wait for the peer.
+// has none.
 func closeContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	return withDefaultDeadline(ctx, DefaultCloseTimeout)
+	return endpoint.Bound(ctx, DefaultCloseTimeout)
 }
 
 var _ fmt.Stringer = (*connector)(nil)

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/Azure/go-amqp"
+
+	"github.com/amqpactor/amqpactor/transport/internal/endpoint"
 )
 
 // managementNode is RabbitMQ 4's management node address.
@@ -270,7 +272,7 @@ const managementTries = 3
 // for none). A status of 300 or above is returned as a *ManagementError
 // together with the Response.
 func (m *Management) Request(ctx context.Context, method, path string, body any) (Response, error) {
-	ctx, cancel := withDefaultDeadline(ctx, DefaultRequestTimeout)
+	ctx, cancel := endpoint.Bound(ctx, DefaultRequestTimeout)
 	defer cancel()
 	m.mu.Lock()
 	defer m.mu.Unlock()

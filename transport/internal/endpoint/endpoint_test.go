@@ -1,10 +1,12 @@
 package endpoint
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -102,4 +104,24 @@ func TestBroker(t *testing.T) {
 	require.Equal(t, "RabbitMQ 4.0.5", Broker(map[string]any{"product": "RabbitMQ", "version": "4.0.5"}))
 	require.Equal(t, "RabbitMQ", Broker(map[string]any{"product": "RabbitMQ"}))
 	require.Empty(t, Broker(nil))
+}
+
+func TestBound(t *testing.T) {
+	ctx, cancel := Bound(nil, time.Minute) //nolint:staticcheck // nil is what Bound must accept
+	defer cancel()
+	dl, ok := ctx.Deadline()
+	require.True(t, ok, "a nil context gets the bound")
+	require.WithinDuration(t, time.Now().Add(time.Minute), dl, 10*time.Second)
+
+	own, ownCancel := context.WithTimeout(context.Background(), time.Hour)
+	defer ownCancel()
+	ctx, cancel = Bound(own, time.Minute)
+	defer cancel()
+	require.Equal(t, own, ctx, "a context with a deadline keeps its own")
+
+	done, doneCancel := context.WithCancel(context.Background())
+	doneCancel()
+	ctx, cancel = Bound(done, time.Minute)
+	defer cancel()
+	require.Error(t, ctx.Err(), "a done context stays done")
 }
