@@ -3,7 +3,6 @@ package receiver_test
 import (
 	"context"
 	"errors"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -80,29 +79,16 @@ func TestLinkLifeStates(t *testing.T) {
 	require.Equal(t, []string{"attached>detached", "detached>stopped"}, seen.List()[6:])
 }
 
-// heldSession holds its first attach until release, then answers it with
-// first (an error, or nil for a link); every later attach gets a link at
-// once.
-type heldSession struct {
-	calls   atomic.Int64
-	release chan struct{}
-	first   error
-}
+// heldSession attaches receivers through its Gate.
+type heldSession struct{ faketransport.Gate }
 
 func (s *heldSession) NewSender(context.Context, transport.SenderOptions) (transport.Sender, error) {
 	return nil, errors.New("fake: no senders")
 }
 
 func (s *heldSession) NewReceiver(ctx context.Context, _ transport.ReceiverOptions) (transport.Receiver, error) {
-	if s.calls.Add(1) == 1 {
-		select {
-		case <-s.release:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		if s.first != nil {
-			return nil, s.first
-		}
+	if err := s.Pass(ctx); err != nil {
+		return nil, err
 	}
 	return &fakeLink{msgs: make(chan *amqp.Message), done: make(chan struct{})}, nil
 }
@@ -114,14 +100,14 @@ func (s *heldSession) Close(context.Context) error { return nil }
 func TestLateAttachFailureKeepsAttached(t *testing.T) {
 	sys, env := faketransport.NewSystem(t)
 	stale := errors.New("the dead incarnation's attach failed")
-	sess := &heldSession{release: make(chan struct{}), first: stale}
+	sess := &heldSession{faketransport.Gate{Release: make(chan struct{}), First: stale}}
 	spec := &protocol.SubscriptionSpec{Address: address.Queue("q"), Credit: 8, Partitions: 1}
 	parent, pid := spawnUnder(t, sys, env, sess, spec)
-	require.Eventually(t, func() bool { return sess.calls.Load() == 1 }, faketransport.Bound, faketransport.Bound/1000)
+	require.Eventually(t, func() bool { return sess.Calls.Load() == 1 }, faketransport.Bound, faketransport.Bound/1000)
 	sys.Root.Send(pid, &actors.Crash{Reason: "test"})
 	require.Eventually(t, func() bool { return state(t, sys, pid) == protocol.StateAttached }, faketransport.Bound, faketransport.Bound/1000)
 
-	close(sess.release)
+	close(sess.Release)
 	require.Eventually(t, func() bool { return faketransport.Describe(t, sys, pid).Node.LastError == stale.Error() },
 		faketransport.Bound, faketransport.Bound/1000, "the late failure reached the receiver")
 	require.Equal(t, protocol.StateAttached, state(t, sys, pid))
@@ -132,13 +118,13 @@ func TestLateAttachFailureKeepsAttached(t *testing.T) {
 // attach brings, and says detached: no attach is under way any more.
 func TestDrainedWhileAttachingShowsDetached(t *testing.T) {
 	sys, env := faketransport.NewSystem(t)
-	sess := &heldSession{release: make(chan struct{})}
+	sess := &heldSession{faketransport.Gate{Release: make(chan struct{})}}
 	spec := &protocol.SubscriptionSpec{Address: address.Queue("q"), Credit: 8, Partitions: 1}
 	parent, pid := spawnUnder(t, sys, env, sess, spec)
-	require.Eventually(t, func() bool { return sess.calls.Load() == 1 }, faketransport.Bound, faketransport.Bound/1000)
+	require.Eventually(t, func() bool { return sess.Calls.Load() == 1 }, faketransport.Bound, faketransport.Bound/1000)
 	require.NoError(t, faketransport.Drain(t, sys, pid))
 	require.Equal(t, protocol.StateAttaching, state(t, sys, pid))
-	close(sess.release)
+	close(sess.Release)
 	require.Eventually(t, func() bool { return state(t, sys, pid) == protocol.StateDetached }, faketransport.Bound, faketransport.Bound/1000)
 	require.NoError(t, sys.Root.PoisonFuture(parent).Wait())
 }

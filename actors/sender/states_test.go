@@ -97,14 +97,11 @@ func TestDrainedWhileAttachingShowsDetached(t *testing.T) {
 	require.NoError(t, sys.Root.PoisonFuture(pid).Wait())
 }
 
-// heldFirst: its first attach waits for release, then
-// answers first (nil: a link); every other attach gets a link at once.
+// heldFirst attaches through its Gate and keeps the links it gave.
 type heldFirst struct {
-	calls   atomic.Int64
-	release chan struct{}
-	first   error
-	links   []*closingLink
-	mu      sync.Mutex
+	faketransport.Gate
+	links []*closingLink
+	mu    sync.Mutex
 }
 
 type closingLink struct {
@@ -118,15 +115,8 @@ func (l *closingLink) Close(context.Context) error {
 }
 
 func (s *heldFirst) NewSender(ctx context.Context, _ transport.SenderOptions) (transport.Sender, error) {
-	if s.calls.Add(1) == 1 && s.release != nil {
-		select {
-		case <-s.release:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		if s.first != nil {
-			return nil, s.first
-		}
+	if err := s.Pass(ctx); err != nil {
+		return nil, err
 	}
 	l := &closingLink{}
 	s.mu.Lock()
@@ -170,9 +160,9 @@ func spawnUnder(t *testing.T, sys *actor.ActorSystem, env *actors.Env, c sender.
 // second link).
 func TestLateAnswerFromReplacedSessionKeepsAttached(t *testing.T) {
 	sys, env := faketransport.NewSystem(t)
-	old := &heldFirst{release: make(chan struct{})}
+	old := &heldFirst{Gate: faketransport.Gate{Release: make(chan struct{})}}
 	parent, pid := spawnUnder(t, sys, env, sender.Config{Address: address.Queue("q"), Session: old})
-	require.Eventually(t, func() bool { return old.calls.Load() == 1 }, faketransport.Bound, faketransport.Bound/1000)
+	require.Eventually(t, func() bool { return old.Calls.Load() == 1 }, faketransport.Bound, faketransport.Bound/1000)
 
 	next := &heldFirst{}
 	sys.Root.Send(pid, &sender.SessionDown{Err: &amqp.ConnError{}})
@@ -181,11 +171,11 @@ func TestLateAnswerFromReplacedSessionKeepsAttached(t *testing.T) {
 	require.NoError(t, publish(t, sys, pid, "y"), "the next incarnation attached on the new session")
 	require.Equal(t, protocol.StateAttached, faketransport.Describe(t, sys, pid).Node.State)
 
-	close(old.release)
+	close(old.Release)
 	require.Eventually(t, func() bool { l := old.link(0); return l != nil && l.closed.Load() }, faketransport.Bound, faketransport.Bound/1000,
 		"the late link is closed")
 	require.Equal(t, protocol.StateAttached, faketransport.Describe(t, sys, pid).Node.State)
-	require.EqualValues(t, 1, next.calls.Load(), "no second link on the new session")
+	require.EqualValues(t, 1, next.Calls.Load(), "no second link on the new session")
 	require.NoError(t, faketransport.Drain(t, sys, pid))
 	require.NoError(t, sys.Root.PoisonFuture(parent).Wait())
 }
@@ -226,13 +216,13 @@ func TestLateAttachFailureKeepsAttached(t *testing.T) {
 	stale := errors.New("the dead incarnation's attach failed")
 	logged := &records{err: stale}
 	env.Log = slog.New(logged)
-	sess := &heldFirst{release: make(chan struct{}), first: stale}
+	sess := &heldFirst{Gate: faketransport.Gate{Release: make(chan struct{}), First: stale}}
 	parent, pid := spawnUnder(t, sys, env, sender.Config{Address: address.Queue("q"), Session: sess})
-	require.Eventually(t, func() bool { return sess.calls.Load() == 1 }, faketransport.Bound, faketransport.Bound/1000)
+	require.Eventually(t, func() bool { return sess.Calls.Load() == 1 }, faketransport.Bound, faketransport.Bound/1000)
 	sys.Root.Send(pid, &actors.Crash{Reason: "test"})
 	require.NoError(t, publish(t, sys, pid, "y"), "the next incarnation attached")
 
-	close(sess.release)
+	close(sess.Release)
 	require.Eventually(t, logged.any, faketransport.Bound, faketransport.Bound/1000, "the late failure reached the sender")
 	require.Equal(t, protocol.StateAttached, faketransport.Describe(t, sys, pid).Node.State)
 	require.NoError(t, faketransport.Drain(t, sys, pid))
