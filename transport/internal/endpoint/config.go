@@ -3,7 +3,8 @@
 // the URL taken apart (the userinfo ends at the last '@'), the SASL
 // mechanism it asks for and the refusal of a password in clear text, the
 // URL without its password, and the connect errors, which name the
-// redacted URL and never quote a credential. amqpwire and amqp091 alias
+// redacted URL and never quote a credential; and the bound both put on a
+// close whose caller gave none (Bound). amqpwire and amqp091 alias
 // Config, SASL and ErrCleartextCredentials, so a DialOption means the same
 // on both.
 package endpoint
