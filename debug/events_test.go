@@ -204,12 +204,18 @@ func TestEventsStreamsAreBounded(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var silent []net.Conn
-	for range debug.MaxEventStreams {
+	var got [][]byte // what each silent connection read
+	for i := range debug.MaxEventStreams {
 		c, err := net.Dial("tcp", srv.Listener.Addr().String())
 		require.NoError(t, err)
 		_, err = io.WriteString(c, "GET /events HTTP/1.1\r\nHost: localhost\r\n\r\n")
 		require.NoError(t, err)
 		silent = append(silent, c)
+		// Its first event says the stream holds its slot: the streams are
+		// then oldest first in dial order, which handlers started
+		// concurrently do not promise.
+		got = append(got, readUntil(t, c, nil, "amqpactor state changes"))
+		require.Contains(t, string(got[i]), "200 OK")
 	}
 	defer func() {
 		for _, c := range silent {
@@ -231,15 +237,20 @@ func TestEventsStreamsAreBounded(t *testing.T) {
 		require.Contains(t, line, "amqpactor state changes")
 		res.Body.Close()
 	}
-	// The silent connections were ended, oldest first: each reads its
-	// response up to the last chunk, which ends the stream.
-	_ = silent[0].SetReadDeadline(time.Now().Add(5 * time.Second))
-	var got []byte
+	// The oldest silent stream was ended: it reads up to the last chunk.
+	readUntil(t, silent[0], got[0], "\r\n0\r\n\r\n")
+}
+
+// readUntil reads c, after what it read before (got), until what it read
+// contains want, within a bound; it returns all it read.
+func readUntil(t *testing.T, c net.Conn, got []byte, want string) []byte {
+	t.Helper()
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(5*time.Second)))
 	buf := make([]byte, 4096)
-	for !strings.Contains(string(got), "\r\n0\r\n\r\n") {
-		n, err := silent[0].Read(buf)
+	for !strings.Contains(string(got), want) {
+		n, err := c.Read(buf)
 		got = append(got, buf[:n]...)
-		require.NoError(t, err, "the oldest silent stream was ended: %q", got)
+		require.NoError(t, err, "reading for %q: %q", want, got)
 	}
-	require.Contains(t, string(got), "200 OK")
+	return got
 }
