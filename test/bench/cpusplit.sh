@@ -21,7 +21,7 @@ fi
 amqp='github.com/Azure/go-amqp'
 gc='runtime.gcBgMarkWorker|runtime.bgsweep|runtime.bgscavenge'
 sched='runtime.mcall|runtime.mstart|runtime.morestack'
-writes='amqpwire.\(\*coalescingConn\)'
+writes='coalesce.\(\*Conn\)'
 
 # share prints the percentage of all samples that the pprof filters select.
 share() {
