@@ -171,7 +171,11 @@ func testStopWithoutDeadline(e *env) {
 	q := e.queue("nodeadline")
 	rec := &recorder{}
 	holding, cancelled := e.gate(), e.gate()
-	const closeTimeout = time.Second
+	// Four seconds leave the cut (release, detach, end, close) the whole
+	// second Stop keeps for it; a one-second timeout left it 250 ms, which
+	// a loaded host with the broker beside it can overrun, and a link whose
+	// close is abandoned gives its delivery back counted.
+	const closeTimeout = 4 * time.Second
 	a := e.startedApp(amqpactor.WithCloseTimeout(closeTimeout))
 	e.subscribe(a, q, func(ctx context.Context, m *amqpactor.Message) error {
 		rec.add("a", m)
