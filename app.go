@@ -509,7 +509,7 @@ func stopBounds(ctx context.Context, d time.Duration) (hard, grace context.Conte
 
 func (a *App) teardown(ctx context.Context) error {
 	// Last: every publish has returned by then, or is woken by the stopped
-	// tree rather than by the table's channels.
+	// tree (or the table's Stop) rather than by the table's channels.
 	defer a.ctxs.Close()
 	// The Publisher actor takes no request from now on; its publishes in
 	// flight end with the drain.
@@ -550,6 +550,7 @@ func (a *App) teardown(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	env.MarkStopped()
+	a.ctxs.Stop()
 	if err := env.Wait(hard); err != nil {
 		errs = append(errs, fmt.Errorf("amqpactor: stop: waiting for the actors' goroutines: %w", err))
 	}

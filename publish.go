@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/amqpactor/amqpactor/address"
+	"github.com/amqpactor/amqpactor/internal/ctxdone"
 	"github.com/amqpactor/amqpactor/internal/protocol"
 )
 
@@ -118,20 +119,37 @@ func (a *App) send(ctx context.Context, call *publishCall, addr Address, raw *am
 		call.release()
 		return err
 	}
-	call.p = protocol.Publish{Ctx: ctx, Address: addr, Message: raw, Settled: settled, Reply: reply, Done: call.done}
+	call.p = protocol.Publish{Ctx: ctx, Address: addr, Message: raw, Settled: settled, Reply: reply, Done: call.w.Done}
+	ended, alone := a.ctxs.Enlist(ctx, call.shard, &call.w)
+	if alone {
+		// A context shared by many publishes (or none): the table answers
+		// for its end and for the App's stop, so the wait is one receive.
+		call.p.Once = call.w.Answered()
+		ch.Senders.Hand(env.Root, ch.Publisher, &call.p)
+		err := <-call.w.Done
+		a.ctxs.Delist(call.shard, &call.w)
+		switch err {
+		case ctxdone.ErrEnded:
+			return fmt.Errorf("amqpactor: publish to %s: %w", addr, ctx.Err())
+		case ctxdone.ErrStopped:
+			return fmt.Errorf("amqpactor: publish to %s: %w", addr, ErrStopped)
+		}
+		call.release()
+		return err
+	}
 	// Onto the lane of the address's sender while its link is up, else
 	// to the publisher, which routes it (actors/session).
 	ch.Senders.Hand(env.Root, ch.Publisher, &call.p)
 	select {
-	case err := <-call.done:
+	case err := <-call.w.Done:
 		call.release()
 		return err
-	case <-a.ctxs.Shard(ctx, call.shard):
+	case <-ended:
 		return fmt.Errorf("amqpactor: publish to %s: %w", addr, ctx.Err())
 	case <-env.StoppedShard(call.shard):
 		// The tree stopped with the publish in it: nothing will answer.
 		select {
-		case err := <-call.done:
+		case err := <-call.w.Done:
 			call.release()
 			return err
 		default:
@@ -145,7 +163,7 @@ func (a *App) send(ctx context.Context, call *publishCall, addr Address, raw *am
 // allocated them every time.
 type publishCall struct {
 	p     protocol.Publish
-	done  chan error
+	w     ctxdone.Waiter // its answer channel
 	out   protocol.Outgoing
 	shard uint32 // which of the tree's stopped channels it waits on
 }
@@ -153,7 +171,7 @@ type publishCall struct {
 var (
 	// A call's shard is random: calls spread over the stop channels with
 	// no counter shared between Apps.
-	callPool = sync.Pool{New: func() any { return &publishCall{done: make(chan error, 1), shard: rand.Uint32()} }}
+	callPool = sync.Pool{New: func() any { return &publishCall{w: ctxdone.Waiter{Done: make(chan error, 1)}, shard: rand.Uint32()} }}
 )
 
 // release returns c to the pool without what it pointed to.

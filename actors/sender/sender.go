@@ -307,10 +307,10 @@ func (s *sender) waiting() int { return len(s.pending) + len(s.resend) }
 // failWaiting answers every publish that waits for a link with err.
 func (s *sender) failWaiting(err error) {
 	for _, p := range s.resend {
-		p.Done <- err
+		p.Answer(err)
 	}
 	for _, p := range s.pending {
-		p.Done <- err
+		p.Answer(err)
 	}
 	s.resend, s.pending = nil, nil
 }
@@ -322,7 +322,7 @@ func (s *sender) prune() {
 		out := ps[:0]
 		for _, p := range ps {
 			if err := p.Ctx.Err(); err != nil {
-				p.Done <- err
+				p.Answer(err)
 				continue
 			}
 			out = append(out, p)
@@ -381,7 +381,7 @@ func (s *sender) Receive(ctx actor.Context) {
 		s.endLink(ctx, m.Err, nil, false)
 	case *protocol.Publish:
 		if s.drain != nil {
-			m.Done <- protocol.ErrStopped
+			m.Answer(protocol.ErrStopped)
 			return
 		}
 		if s.link != nil {
@@ -391,7 +391,7 @@ func (s *sender) Receive(ctx actor.Context) {
 		if s.refusal != nil && time.Now().Before(s.refusedUntil) {
 			// Refused a moment ago: answer at once rather than ask the
 			// broker again (and, on RabbitMQ 4, lose the session again).
-			m.Done <- s.refusal
+			m.Answer(s.refusal)
 			return
 		}
 		s.pending = append(s.pending, m)
@@ -414,7 +414,7 @@ func (s *sender) Receive(ctx actor.Context) {
 		case s.drain != nil:
 			// Stopping: no link will come for them.
 			for _, p := range m.unsent {
-				p.Done <- protocol.ErrStopped
+				p.Answer(protocol.ErrStopped)
 			}
 		default:
 			s.keep(m.unsent, m.written)
@@ -785,7 +785,7 @@ func (s *sender) writer(to *reports, link transport.Sender, gen uint64, wq, cq *
 			}
 			p := j.p
 			if err := p.Ctx.Err(); err != nil {
-				p.Done <- err
+				p.Answer(err)
 				continue
 			}
 			var receipt transport.Receipt
@@ -797,14 +797,14 @@ func (s *sender) writer(to *reports, link transport.Sender, gen uint64, wq, cq *
 			}
 			if err != nil {
 				if p.Ctx.Err() != nil {
-					p.Done <- err
+					p.Answer(err)
 					continue
 				}
 				if relay != nil && !actors.LinkGone(err) {
 					// Its address could not be spelt or declared: that
 					// publish fails, the link goes on.
 					s.failed.Add(1)
-					p.Done <- fmt.Errorf("amqpactor: publish to %s: %w", p.Address, err)
+					p.Answer(fmt.Errorf("amqpactor: publish to %s: %w", p.Address, err))
 					continue
 				}
 				// The link died under us: everything not yet written goes
@@ -829,7 +829,7 @@ func (s *sender) writer(to *reports, link transport.Sender, gen uint64, wq, cq *
 			s.published.Add(1)
 			if receipt == nil {
 				s.confirmed.Add(1)
-				p.Done <- nil
+				p.Answer(nil)
 				continue
 			}
 			if r, ok := receipt.(transport.Resolved); ok && cq.Len() == 0 {
@@ -877,11 +877,11 @@ func (r *reports) redirect(pid *actor.PID) {
 func (s *sender) answer(p *protocol.Publish, o messages.Outcome) {
 	if o.Kind != messages.Accepted {
 		s.failed.Add(1)
-		p.Done <- &messages.OutcomeError{Address: p.Address.String(), Outcome: o}
+		p.Answer(&messages.OutcomeError{Address: p.Address.String(), Outcome: o})
 		return
 	}
 	s.confirmed.Add(1)
-	p.Done <- nil
+	p.Answer(nil)
 }
 
 // confirmer waits for outcomes in send order and answers each publisher.
@@ -908,7 +908,7 @@ func (s *sender) confirmer(to *reports, gen uint64, cq *workq.Q[job]) {
 				gone = err
 			case err != nil:
 				s.failed.Add(1)
-				j.p.Done <- err
+				j.p.Answer(err)
 			default:
 				s.answer(j.p, outcome)
 			}

@@ -223,7 +223,7 @@ func (p *publisher) spawn(ctx actor.Context, addr address.Address) *entry {
 // the bound is reached: m waits until it has.
 func (p *publisher) publish(ctx actor.Context, m *protocol.Publish) {
 	if p.draining {
-		m.Done <- protocol.ErrStopped
+		m.Answer(protocol.ErrStopped)
 		return
 	}
 	if m.Reply && !p.replies {
@@ -333,7 +333,7 @@ func (p *publisher) onRetired(ctx actor.Context, pid *actor.PID) {
 	p.parked = nil
 	for _, m := range parked {
 		if err := m.Ctx.Err(); err != nil {
-			m.Done <- err
+			m.Answer(err)
 			continue
 		}
 		p.publish(ctx, m)
@@ -483,7 +483,7 @@ func (p *publisher) Receive(ctx actor.Context) {
 	case *protocol.Drain:
 		p.draining = true
 		for _, q := range p.parked {
-			q.Done <- protocol.ErrStopped
+			q.Answer(protocol.ErrStopped)
 		}
 		p.parked = nil
 		sess, env := p.sess, p.env
@@ -535,7 +535,7 @@ func (p *publisher) Receive(ctx actor.Context) {
 			return
 		}
 		for _, q := range p.parked {
-			q.Done <- protocol.ErrStopped
+			q.Answer(protocol.ErrStopped)
 		}
 		p.parked = nil
 		closeSession(p.env, p.sess)

@@ -161,3 +161,157 @@ func TestCloseLetsALongLivedContextGo(t *testing.T) {
 	require.Nil(t, tb.shards[5].watch.Load())
 	require.True(t, isOpen(w), "an unregistered relay never closes its channel")
 }
+
+func newWaiter() *Waiter { return &Waiter{Done: make(chan error, 1)} }
+
+// answer answers w as a sender would: through Answered, once.
+func answer(w *Waiter, err error) bool {
+	if w.Answered().CompareAndSwap(false, true) {
+		w.Done <- err
+		return true
+	}
+	return false
+}
+
+// answerOf reads w's answer within a second.
+func answerOf(t *testing.T, w *Waiter) error {
+	t.Helper()
+	select {
+	case err := <-w.Done:
+		return err
+	case <-time.After(time.Second):
+		t.Fatal("no answer")
+		return nil
+	}
+}
+
+// listed counts the waiters on shard i.
+func listed(tb *Table, i uint32) int {
+	s := &tb.shards[i%shards]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for w := s.waiters; w != nil; w = w.next {
+		n++
+	}
+	return n
+}
+
+// TestEnlistOnlyForAWatchedOrNeverDoneContext: a context new to the shard,
+// or another's while the shard watches one, is not enlisted (the caller
+// selects on what Enlist returns, which counts as a use, as Shard does).
+func TestEnlistOnlyForAWatchedOrNeverDoneContext(t *testing.T) {
+	var tb Table
+	defer tb.Close()
+	a, cancelA := context.WithCancel(context.Background())
+	defer cancelA()
+	w := newWaiter()
+	c, ok := tb.Enlist(a, 0, w)
+	require.False(t, ok, "a context seen once is not worth a watch")
+	require.Equal(t, a.Done(), c)
+	c, ok = tb.Enlist(a, 0, w)
+	require.False(t, ok, "the second use sets up the watch and waits on it")
+	require.NotEqual(t, a.Done(), c)
+	_, ok = tb.Enlist(a, 0, w)
+	require.True(t, ok, "watched: enlisted")
+	require.Equal(t, 1, listed(&tb, 0))
+	tb.Delist(0, w)
+	require.Zero(t, listed(&tb, 0))
+
+	b, cancelB := context.WithCancel(context.Background())
+	defer cancelB()
+	for range 3 {
+		_, ok = tb.Enlist(b, 0, w)
+		require.False(t, ok, "the shard is a's while a lives")
+	}
+	_, ok = tb.Enlist(context.Background(), 0, w)
+	require.True(t, ok, "a context never done needs no watch")
+	tb.Delist(0, w)
+	tb.Delist(0, w) // twice is harmless
+	require.Zero(t, listed(&tb, 0))
+}
+
+// TestTheEndOfAContextAnswersItsWaitersOnly: the waiters of the context that
+// ended get ErrEnded, others on the shard wait on; a waiter answered first
+// by its sender keeps that answer.
+func TestTheEndOfAContextAnswersItsWaitersOnly(t *testing.T) {
+	var tb Table
+	defer tb.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	tb.Shard(ctx, 1)
+	tb.Shard(ctx, 1)
+	mine, answered, never := newWaiter(), newWaiter(), newWaiter()
+	for _, w := range []*Waiter{mine, answered} {
+		_, ok := tb.Enlist(ctx, 1, w)
+		require.True(t, ok)
+	}
+	_, ok := tb.Enlist(context.Background(), 1, never)
+	require.True(t, ok)
+	require.True(t, answer(answered, nil))
+	cancel()
+	require.ErrorIs(t, answerOf(t, mine), ErrEnded)
+	require.NoError(t, answerOf(t, answered), "the sender's answer stands")
+	require.False(t, answer(mine, nil), "answered once only")
+	require.Equal(t, 1, listed(&tb, 1), "the other context's waiter waits on")
+	require.True(t, answer(never, nil))
+	require.NoError(t, answerOf(t, never))
+	tb.Delist(1, never)
+	tb.Delist(1, answered)
+	require.Zero(t, listed(&tb, 1))
+}
+
+// TestStopAnswersEveryWaiterAndEveryLaterOne.
+func TestStopAnswersEveryWaiterAndEveryLaterOne(t *testing.T) {
+	var tb Table
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	tb.Shard(ctx, 2)
+	tb.Shard(ctx, 2)
+	a, b := newWaiter(), newWaiter()
+	_, ok := tb.Enlist(ctx, 2, a)
+	require.True(t, ok)
+	_, ok = tb.Enlist(context.Background(), 7, b)
+	require.True(t, ok)
+	tb.Stop()
+	require.ErrorIs(t, answerOf(t, a), ErrStopped)
+	require.ErrorIs(t, answerOf(t, b), ErrStopped)
+	late := newWaiter()
+	_, ok = tb.Enlist(context.Background(), 3, late)
+	require.True(t, ok)
+	require.ErrorIs(t, answerOf(t, late), ErrStopped, "enlisted after Stop: answered at once")
+	tb.Delist(3, late)
+	tb.Close()
+	_, ok = tb.Enlist(context.Background(), 3, late)
+	require.False(t, ok, "closed: nothing is enlisted")
+	for i := range uint32(shards) {
+		require.Zero(t, listed(&tb, i))
+	}
+}
+
+// TestEnlistRacingTheEnd: however the end of the context and the enlisting
+// interleave, every waiter gets exactly one answer.
+func TestEnlistRacingTheEnd(t *testing.T) {
+	var tb Table
+	defer tb.Close()
+	for range 200 {
+		ctx, cancel := context.WithCancel(context.Background())
+		tb.Shard(ctx, 4)
+		tb.Shard(ctx, 4)
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() {
+				w := newWaiter()
+				if _, ok := tb.Enlist(ctx, 4, w); !ok {
+					return // the watch ended first
+				}
+				require.ErrorIs(t, answerOf(t, w), ErrEnded)
+				tb.Delist(4, w)
+			})
+		}
+		cancel()
+		wg.Wait()
+		require.Zero(t, listed(&tb, 4))
+		free4 := func() bool { return tb.shards[4].watch.Load() == nil }
+		require.Eventually(t, free4, 5*time.Second, time.Millisecond)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/Azure/go-amqp"
@@ -103,8 +104,9 @@ func (d *Delivery) Release() {
 	deliveries.Put(d)
 }
 
-// Publish asks the publisher to send Message to Address. Done receives nil
-// once the broker accepted it (or, for a settled publish, once it is written).
+// Publish asks the publisher to send Message to Address. Done receives
+// (through Answer) nil once the broker accepted it (or, for a settled
+// publish, once it is written).
 type Publish struct {
 	Ctx     context.Context
 	Address address.Address
@@ -114,6 +116,17 @@ type Publish struct {
 	// through the replies publisher, never the App's own senders.
 	Reply bool
 	Done  chan<- error
+	// Once, when set, is shared with whoever else may answer the caller (the
+	// end of its context, the App's stop): the first to swap it sends the
+	// one answer. Answer it only through Answer.
+	Once *atomic.Bool
+}
+
+// Answer sends err on Done unless the caller has its answer already.
+func (p *Publish) Answer(err error) {
+	if p.Once == nil || p.Once.CompareAndSwap(false, true) {
+		p.Done <- err
+	}
 }
 
 // Handler runs once per delivery; BatchHandler once per batch.
