@@ -147,9 +147,16 @@ type Waiter struct {
 	listed     bool
 }
 
-// Answered reports whether the caller is the first to answer w, and is then
-// to send the one answer on Done.
+// Answered is the flag that whoever answers w swaps first (Publish.Once):
+// the one that swaps it sends the one answer on Done.
 func (w *Waiter) Answered() *atomic.Bool { return &w.answered }
+
+// give sends err on Done unless w has its answer already.
+func (w *Waiter) give(err error) {
+	if w.answered.CompareAndSwap(false, true) {
+		w.Done <- err
+	}
+}
 
 // Enlist readies w for a wait on w.Done alone when ctx is watched on shard i
 // (see Shard) or never done; ErrEnded or ErrStopped arrive there once ctx
@@ -212,9 +219,7 @@ func (s *shard) sweep(done <-chan struct{}, err error) {
 		next := w.next
 		if done == nil || w.ctx == done {
 			s.unlink(w)
-			if w.answered.CompareAndSwap(false, true) {
-				w.Done <- err
-			}
+			w.give(err)
 		}
 		w = next
 	}
@@ -224,9 +229,7 @@ func (s *shard) answer(w *Waiter, err error) {
 	s.mu.Lock()
 	s.unlink(w)
 	s.mu.Unlock()
-	if w.answered.CompareAndSwap(false, true) {
-		w.Done <- err
-	}
+	w.give(err)
 }
 
 // unlink takes w off the list; the caller holds mu.
