@@ -108,6 +108,7 @@ check:
 	$(GO) mod tidy -diff
 	$(GO) build ./...
 	$(GO) run ./internal/tools/docrefs
+	cd test/bench/critpath && $(GO) vet ./... && $(GO) mod tidy -diff && $(GO) test -race -count=1 ./...
 
 broker-start:
 	bash test/broker/rabbitmq4.sh start
