@@ -123,3 +123,28 @@ func TestFlowForUnattachedHandle(t *testing.T) {
 	defer scancel()
 	require.NoError(t, app.Stop(sctx))
 }
+
+// TestStopForgivesAnEndForAStrayFlow: RabbitMQ 4.3 ends a session with
+// amqp:session:unattached-handle when a flow for a link already detached
+// reaches it (go-amqp can send one after the detach, go-amqp issue 367).
+// In a graceful stop every link of the session has been drained and
+// detached by then, so the session the stop ends is ended either way:
+// Stop returns nil, as it does for a plain end.
+func TestStopForgivesAnEndForAStrayFlow(t *testing.T) {
+	noLeaks(t)
+	cond := "amqp:session:unattached-handle"
+	refusal := performative(0x1d, append([]byte{0xa3, byte(len(cond))}, cond...), encStr("Unattached link handle: 0"))
+	b := newBroker(t, script{
+		detach: func(c *peerConn, ch uint16, h []byte) {
+			c.answerDetach(ch, h)
+			c.endWith(ch, refusal)
+		},
+	})
+	app := amqpactor.New(amqpactor.Dial(b.url()))
+	_, err := app.Subscribe(amqpactor.Queue("q"), func(context.Context, *amqpactor.Message) error { return nil })
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, app.Start(ctx))
+	require.NoError(t, app.Stop(ctx))
+}

@@ -110,6 +110,20 @@ type peerConn struct {
 	n  int64
 	nc net.Conn
 	mu sync.Mutex // orders writes: a hook may answer from another goroutine
+
+	ended map[uint16]bool // sessions the peer ended itself (endWith), under mu
+}
+
+// endWith ends the session on ch from the peer's side, with the described
+// error e: its answer to the client's end, which follows, is no second end.
+func (c *peerConn) endWith(ch uint16, e []byte) {
+	c.mu.Lock()
+	if c.ended == nil {
+		c.ended = map[uint16]bool{}
+	}
+	c.ended[ch] = true
+	c.mu.Unlock()
+	c.write(frame(0, ch, performative(0x17, e)))
 }
 
 func (c *peerConn) write(frames ...[]byte) {
@@ -246,7 +260,13 @@ func (c *peerConn) serve() error {
 			if h := c.b.script.end; h != nil {
 				h(c, ch, body)
 			}
-			c.write(frame(0, ch, performative(0x17)))
+			c.mu.Lock()
+			answered := c.ended[ch]
+			delete(c.ended, ch)
+			c.mu.Unlock()
+			if !answered {
+				c.write(frame(0, ch, performative(0x17)))
+			}
 		case 0x18:
 			c.b.closes <- closeSeen{conn: c.n, body: body}
 			c.write(frame(0, 0, performative(0x18)))

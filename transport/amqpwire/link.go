@@ -33,11 +33,18 @@ type Session struct {
 var _ transport.Session = (*Session)(nil)
 
 // Close ends the session, bounded by ctx (DefaultCloseTimeout when it has no
-// deadline).
+// deadline). A session the broker ended for a frame on a link already
+// detached counts as ended: go-amqp can send a flow after a receiver's detach
+// (go-amqp issue 367), and RabbitMQ 4.3 ends the session for it, but the
+// closer had detached its links and wanted the session gone.
 func (s *Session) Close(ctx context.Context) error {
 	ctx, cancel := closeContext(ctx)
 	defer cancel()
 	if err := s.s.Close(ctx); err != nil {
+		var ae *amqp.Error
+		if errors.As(err, &ae) && ae.Condition == amqp.ErrCondUnattachedHandle {
+			return nil
+		}
 		return fmt.Errorf("amqpactor: end session on %s: %w", s.conn.url, describe(err))
 	}
 	return nil
