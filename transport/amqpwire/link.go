@@ -40,14 +40,21 @@ var _ transport.Session = (*Session)(nil)
 func (s *Session) Close(ctx context.Context) error {
 	ctx, cancel := closeContext(ctx)
 	defer cancel()
-	if err := s.s.Close(ctx); err != nil {
-		var ae *amqp.Error
-		if errors.As(err, &ae) && ae.Condition == amqp.ErrCondUnattachedHandle {
-			return nil
-		}
-		return fmt.Errorf("amqpactor: end session on %s: %w", s.conn.url, describe(err))
+	err := s.s.Close(ctx)
+	if err == nil {
+		return nil
 	}
-	return nil
+	var se *amqp.SessionError
+	if errors.As(err, &se) && se.RemoteErr != nil {
+		s.conn.remoteEnd.Store(time.Now().UnixNano()) // see awaitChannelReuse
+	}
+	var ae *amqp.Error
+	if errors.As(err, &ae) && ae.Condition == amqp.ErrCondUnattachedHandle {
+		s.conn.log.Debug("amqpactor: the broker ended a closing session for a frame on a detached link",
+			"description", ae.Description)
+		return nil
+	}
+	return fmt.Errorf("amqpactor: end session on %s: %w", s.conn.url, describe(err))
 }
 
 // linkError wraps err for the address. A context error is returned as
