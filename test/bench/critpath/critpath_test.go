@@ -111,7 +111,7 @@ func TestFindsTheChainBackToTheNetwork(t *testing.T) {
 	}
 	if !found {
 		var b strings.Builder
-		print(&b, gs, 0)
+		report(&b, gs, 0)
 		t.Fatalf("no group of chains writer < reader for most writes:\n%s", b.String())
 	}
 }

@@ -35,7 +35,7 @@ import (
 func main() {
 	sink := flag.String("sink", `coalesce\.\(\*Conn\)\.|go-amqp\.\(\*Conn\)\.connWriter`,
 		"regular expression of a function on the stack of the system calls to explain")
-	min := flag.Float64("min", 0.05, "print only the groups holding at least this share of the chains")
+	minShare := flag.Float64("min", 0.05, "print only the groups holding at least this share of the chains")
 	flag.Usage = func() {
 		fmt.Fprintln(os.Stderr, "usage: critpath [-sink REGEXP] [-min SHARE] TRACE")
 		flag.PrintDefaults()
@@ -61,7 +61,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "critpath:", err)
 		os.Exit(1)
 	}
-	print(os.Stdout, t.groups(), *min)
+	report(os.Stdout, t.groups(), *minShare)
 }
 
 // wake is a goroutine made runnable: when, by which goroutine
@@ -233,13 +233,13 @@ func median(v []float64) float64 {
 	return s[len(s)/2]
 }
 
-func print(w io.Writer, groups []*group, min float64) {
+func report(w io.Writer, groups []*group, minShare float64) {
 	all := 0
 	for _, g := range groups {
 		all += len(g.chains)
 	}
 	for _, g := range groups {
-		if all == 0 || float64(len(g.chains))/float64(all) < min {
+		if all == 0 || float64(len(g.chains))/float64(all) < minShare {
 			continue
 		}
 		fmt.Fprintf(w, "%d chains, median %.1f µs from the first wake-up to the call; from the call back:\n", len(g.chains), median(g.totals))
