@@ -52,6 +52,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -842,6 +843,12 @@ func (s *sender) writer(to *reports, link transport.Sender, gen uint64, wq, cq *
 		}
 		if closed {
 			return
+		}
+		// The publishers this batch answered were just made runnable; one
+		// yield lets them queue their next publishes so the next Take
+		// returns a batch instead of parking the writer for every message.
+		if len(items) > 0 {
+			runtime.Gosched()
 		}
 	}
 }
