@@ -844,9 +844,9 @@ func (s *sender) writer(to *reports, link transport.Sender, gen uint64, wq, cq *
 		if closed {
 			return
 		}
-		// The publishers this batch answered were just made runnable; one
-		// yield lets them queue their next publishes so the next Take
-		// returns a batch instead of parking the writer for every message.
+		// Publishes the batch resolved at once (in-process) made their
+		// publishers runnable; one yield lets them queue their next ones, so
+		// the next Take returns a batch instead of one or two publishes.
 		if len(items) > 0 {
 			runtime.Gosched()
 		}
