@@ -30,3 +30,16 @@ func URL(t testing.TB, what string) string {
 	}
 	return u
 }
+
+// ArtemisURL returns the URL of the ActiveMQ Artemis test broker in
+// ARTEMIS_URL; without one, the test is Missing it.
+func ArtemisURL(t testing.TB, what string) string {
+	t.Helper()
+	u := os.Getenv("ARTEMIS_URL")
+	if u == "" {
+		Missing(t, "ARTEMIS_URL is not set, so "+what+" cannot run. Start the Artemis test broker with "+
+			"`bash test/broker/artemis.sh start` and set ARTEMIS_URL=$(bash test/broker/artemis.sh url), "+
+			"or run `make test` as root")
+	}
+	return u
+}
