@@ -146,6 +146,7 @@ func (c *connector) connect(ctx context.Context, t *target) (*Conn, error) {
 		log:     t.log,
 	}
 	conn.mgmt = &Management{conn: conn}
+	conn.artemis = &ArtemisManagement{conn: conn}
 	t.log.Debug("amqpactor: connected", "sasl", mech, "tls", ep.TLS)
 	return conn, nil
 }
@@ -163,6 +164,7 @@ type Conn struct {
 	// error (unix nanoseconds; 0: never), see awaitChannelReuse.
 	remoteEnd atomic.Int64
 	mgmt      *Management
+	artemis   *ArtemisManagement
 	// declared: the nodes declared for the anonymous terminus (relay.go).
 	declared declared
 
@@ -290,6 +292,10 @@ func (c *Conn) guardFailure() *GuardError {
 // queue's depth and consumers (QueueInfo), or any other request (Request).
 func (c *Conn) Management() *Management { return c.mgmt }
 
+// ArtemisManagement returns the client of ActiveMQ Artemis's management
+// address on this connection. Its links are opened on first use.
+func (c *Conn) ArtemisManagement() *ArtemisManagement { return c.artemis }
+
 // String names the endpoint (without credentials).
 func (c *Conn) String() string { return c.url }
 
@@ -320,6 +326,7 @@ func (c *Conn) Close(ctx context.Context) error {
 		default:
 		}
 		c.mgmt.close(ctx)
+		c.artemis.close(ctx)
 		done := make(chan error, 1)
 		go func() { done <- c.amqp.Close() }()
 		var err error
