@@ -112,6 +112,12 @@ type Features struct {
 	// publish, unsigned 64-bit and UUID values as int64 and string, a
 	// timestamp to the second) and an amqp-value body refused at publish.
 	AMQP091 bool
+	// FirstAcquirerAsSent: the broker passes the header's first-acquirer on
+	// as the sender wrote it instead of setting it (Artemis), so every
+	// delivery of a message our publisher sent carries false, which never
+	// claims a first delivery that may not be one. Without it the broker
+	// sets it: true on a first delivery, false on a redelivery.
+	FirstAcquirerAsSent bool
 }
 
 // Run runs the whole suite on f. Every subtest makes its own connector, its

@@ -37,7 +37,7 @@ func testDetachRedelivers(e *env) {
 
 	e.eventually(func() bool { return rec.count("held") == 2 }, "the held delivery redelivered on the new link")
 	calls := rec.of("held")
-	require.True(e, calls[0].m.FirstAcquirer)
+	e.firstAcquirer(calls[0].m, true, "the first delivery")
 	require.False(e, calls[1].m.FirstAcquirer, "a redelivery has first-acquirer false")
 	release.open()
 	e.eventually(lateReturned.Load, "the first handler to return")

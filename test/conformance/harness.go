@@ -547,3 +547,14 @@ func treeText(n *amqpactor.Node) string {
 	rec(n, 0)
 	return b.String()
 }
+
+// firstAcquirer asserts m's first-acquirer: first says whether m is its
+// message's first delivery. A broker that passes the sender's value on
+// (our publisher sends false) is asserted to do just that.
+func (e *env) firstAcquirer(m *amqpactor.Message, first bool, what string, args ...any) {
+	e.Helper()
+	if e.f.Features.FirstAcquirerAsSent {
+		first = false
+	}
+	require.Equal(e, first, m.FirstAcquirer, append([]any{"first-acquirer: " + what}, args...)...)
+}

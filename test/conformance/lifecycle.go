@@ -34,7 +34,7 @@ func testCloseReturnsUnsettled(e *env) {
 	})
 	e.publish(a, q, msg("held"))
 	e.await(holding, "the first subscriber to hold the delivery")
-	require.True(e, rec.of("held")[0].m.FirstAcquirer, "the first delivery's first-acquirer")
+	e.firstAcquirer(rec.of("held")[0].m, true, "the first delivery")
 
 	b := e.startedApp()
 	e.subscribe(b, q, func(ctx context.Context, m *amqpactor.Message) error { rec.add("b", m); return nil })

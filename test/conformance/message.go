@@ -107,7 +107,7 @@ func testMessageRoundTrip(e *env) {
 	// Every message is a first delivery.
 	for s, m := range got {
 		require.Zero(e, m.DeliveryCount, "%s: delivery-count", s)
-		require.True(e, m.FirstAcquirer, "%s: first-acquirer", s)
+		e.firstAcquirer(m, true, "%s", s)
 	}
 
 	g := got["full"]

@@ -34,7 +34,7 @@ func testDeliveryCountModified(e *env) {
 	require.Len(e, calls, 3, "attempts")
 	for i, c := range calls {
 		require.EqualValues(e, i, c.m.DeliveryCount, "delivery-count of attempt %d", i+1)
-		require.Equal(e, i == 0, c.m.FirstAcquirer, "first-acquirer of attempt %d", i+1)
+		e.firstAcquirer(c.m, i == 0, "attempt %d", i+1)
 		require.Equal(e, "body of x", string(c.m.Body), "body of attempt %d", i+1)
 	}
 }
