@@ -76,9 +76,10 @@ type RetryPolicy struct {
 	// dead-lettered (DeadLetter) or sent as rejected instead of modified.
 	// With Backoff, zero means DefaultMaxDeliveries.
 	MaxDeliveries uint32
-	// RetryAddress, when set, is for brokers that ignore modified (Azure
-	// Service Bus, RabbitMQ classic queues): a failure publishes a copy with
-	// delivery-count + 1 there and accepts the original.
+	// RetryAddress, when set, is for queues that do not count modified in
+	// delivery-count (RabbitMQ classic queues): a failure publishes a copy
+	// with delivery-count + 1 there and accepts the original. Service Bus
+	// needs none: the runtime abandons there, and its delivery count goes up.
 	RetryAddress Address
 	// Backoff, when > 0, retries a failure in place after Backoff, then
 	// twice as long each time (plus up to half again of jitter), capped by
@@ -173,7 +174,9 @@ func (a *App) outcomer(sp *subPolicy) protocol.Outcomer {
 			return messages.Outcome{Kind: messages.Released}
 		case errors.As(err, &und):
 			sp.log.warn(m, count, "modified (undeliverable here)", err)
-			return messages.Outcome{Kind: messages.Modified, DeliveryFailed: true, UndeliverableHere: true}
+			// The description goes nowhere on the spec's modified; Service Bus
+			// dead-letters with it (transport/amqpwire).
+			return messages.Outcome{Kind: messages.Modified, DeliveryFailed: true, UndeliverableHere: true, Description: errString(und.err)}
 		}
 		if p.MaxDeliveries > 0 && count+1 >= p.MaxDeliveries {
 			o := rejected(err, CondMaxDeliveries)

@@ -95,6 +95,11 @@ func (s *Session) NewSender(ctx context.Context, o transport.SenderOptions) (tra
 			return nil, err
 		}
 	}
+	if node.Exclusive {
+		if err := s.conn.ensureExclusive(ctx, o.Address); err != nil {
+			return nil, err
+		}
+	}
 	snd, err := s.s.NewSender(ctx, node.Address, &amqp.SenderOptions{
 		TargetCapabilities: node.Capabilities,
 		SettlementMode:     &mode,
@@ -272,6 +277,11 @@ func (s *Session) NewReceiver(ctx context.Context, o transport.ReceiverOptions) 
 				return nil, err
 			}
 		}
+		if node.Exclusive {
+			if err := s.conn.ensureExclusive(ctx, o.Address); err != nil {
+				return nil, err
+			}
+		}
 		source = node.Address
 		opts.SourceCapabilities = node.Capabilities
 	}
@@ -299,6 +309,12 @@ func (s *Session) NewReceiver(ctx context.Context, o transport.ReceiverOptions) 
 	if d == address.RabbitMQ4 && !o.Dynamic && o.Address.Kind() == address.KindQueue {
 		out.queue = o.Address.Name()
 	}
+	if d == address.Artemis && !o.Dynamic && o.Address.Kind() == address.KindQueue {
+		out.queue = o.Address.Name()
+		if _, q, fq := o.Address.FQQN(); fq {
+			out.queue = q
+		}
+	}
 	return out, nil
 }
 
@@ -310,7 +326,7 @@ type Receiver struct {
 	window    uint32
 	conn      *Conn
 	replyNode string // a dynamic receiver's kind of node (Conn.ReplyNode)
-	queue     string // the RabbitMQ 4 queue it receives from, for Consumers
+	queue     string // the RabbitMQ 4 or Artemis queue it receives from, for Consumers
 
 	received atomic.Uint64 // transfers returned by Receive
 
@@ -330,12 +346,16 @@ func (r *Receiver) ReplyNode() string { return r.replyNode }
 func (r *Receiver) Address() string { return r.addr }
 
 // Consumers reads the consumer count of the link's queue from RabbitMQ 4's
-// management node (transport.ConsumerCounter); it counts the consumers
-// waiting on a single-active-consumer queue too. Off RabbitMQ 4, or for a
-// link that receives from no queue of its own naming, it is not supported.
+// management node, or Artemis's management address
+// (transport.ConsumerCounter); it counts the consumers waiting on a
+// single-active-consumer or exclusive queue too. Off those brokers, or for
+// a link that receives from no queue of its own naming, it is not supported.
 func (r *Receiver) Consumers(ctx context.Context) (int, error) {
 	if r.queue == "" || r.conn.mgmt == nil {
 		return 0, fmt.Errorf("amqpactor: consumer count of %s: %w", r.addr, transport.ErrNotSupported)
+	}
+	if r.conn.dialect == address.Artemis {
+		return r.conn.artemis.ConsumerCount(ctx, r.queue)
 	}
 	info, err := r.conn.mgmt.QueueInfo(ctx, r.queue)
 	if err != nil {
@@ -398,12 +418,15 @@ func (r *Receiver) Settle(ctx context.Context, m *amqp.Message, o transport.Outc
 				Err: fmt.Errorf("settle a message that did not come from a receiver link: %v", p)}
 		}
 	}()
+	var e *amqp.Error
+	if r.conn.dialect == address.ServiceBus {
+		o, e = serviceBusOutcome(o)
+	}
 	switch o.Kind {
 	case transport.Accepted:
 		err = r.r.AcceptMessage(ctx, m)
 	case transport.Rejected:
-		var e *amqp.Error
-		if o.Condition != "" || o.Description != "" {
+		if e == nil && (o.Condition != "" || o.Description != "") {
 			cond := o.Condition
 			if cond == "" {
 				cond = "amqp:internal-error"
