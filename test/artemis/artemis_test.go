@@ -162,3 +162,18 @@ func removeAddress(t *testing.T, name string) {
 		}
 	})
 }
+
+// counters returns the counters of sub's receiver (outcomes sent:
+// accepted, rejected, modified, released), nil while it has none.
+func counters(app *amqpactor.App, sub *amqpactor.Subscription) map[string]uint64 {
+	root := harness.TreeOr(app)
+	for _, s := range harness.OfKind(root, "subscription") {
+		if s.Name != "subscription:"+sub.Name() {
+			continue
+		}
+		for _, r := range harness.OfKind(s, "receiver") {
+			return r.Counters
+		}
+	}
+	return nil
+}
