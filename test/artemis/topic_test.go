@@ -1,6 +1,7 @@
 package artemis
 
 import (
+	"context"
 	"net/url"
 	"testing"
 
@@ -55,13 +56,19 @@ func TestTopicReplicasShareDurableSubscription(t *testing.T) {
 	adm := newAdmin(t)
 
 	var both seen
+	var each [2]seen
 	var replicas []*amqpactor.App
-	for range 2 {
+	var subs []*amqpactor.Subscription
+	for i := range 2 {
 		app := newApp(t, service)
-		_, err := app.Subscribe(topic, both.handler)
+		sub, err := app.Subscribe(topic, func(ctx context.Context, m *amqpactor.Message) error {
+			each[i].add(m)
+			return both.handler(ctx, m)
+		})
 		require.NoError(t, err)
 		start(t, app)
 		replicas = append(replicas, app)
+		subs = append(subs, sub)
 	}
 	require.Equal(t, []string{queue}, adm.queueNames(t, topic.Name()), "one queue for both replicas")
 	require.EqualValues(t, 2, adm.count(t, queue, "consumerCount"), "both replicas consume from it")
@@ -75,17 +82,23 @@ func TestTopicReplicasShareDurableSubscription(t *testing.T) {
 	eventually(t, func() bool { return both.n() >= len(first) }, "the replicas get every message")
 	require.Equal(t, len(first), both.distinct())
 	require.Equal(t, len(first), both.n(), "each message handled once across both replicas")
+	t.Logf("replica 0 handled %d, replica 1 handled %d", each[0].n(), each[1].n())
 
+	// One replica's Subscription.Close detaches its link alone.
+	require.NoError(t, subs[0].Close(bound(t)))
+	require.EqualValues(t, 1, adm.count(t, queue, "consumerCount"), "the queue outlives a replica's Close")
 	for _, app := range replicas {
 		harness.StopApp(t, app)
 	}
 	require.Zero(t, adm.count(t, queue, "consumerCount"), "the queue outlives both replicas")
-	// Artemis creates the queue on the first FQQN attach (autoCreated); it
-	// stays because the broker's address settings (artemis create's
-	// broker.xml) say auto-delete-queues false. Say so if that changes.
+	// Artemis auto-creates the queue on the first FQQN attach; it stays
+	// because the broker's address settings (artemis create's broker.xml)
+	// say auto-delete-queues false. Say so if that changes.
 	autoDelete, ok := adm.queue(t, queue, "autoDelete")
 	require.True(t, ok)
 	require.Equal(t, false, autoDelete, "an auto-deleted subscription queue would lose what is published while the service is down")
+	durable, _ := adm.queue(t, queue, "durable")
+	require.Equal(t, true, durable, "the subscription queue survives a broker restart")
 
 	second := harness.IDs("second", 50)
 	for _, id := range second {
