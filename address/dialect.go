@@ -56,6 +56,10 @@ type Node struct {
 	// LinkName, when set, is the name the link must attach with: Artemis
 	// names a durable subscription's queue after it.
 	LinkName string
+	// Exclusive is set when the queue Address names must be exclusive
+	// (one consumer at a time) before a link attaches: an Artemis
+	// partition queue, which the transport creates or updates so.
+	Exclusive bool
 }
 
 var (
@@ -106,10 +110,11 @@ func render(d Dialect, a Address, role Role, subscription string, ephemeral bool
 	_, _, fq := a.FQQN()
 	switch d {
 	case Artemis:
-		if a.kind == KindQueue && a.single && role == Receive {
-			// An exclusive queue, as Artemis spells it for a queue it
-			// auto-creates: the address parameter exclusive=true.
-			return Node{Address: a.name + "?exclusive=true", Capabilities: capQueue}, nil
+		if a.kind == KindQueue && a.single {
+			// Artemis applies no exclusive=true address parameter over
+			// AMQP, and a sender's attach auto-creates a plain queue: both
+			// ends have the queue made exclusive first.
+			return Node{Address: a.name, Capabilities: capQueue, Exclusive: true}, nil
 		}
 		if a.kind == KindQueue {
 			return Node{Address: a.name, Capabilities: capQueue}, nil

@@ -87,8 +87,8 @@ func TestRenderPartitionQueues(t *testing.T) {
 		role Role
 		want Node
 	}{
-		{Artemis, Send, Node{Address: "orders.p3", Capabilities: []string{"queue"}}},
-		{Artemis, Receive, Node{Address: "orders.p3?exclusive=true", Capabilities: []string{"queue"}}},
+		{Artemis, Send, Node{Address: "orders.p3", Capabilities: []string{"queue"}, Exclusive: true}},
+		{Artemis, Receive, Node{Address: "orders.p3", Capabilities: []string{"queue"}, Exclusive: true}},
 		{RabbitMQ4, Send, Node{Address: "/queues/orders.p3"}},
 		{RabbitMQ4, Receive, Node{Address: "/queues/orders.p3"}},
 		{ServiceBus, Send, Node{Address: "orders.p3"}},

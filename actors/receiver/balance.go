@@ -200,7 +200,7 @@ func (r *receiver) onConsumersRead(ctx actor.Context, m *consumersRead) {
 	}
 	if m.err != nil {
 		if errors.Is(m.err, transport.ErrNotSupported) {
-			// This broker's consumers cannot be counted (Artemis): no
+			// This transport cannot count the broker's consumers: no
 			// balancing, and no census link kept for it.
 			r.env.Log.Info("amqpactor: partitions not balanced: this broker's consumers cannot be counted", "address", r.spec.Address.String(), "error", m.err)
 			r.closeCensus()

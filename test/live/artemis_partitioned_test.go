@@ -310,7 +310,9 @@ func TestArtemisPartitionedReplicas(t *testing.T) {
 		}
 		return true
 	}
+	began := time.Now()
 	require.Eventually(t, balanced, 30*time.Second, 100*time.Millisecond, "the partitions balanced 2/2: %v", tr)
+	t.Logf("balanced 2/2 %v after the second replica started", time.Since(began).Round(100*time.Millisecond))
 	// And they stay so.
 	time.Sleep(2 * time.Second)
 	require.True(t, balanced(), "still balanced: %v", tr)

@@ -89,3 +89,74 @@ func TestLiveArtemisManagement(t *testing.T) {
 	var ae *amqpwire.ArtemisError
 	expect(t, errors.As(err, &ae) && ae.Resource == "queue."+q+".missing", "a missing queue: %v", err)
 }
+
+// TestLiveArtemisPartitionQueueExclusive: a receiver of a partition queue
+// has it created exclusive; of two receivers only the first gets messages,
+// and when it detaches the second gets what it had not settled, in order.
+// A plain queue of a partition's name (auto-created by a sender) is made
+// exclusive by the next attach. The census count reads every consumer.
+func TestLiveArtemisPartitionQueueExclusive(t *testing.T) {
+	conn := connectArtemis(t)
+	s := session(t, conn)
+	ctx := testContext(t)
+	m := conn.ArtemisManagement()
+	base := artemisName(t, conn, ".p0", ".p1")
+	pa := address.Partitioned(base, 2)
+	p0 := pa.Partition(0)
+
+	first := newReceiver(t, s, transport.ReceiverOptions{Address: p0, Credit: 10})
+	excl, err := m.QueueExclusive(ctx, p0.Name())
+	must(t, err, "exclusive")
+	expect(t, excl, "the partition queue is not exclusive")
+	expect(t, first.Address() == p0.Name(), "attached to %q", first.Address())
+	second := newReceiver(t, s, transport.ReceiverOptions{Address: p0, Credit: 10})
+	must(t, first.IssueCredit(10), "credit")
+	must(t, second.IssueCredit(10), "credit")
+	cc, ok := second.(transport.ConsumerCounter)
+	expect(t, ok, "an Artemis receiver counts no consumers")
+	if ok {
+		n, err := cc.Consumers(ctx)
+		must(t, err, "consumers")
+		expect(t, n == 2, "consumers %d, want 2", n)
+	}
+
+	snd := newSender(t, s, p0)
+	for _, b := range []string{"m0", "m1", "m2"} {
+		rc, err := snd.Send(ctx, text(b), false)
+		must(t, err, "send")
+		_, err = rc.Wait(ctx)
+		must(t, err, "outcome")
+	}
+	msg := receive(t, first, 10*time.Second)
+	expect(t, bodyOf(msg) == "m0", "first got %q", bodyOf(msg))
+	must(t, first.Settle(ctx, msg, transport.Outcome{Kind: transport.Accepted}), "settle")
+	// The other receiver has credit and gets nothing: a bound on a
+	// negative check.
+	qctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	_, err = second.Receive(qctx)
+	cancel()
+	expect(t, errors.Is(err, context.DeadlineExceeded), "the second receiver got a message: %v", err)
+
+	must(t, first.Close(ctx), "detach the first")
+	for _, want := range []string{"m1", "m2"} {
+		msg := receive(t, second, 10*time.Second)
+		expect(t, bodyOf(msg) == want, "after the first detached got %q, want %q", bodyOf(msg), want)
+		must(t, second.Settle(ctx, msg, transport.Outcome{Kind: transport.Accepted}), "settle")
+	}
+
+	// A sender to a plain queue of that name has Artemis auto-create it
+	// without exclusive; a partition queue's attach makes it exclusive.
+	p1 := pa.Partition(1)
+	plain := newSender(t, s, address.Queue(p1.Name()))
+	rc, err := plain.Send(ctx, text("x"), false)
+	must(t, err, "send")
+	_, err = rc.Wait(ctx)
+	must(t, err, "outcome")
+	excl, err = m.QueueExclusive(ctx, p1.Name())
+	must(t, err, "exclusive")
+	expect(t, !excl, "Artemis auto-created the queue exclusive")
+	newReceiver(t, s, transport.ReceiverOptions{Address: p1, Credit: 1})
+	excl, err = m.QueueExclusive(ctx, p1.Name())
+	must(t, err, "exclusive")
+	expect(t, excl, "the attach did not make the queue exclusive")
+}

@@ -67,7 +67,8 @@ func (r *Relay) Send(ctx context.Context, m *amqp.Message, settled bool) (transp
 // (/queues/NAME or /exchanges/NAME on RabbitMQ 4; the name, with the
 // x-opt-jms-dest annotation for a queue or a topic, on Artemis). On
 // RabbitMQ 4 a Queue or Topic is declared first, once per connection, as a
-// named sender's would be; a Raw address (a reply-to) never is.
+// named sender's would be, and on Artemis a partition queue; a Raw address
+// (a reply-to) never is.
 func (r *Relay) SendTo(ctx context.Context, a address.Address, m *amqp.Message, settled bool) (transport.Receipt, error) {
 	if m == nil {
 		return nil, fmt.Errorf("amqpactor: send to %s: nil message", a)
@@ -77,7 +78,7 @@ func (r *Relay) SendTo(ctx context.Context, a address.Address, m *amqp.Message, 
 	if err != nil {
 		return nil, err
 	}
-	if c.dialect == address.RabbitMQ4 && a.Kind() != address.KindRaw {
+	if c.dialect == address.RabbitMQ4 && a.Kind() != address.KindRaw || c.dialect == address.Artemis && a.SingleActiveConsumer() {
 		if err := c.declareOnce(ctx, a); err != nil {
 			return nil, err
 		}
@@ -134,8 +135,9 @@ type declared struct {
 	names map[address.Address]struct{}
 }
 
-// declareOnce declares what a sender to a needs (declareForSend), unless
-// this connection did so already.
+// declareOnce declares what a sender to a needs (declareForSend; on
+// Artemis, an exclusive partition queue), unless this connection did so
+// already.
 func (c *Conn) declareOnce(ctx context.Context, a address.Address) error {
 	c.declared.mu.Lock()
 	_, done := c.declared.names[a]
@@ -143,7 +145,11 @@ func (c *Conn) declareOnce(ctx context.Context, a address.Address) error {
 	if done {
 		return nil
 	}
-	if err := c.declareForSend(ctx, a); err != nil {
+	declare := c.declareForSend
+	if c.dialect == address.Artemis {
+		declare = c.ensureExclusive // only partition queues come here
+	}
+	if err := declare(ctx, a); err != nil {
 		return err
 	}
 	c.declared.mu.Lock()
