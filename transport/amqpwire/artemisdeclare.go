@@ -27,6 +27,10 @@ const (
 func (c *Conn) ensureExclusive(ctx context.Context, a address.Address) error {
 	m, name := c.artemis, a.Name()
 	excl, err := m.QueueExclusive(ctx, name)
+	var refused *ArtemisError
+	if err != nil && !errors.As(err, &refused) {
+		return c.exclusiveFailed(a, err) // no answer from the broker
+	}
 	if err != nil {
 		// Most likely missing (Artemis says only that it could not read
 		// the attribute): create it, which says what is wrong otherwise.
