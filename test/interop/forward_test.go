@@ -20,57 +20,54 @@ import (
 //     sections as one;
 //   - a priority of 0 comes back as the default (no priority on the wire).
 func TestForwardedThroughAmqpactor(t *testing.T) {
-	for _, p := range peers {
-		t.Run(p.name, func(t *testing.T) {
-			t.Parallel()
-			e := newEnv(t, p)
-			in := e.queue("forward-in")
-			out := e.declare("forward-out")
-			h, wait := collect(t)
-			app := e.app(func(app *amqpactor.App) {
-				if _, err := app.Subscribe(amqpactor.Queue(in), h); err != nil {
-					t.Fatalf("subscribe: %v", err)
-				}
-			})
-
-			var cases []inboundCase
-			for _, c := range inboundCases(e.user, queuePath(in)) {
-				if !c.multi || p.multiSections {
-					cases = append(cases, c)
-				}
-			}
-			sp := make([]peerMsg, len(cases))
-			for i, c := range cases {
-				sp[i] = c.spec
-			}
-			var sent peerResult
-			p.run(t, "send", e.peerEnv(queuePath(in), "PEER_MESSAGES", specs(sp...)), &sent)
-
-			ctx := testContext(t, 30*time.Second)
-			byID := map[string]*amqpactor.Message{}
-			for _, m := range wait(ctx, len(cases)) {
-				byID[idKey(m.MessageID)] = m
-			}
-			for _, c := range cases {
-				m := byID[idKey(c.want.MessageID)]
-				if m == nil {
-					t.Fatalf("%s: not received", c.name)
-				}
-				if err := app.Publish(ctx, amqpactor.Queue(out), m); err != nil {
-					t.Fatalf("%s: publish it on: %v", c.name, err)
-				}
-			}
-
-			var res peerResult
-			p.run(t, "receive", e.peerEnv(queuePath(out), "PEER_COUNT", fmt.Sprint(len(cases))), &res)
-			if len(res.Messages) != len(cases) {
-				t.Fatalf("the peer received %d messages, want %d", len(res.Messages), len(cases))
-			}
-			for i, c := range cases {
-				checkSeen(t, p, c.name, out, res.Messages[i], forwarded(c.spec, e.stored(p, c.spec.Header)))
+	eachPeer(t, func(t *testing.T, e *env) {
+		p := e.peer
+		in := e.queue("forward-in")
+		out := e.declare("forward-out")
+		h, wait := collect(t)
+		app := e.app(func(app *amqpactor.App) {
+			if _, err := app.Subscribe(amqpactor.Queue(in), h); err != nil {
+				t.Fatalf("subscribe: %v", err)
 			}
 		})
-	}
+
+		var cases []inboundCase
+		for _, c := range inboundCases(e.user, e.addr(in)) {
+			if !c.multi || p.multiSections {
+				cases = append(cases, c)
+			}
+		}
+		sp := make([]peerMsg, len(cases))
+		for i, c := range cases {
+			sp[i] = c.spec
+		}
+		var sent peerResult
+		p.run(t, "send", e.peerEnv(e.addr(in), "PEER_MESSAGES", specs(sp...)), &sent)
+
+		ctx := testContext(t, 30*time.Second)
+		byID := map[string]*amqpactor.Message{}
+		for _, m := range wait(ctx, len(cases)) {
+			byID[idKey(m.MessageID)] = m
+		}
+		for _, c := range cases {
+			m := byID[idKey(c.want.MessageID)]
+			if m == nil {
+				t.Fatalf("%s: not received", c.name)
+			}
+			if err := app.Publish(ctx, amqpactor.Queue(out), m); err != nil {
+				t.Fatalf("%s: publish it on: %v", c.name, err)
+			}
+		}
+
+		var res peerResult
+		p.run(t, "receive", e.peerEnv(e.addr(out), "PEER_COUNT", fmt.Sprint(len(cases))), &res)
+		if len(res.Messages) != len(cases) {
+			t.Fatalf("the peer received %d messages, want %d", len(res.Messages), len(cases))
+		}
+		for i, c := range cases {
+			e.checkSeen(t, c.name, out, res.Messages[i], forwarded(c.spec, e.stored(p, c.spec.Header)))
+		}
+	})
 }
 
 // forwarded is what a peer sees of spec after amqpactor received it and

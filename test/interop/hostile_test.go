@@ -170,26 +170,27 @@ func restarts(n *amqpactor.Node) int {
 	return r
 }
 
-// TestHostileInput runs every hostile case on a quorum and on a classic
-// queue. The figures go to docs/RELIABILITY.md ("Hostile input").
+// TestHostileInput runs every hostile case on a RabbitMQ quorum and classic
+// queue and on an Artemis queue. The figures go to docs/RELIABILITY.md
+// ("Hostile input").
 func TestHostileInput(t *testing.T) {
 	p := peers[0] // proton
-	for _, classic := range []bool{false, true} {
-		kind := "quorum"
-		if classic {
-			kind = "classic"
-		}
+	for _, kind := range []string{"quorum", "classic", "artemis"} {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t, p)
+			b := rabbitmq4
+			if kind == "artemis" {
+				b = artemis
+			}
+			e := newEnvOn(t, b, p)
 			for _, c := range hostileCases {
-				t.Run(c.name, func(t *testing.T) { runHostile(t, e, c, classic) })
+				t.Run(c.name, func(t *testing.T) { runHostile(t, e, c, kind) })
 			}
 		})
 	}
 }
 
-func runHostile(t *testing.T, e *env, c hostileCase, classic bool) {
+func runHostile(t *testing.T, e *env, c hostileCase, kind string) {
 	hostile := c.payload()
 	if c.maxMessageSize == 0 {
 		if amqpscan.Check(hostile, amqpscan.Limits{MaxSize: 16 << 20}) == nil {
@@ -221,13 +222,13 @@ func runHostile(t *testing.T, e *env, c hostileCase, classic bool) {
 		return nil
 	}
 
-	dial := []amqpactor.DialOption{amqpactor.WithDialect(amqpactor.RabbitMQ4), amqpactor.WithContainerID("interop-hostile")}
+	dial := []amqpactor.DialOption{amqpactor.WithDialect(e.broker.dialect), amqpactor.WithContainerID("interop-hostile")}
 	if c.maxMessageSize > 0 {
 		dial = append(dial, amqpactor.WithMaxMessageSize(c.maxMessageSize))
 	}
 	app := amqpactor.New(amqpactor.Dial(e.url, dial...), amqpactor.WithName("hostile"))
 	var opts []amqpactor.SubscribeOption
-	if classic {
+	if kind == "classic" {
 		opts = append(opts, amqpactor.WithClassicQueue())
 	}
 	if _, err := app.Subscribe(amqpactor.Queue(q), h, opts...); err != nil {
@@ -251,7 +252,7 @@ func runHostile(t *testing.T, e *env, c hostileCase, classic bool) {
 	}
 	began := time.Now()
 	var res peerResult
-	e.peer.run(t, "send-raw", e.peerEnv(queuePath(q), "PEER_PAYLOADS", writePayloads(t, payloads)), &res)
+	e.peer.run(t, "send-raw", e.peerEnv(e.addr(q), "PEER_PAYLOADS", writePayloads(t, payloads)), &res)
 	if res.Sent != len(payloads) {
 		t.Fatalf("proton sent %d payloads, want %d", res.Sent, len(payloads))
 	}
@@ -313,11 +314,11 @@ func runHostile(t *testing.T, e *env, c hostileCase, classic bool) {
 	// The broker no longer has it.
 	var left uint64
 	require.Eventually(t, func() bool {
-		info, err := e.mgmt.QueueInfo(ctx, q)
-		left = info.Messages
+		var err error
+		left, err = e.queued(ctx, q)
 		return err == nil && left == 0
 	}, 10*time.Second, 20*time.Millisecond, "the queue is empty")
 	t.Logf("FIGURES %s | %s | poison %d, rejected %d | %d/%d handled once, %d with delivery-count 0 | link restarts %d | %v",
-		map[bool]string{false: "quorum", true: "classic"}[classic], c.name, rn.Counters["poison"], rn.Counters["rejected"],
+		kind, c.name, rn.Counters["poison"], rn.Counters["rejected"],
 		once, hostileNormal, dc0, restarts(tree), took.Round(time.Millisecond))
 }

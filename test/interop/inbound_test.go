@@ -247,49 +247,46 @@ func idKey(id any) string { return fmt.Sprintf("%T/%v", id, id) }
 // and each body kind; an amqpactor subscription receives them, and Message
 // shows each field exactly, with the documented type mapping.
 func TestPeerToAmqpactor(t *testing.T) {
-	for _, p := range peers {
-		t.Run(p.name, func(t *testing.T) {
-			t.Parallel()
-			e := newEnv(t, p)
-			q := e.queue("inbound")
-			h, wait := collect(t)
-			e.app(func(app *amqpactor.App) {
-				if _, err := app.Subscribe(amqpactor.Queue(q), h); err != nil {
-					t.Fatalf("subscribe: %v", err)
-				}
-			})
-
-			var cases []inboundCase
-			for _, c := range inboundCases(e.user, queuePath(q)) {
-				if c.multi && !p.multiSections {
-					continue
-				}
-				cases = append(cases, c)
-			}
-			sp := make([]peerMsg, len(cases))
-			for i, c := range cases {
-				sp[i] = c.spec
-			}
-			var res peerResult
-			p.run(t, "send", e.peerEnv(queuePath(q), "PEER_MESSAGES", specs(sp...)), &res)
-			if res.Sent != len(cases) {
-				t.Fatalf("the peer sent %d messages, want %d", res.Sent, len(cases))
-			}
-
-			got := map[string]*amqpactor.Message{}
-			for _, m := range wait(testContext(t, 30*time.Second), len(cases)) {
-				got[idKey(m.MessageID)] = m
-			}
-			for _, c := range cases {
-				m := got[idKey(c.want.MessageID)]
-				if m == nil {
-					t.Errorf("%s: no message with message-id %s arrived", c.name, show(c.want.MessageID))
-					continue
-				}
-				for _, d := range diffMessage(viaBroker(c.want, q, e.stored(p, c.spec.Header)), m) {
-					t.Errorf("%s: %s", c.name, d)
-				}
+	eachPeer(t, func(t *testing.T, e *env) {
+		p := e.peer
+		q := e.queue("inbound")
+		h, wait := collect(t)
+		e.app(func(app *amqpactor.App) {
+			if _, err := app.Subscribe(amqpactor.Queue(q), h); err != nil {
+				t.Fatalf("subscribe: %v", err)
 			}
 		})
-	}
+
+		var cases []inboundCase
+		for _, c := range inboundCases(e.user, e.addr(q)) {
+			if c.multi && !p.multiSections {
+				continue
+			}
+			cases = append(cases, c)
+		}
+		sp := make([]peerMsg, len(cases))
+		for i, c := range cases {
+			sp[i] = c.spec
+		}
+		var res peerResult
+		p.run(t, "send", e.peerEnv(e.addr(q), "PEER_MESSAGES", specs(sp...)), &res)
+		if res.Sent != len(cases) {
+			t.Fatalf("the peer sent %d messages, want %d", res.Sent, len(cases))
+		}
+
+		got := map[string]*amqpactor.Message{}
+		for _, m := range wait(testContext(t, 30*time.Second), len(cases)) {
+			got[idKey(m.MessageID)] = m
+		}
+		for _, c := range cases {
+			m := got[idKey(c.want.MessageID)]
+			if m == nil {
+				t.Errorf("%s: no message with message-id %s arrived", c.name, show(c.want.MessageID))
+				continue
+			}
+			for _, d := range diffMessage(e.viaBroker(c.want, q, e.stored(p, c.spec.Header)), m) {
+				t.Errorf("%s: %s", c.name, d)
+			}
+		}
+	})
 }

@@ -142,6 +142,27 @@ func TestArtemisPartitionQueueExclusive(t *testing.T) {
 	require.EqualValues(t, 20, handled.Load())
 }
 
+// TestArtemisPartitionQueueExclusiveOnPublish: a publish to a partition
+// queue nothing consumes yet leaves the queue exclusive, though a sender's
+// attach alone would have Artemis auto-create a plain one.
+func TestArtemisPartitionQueueExclusiveOnPublish(t *testing.T) {
+	u := artemisURL(t)
+	addr := artemisPartitioned(t, u, "artemis.pub", 2)
+	app := artemisApp(u)(unique("artemis-pub"))
+	start(t, app)
+	ctx := bound(t)
+	for i := range 4 {
+		require.NoError(t, app.Publish(ctx, addr, &amqpactor.Message{Body: []byte("x"), GroupID: "g" + strconv.Itoa(i)}))
+	}
+	artemisMgmt(t, u, func(ctx context.Context, m *amqpwire.ArtemisManagement) {
+		for i := range addr.Partitions() {
+			excl, err := m.QueueExclusive(ctx, addr.Partition(i).Name())
+			require.NoError(t, err)
+			require.True(t, excl, "partition %d is not exclusive", i)
+		}
+	})
+}
+
 // groupTracker checks what two replicas handle of ordered groups: a group
 // in the hands of two at once (overlaps), a message handled before one
 // published earlier in its group (inversions), and which replica handled

@@ -160,3 +160,32 @@ func TestLiveArtemisPartitionQueueExclusive(t *testing.T) {
 	must(t, err, "exclusive")
 	expect(t, excl, "the attach did not make the queue exclusive")
 }
+
+// TestLiveArtemisRelayPartitionQueue: the anonymous relay sends to a
+// partition queue nothing consumes yet and leaves it exclusive, as a
+// dedicated sender's attach does; a plain queue it sends to stays plain.
+func TestLiveArtemisRelayPartitionQueue(t *testing.T) {
+	conn := connectArtemis(t)
+	expect(t, conn.Features().AnonymousRelay, "Artemis offers ANONYMOUS-RELAY")
+	s := session(t, conn)
+	ctx := testContext(t)
+	m := conn.ArtemisManagement()
+	base := artemisName(t, conn, ".p0")
+	snd, err := s.NewSender(ctx, transport.SenderOptions{})
+	must(t, err, "attach to the anonymous terminus")
+	t.Cleanup(func() { _ = snd.Close(context.Background()) })
+	r, ok := snd.(transport.Relay)
+	if !ok {
+		t.Fatalf("the anonymous sender %T is no Relay", snd)
+	}
+	for _, a := range []address.Address{address.Partitioned(base, 1).Partition(0), address.Queue(base)} {
+		rc, err := r.SendTo(ctx, a, text("x"), false)
+		must(t, err, "send to "+a.String())
+		o, err := rc.Wait(ctx)
+		must(t, err, "outcome")
+		expect(t, o.Kind == transport.Accepted, "outcome %v", o)
+		excl, err := m.QueueExclusive(ctx, a.Name())
+		must(t, err, "exclusive")
+		expect(t, excl == a.SingleActiveConsumer(), "%s: exclusive %v", a, excl)
+	}
+}
