@@ -17,21 +17,22 @@ import (
 )
 
 // A peer is an AMQP 1.0 client that we did not write, driven through a
-// script in this directory. Both scripts take the same mode argument and
+// script or program in this directory. All take the same mode argument and
 // environment and print the same JSON (proton_peer.py describes it).
 type peer struct {
 	name  string
 	probe []string // a command that succeeds when the peer's stack is installed
 	cmd   []string // the script; the mode is appended
 	// sectionsExact: the peer reports the sections of a message exactly, in
-	// wire order, and a header only when the message has one (rhea).
+	// wire order, and a header only when the message has one (rhea, fe2o3).
 	// Proton's Message shows neither.
 	sectionsExact bool
 	// explicitFalse: the peer writes a header field it is given even when
-	// it is the default (rhea); Proton leaves durable=false off the wire.
+	// it is the default (rhea); Proton and fe2o3 leave durable=false off the
+	// wire.
 	explicitFalse bool
 	// multiSections: the peer can send more than one data or amqp-sequence
-	// section (rhea can, Proton's Message cannot).
+	// section (rhea and fe2o3 can, Proton's Message cannot).
 	multiSections bool
 }
 
@@ -47,6 +48,13 @@ var peers = []peer{
 		cmd:           []string{"node", "rhea_peer.js"},
 		sectionsExact: true,
 		explicitFalse: true,
+		multiSections: true,
+	},
+	{
+		name:          "fe2o3",
+		probe:         []string{fe2o3Bin, "probe"},
+		cmd:           []string{fe2o3Bin},
+		sectionsExact: true,
 		multiSections: true,
 	},
 }
@@ -79,7 +87,7 @@ func (p peer) require(t *testing.T) {
 	}
 	if err, _ := v.(error); err != nil {
 		livetest.Missing(t, fmt.Sprintf("the %s peer is not installed (%v), so the %s interop tests cannot run. "+
-			"Install the peers with `bash test/interop/setup.sh` (as root)", p.name, err, strings.ToUpper(p.name)))
+			"Install (and build) the peers with `bash test/interop/setup.sh` (as root)", p.name, err, strings.ToUpper(p.name)))
 	}
 }
 

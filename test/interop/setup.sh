@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Installs the independent peers of the interop tests when they are missing:
 # for AMQP 1.0, Qpid Proton for Python (Debian's python3-qpid-proton, run
-# with /usr/bin/python3) and rhea for Node.js (npm ci from package-lock.json
-# into test/interop/node_modules); for AMQP 0-9-1, pika (Debian's
-# python3-pika, run with /usr/bin/python3). Meant for root on Debian 12 (make test runs it
-# as root); it does nothing for what is already there.
+# with /usr/bin/python3), rhea for Node.js (npm ci from package-lock.json
+# into test/interop/node_modules) and fe2o3-amqp for Rust (cargo build
+# --release --locked of test/interop/fe2o3, from its Cargo.lock, with the
+# machine's Rust toolchain); for AMQP
+# 0-9-1, pika (Debian's python3-pika, run with /usr/bin/python3). Meant for
+# root on Debian 12 (make test runs it as root); it does nothing for what is
+# already there.
 #
 # When a peer cannot be installed it says so loudly and exits 0, so that the
 # interop tests skip with their own loud message; under REQUIRE_LIVE=1 (CI)
@@ -19,6 +22,8 @@ say() { echo "interop setup: $*" >&2; }
 proton_ok() { /usr/bin/python3 -c 'import proton, proton.utils' >/dev/null 2>&1; }
 pika_ok() { /usr/bin/python3 -c 'import pika' >/dev/null 2>&1; }
 rhea_ok() { (cd "$dir" && node -e "require('rhea')") >/dev/null 2>&1; }
+fe2o3_bin="$dir/fe2o3/target/release/fe2o3-peer"
+fe2o3_ok() { "$fe2o3_bin" probe >/dev/null 2>&1; }
 
 # apt_install installs Debian packages, refreshing the package lists only
 # when the install fails without them (a fresh machine has none).
@@ -64,6 +69,26 @@ else
 	rhea_ok || failed+=("rhea (npm ci in test/interop; check: node -e \"require('rhea')\" there)")
 fi
 
+# rustup puts cargo in ~/.cargo/bin, which a non-login shell may not have on
+# PATH. Debian 12's own cargo is too old for fe2o3-amqp (it needs Rust 1.85).
+if ! command -v cargo >/dev/null 2>&1 && [ -x "${HOME:-/root}/.cargo/bin/cargo" ]; then
+	PATH="${HOME:-/root}/.cargo/bin:$PATH"
+fi
+if command -v cargo >/dev/null 2>&1; then
+	# Built every time, not only when missing, so that the binary follows
+	# src/main.rs; cargo does nothing when it is up to date. A first build
+	# fetches the crates and compiles them: minutes on a small machine.
+	fe2o3_ok || say "fe2o3-amqp: building it (cargo build --release --locked in test/interop/fe2o3)"
+	(cd "$dir/fe2o3" && timeout 1200 cargo build --release --locked -q >&2) || say "fe2o3-amqp: cargo build failed"
+else
+	say "no cargo on this machine (Rust 1.85 or later, e.g. from rustup): cannot build the fe2o3-amqp peer"
+fi
+if fe2o3_ok; then
+	say "fe2o3-amqp: present"
+else
+	failed+=("fe2o3-amqp (cargo build --release --locked in test/interop/fe2o3; check: $fe2o3_bin probe)")
+fi
+
 if [ ${#failed[@]} -gt 0 ]; then
 	for f in "${failed[@]}"; do
 		say "COULD NOT INSTALL $f: the interop tests of that peer will SKIP (or fail under REQUIRE_LIVE=1)"
@@ -71,4 +96,4 @@ if [ ${#failed[@]} -gt 0 ]; then
 	[ "${REQUIRE_LIVE:-}" = 1 ] && exit 1
 	exit 0
 fi
-say "all peers ready (Qpid Proton, pika, rhea)"
+say "all peers ready (Qpid Proton, pika, rhea, fe2o3-amqp)"
