@@ -9,17 +9,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/amqpactor/amqpactor"
-	"github.com/amqpactor/amqpactor/address"
 	"github.com/amqpactor/amqpactor/inproc"
-	"github.com/amqpactor/amqpactor/internal/brokeradmin"
 	"github.com/amqpactor/amqpactor/test/harness"
-	"github.com/amqpactor/amqpactor/transport/amqpwire"
 )
 
 // Durable, shared topic subscriptions (issue 14): a topic subscription is a
 // node named after the App and the subscription, so the replicas of a
 // service compete on it and it keeps what is published while they are down.
-// Each scenario runs on the in-process broker and on RabbitMQ 4.
+// Each scenario runs on the in-process broker, on RabbitMQ 4 and on Artemis.
 
 // appMaker returns a new App named name on the test's broker.
 type appMaker func(t *testing.T, name string) *amqpactor.App
@@ -32,40 +29,7 @@ func inprocMaker(b *inproc.Broker) appMaker {
 	}
 }
 
-func liveMaker(u string) appMaker {
-	return func(t *testing.T, name string) *amqpactor.App {
-		log, _ := harness.NewLog(t)
-		return amqpactor.New(amqpactor.Dial(u, amqpactor.WithDialect(amqpactor.RabbitMQ4)), amqpactor.WithName(name),
-			amqpactor.WithLogger(log), amqpactor.WithBackoff(backoffInitial, backoffMax), amqpactor.WithCloseTimeout(3*time.Second))
-	}
-}
-
-// liveTopic names a topic for a live test and deletes, when the test ends,
-// its exchange and the durable subscription queue each of subs (the names
-// the subscriptions report) left on the shared broker.
-func liveTopic(t *testing.T, u, prefix string, subs *[]string) amqpactor.Address {
-	tp := amqpactor.Topic(harness.Unique(prefix))
-	t.Cleanup(func() {
-		if err := withMgmt(u, 30*time.Second, func(ctx context.Context, m *amqpwire.Management) {
-			for _, s := range *subs {
-				node, err := address.Render(address.RabbitMQ4, tp, address.Receive, s)
-				if err != nil {
-					t.Logf("cleanup: %v", err)
-					continue
-				}
-				if err := brokeradmin.DeleteQueue(ctx, m, node.Queue); err != nil {
-					t.Logf("cleanup: deleting %s: %v", node.Queue, err)
-				}
-			}
-			_ = brokeradmin.DeleteExchange(ctx, m, tp.Name())
-		}); err != nil {
-			t.Logf("cleanup: %v", err)
-		}
-	})
-	return tp
-}
-
-// keep records the name of a subscription for the cleanup of liveTopic.
+// keep records the name of a subscription for the cleanup of liveBroker.topic.
 func keep(subs *[]string, s *amqpactor.Subscription) *amqpactor.Subscription {
 	if s != nil {
 		*subs = append(*subs, s.Name())
@@ -165,25 +129,26 @@ func TestInprocTopicDurableFaults(t *testing.T) {
 	topicFaultScenario(t, app, tp, 10_000, 15*time.Second, faults)
 }
 
-// TestLiveTopicDurableCuts: a topic subscription on RabbitMQ 4 across 3
-// connection cuts (the proxy) while 5,000 events flow.
+// TestLiveTopicDurableCuts: a topic subscription on a live broker across 3
+// connection cuts (the proxy) while 10,000 events flow.
 func TestLiveTopicDurableCuts(t *testing.T) {
-	u := brokerURL(t)
-	p, pu := viaProxy(t, u)
-	p.Latency(2 * time.Millisecond)
-	var subs []string
-	name := harness.Unique("faults.durable")
-	tp := liveTopic(t, u, "faults.durable.events", &subs)
-	// The subscription's name is the App's default: cleaned up by name.
-	subs = append(subs, name+"."+tp.Name())
-	app := liveMaker(pu)(t, name)
-	var faults []topicFault
-	for range 3 {
-		faults = append(faults, topicFault{name: "cut", back: connectionBack, do: func() {
-			require.NotZero(t, p.Cut(), "connections cut")
-		}})
-	}
-	topicFaultScenario(t, app, tp, 10_000, 20*time.Second, faults)
+	eachBroker(t, func(t *testing.T, b liveBroker) {
+		p, pu := viaProxy(t, b.url)
+		p.Latency(2 * time.Millisecond)
+		var subs []string
+		name := harness.Unique("faults.durable")
+		tp := b.topic(t, "faults.durable.events", &subs)
+		// The subscription's name is the App's default: cleaned up by name.
+		subs = append(subs, name+"."+tp.Name())
+		app := b.maker(pu)(t, name)
+		var faults []topicFault
+		for range 3 {
+			faults = append(faults, topicFault{name: "cut", back: connectionBack, do: func() {
+				require.NotZero(t, p.Cut(), "connections cut")
+			}})
+		}
+		topicFaultScenario(t, app, tp, 10_000, 20*time.Second, faults)
+	})
 }
 
 // keptWhileStopped: events published while every replica of a service is
@@ -226,9 +191,10 @@ func TestInprocTopicKeptWhileStopped(t *testing.T) {
 }
 
 func TestLiveTopicKeptWhileStopped(t *testing.T) {
-	u := brokerURL(t)
-	var subs []string
-	keptWhileStopped(t, liveMaker(u), liveTopic(t, u, "faults.kept.events", &subs), &subs)
+	eachBroker(t, func(t *testing.T, b liveBroker) {
+		var subs []string
+		keptWhileStopped(t, b.maker(b.url), b.topic(t, "faults.kept.events", &subs), &subs)
+	})
 }
 
 // sharedReplicas: three Apps with one name subscribe to a topic and a
@@ -288,9 +254,10 @@ func TestInprocTopicSharedReplicas(t *testing.T) {
 }
 
 func TestLiveTopicSharedReplicas(t *testing.T) {
-	u := brokerURL(t)
-	var subs []string
-	sharedReplicas(t, liveMaker(u), liveTopic(t, u, "faults.shared.events", &subs), liveQueue(t, u, "faults.shared.q"), &subs)
+	eachBroker(t, func(t *testing.T, b liveBroker) {
+		var subs []string
+		sharedReplicas(t, b.maker(b.url), b.topic(t, "faults.shared.events", &subs), b.queue(t, "faults.shared.q"), &subs)
+	})
 }
 
 // ephemeralScenario: WithEphemeral gives each instance its own node: two
@@ -356,9 +323,10 @@ func TestInprocTopicEphemeral(t *testing.T) {
 }
 
 func TestLiveTopicEphemeral(t *testing.T) {
-	u := brokerURL(t)
-	var subs []string
-	ephemeralScenario(t, liveMaker(u), liveTopic(t, u, "faults.ephemeral.events", &subs))
+	eachBroker(t, func(t *testing.T, b liveBroker) {
+		var subs []string
+		ephemeralScenario(t, b.maker(b.url), b.topic(t, "faults.ephemeral.events", &subs))
+	})
 }
 
 // TestInprocTopicUnnamedApp: an App without WithName has a random name no

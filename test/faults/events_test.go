@@ -11,21 +11,22 @@ import (
 	"github.com/amqpactor/amqpactor/test/harness"
 )
 
-// TestLiveCutStateChanges: an App on RabbitMQ 4 through the proxy, with a
-// subscription and a publish done; the proxy cuts its connection. The
+// TestLiveCutStateChanges: an App on a live broker through the proxy, with
+// a subscription and a publish done; the proxy cuts its connection. The
 // connection, the publisher, the subscription and their links each report
 // attached → detached/restarting → attached, in order, on the actor
 // system's EventStream and through WithStateChanges alike.
-func TestLiveCutStateChanges(t *testing.T) {
-	u := brokerURL(t)
-	p, pu := viaProxy(t, u)
-	q := liveQueue(t, u, "faults.events")
+func TestLiveCutStateChanges(t *testing.T) { eachBroker(t, cutStateChanges) }
+
+func cutStateChanges(t *testing.T, b liveBroker) {
+	p, pu := viaProxy(t, b.url)
+	q := b.queue(t, "faults.events")
 	sys := harness.NewSystem(t)
 	fromStream, unsubscribe := harness.WatchStream(sys)
 	t.Cleanup(unsubscribe)
 	fromOption := harness.NewChanges()
 	log, _ := harness.NewLog(t)
-	app := amqpactor.New(amqpactor.Dial(pu, amqpactor.WithDialect(amqpactor.RabbitMQ4)),
+	app := amqpactor.New(amqpactor.Dial(pu, amqpactor.WithDialect(b.dialect)),
 		amqpactor.WithActorSystem(sys), amqpactor.WithLogger(log),
 		amqpactor.WithBackoff(backoffInitial, backoffMax), amqpactor.WithCloseTimeout(3*time.Second),
 		amqpactor.WithStateChanges(fromOption.Add))

@@ -79,20 +79,21 @@ func brokerPort(t *testing.T, u string) int {
 	return p
 }
 
-// TestLiveCancelledStarts: 40 Starts on RabbitMQ 4 whose context is
+// TestLiveCancelledStarts: 40 Starts on a live broker whose context is
 // cancelled before or while they run, or ends after a few milliseconds,
 // each followed by Stop: no connection to the broker is left ESTABLISHED
 // (counted in /proc for this process), and no goroutine is left.
-func TestLiveCancelledStarts(t *testing.T) {
-	u := brokerURL(t)
+func TestLiveCancelledStarts(t *testing.T) { eachBroker(t, cancelledStarts) }
+
+func cancelledStarts(t *testing.T, b liveBroker) {
 	defer goleak.VerifyNone(t, ignoreThrottle)
-	port := brokerPort(t, u)
+	port := brokerPort(t, b.url)
 	baseline := establishedTo(t, port)
 	const pairs = 40
 	failed, maxLeft := 0, 0
 	for i := range pairs {
-		app, _ := liveApp(t, u)
-		_, err := app.Subscribe(liveQueue(t, u, "faults.cancelled"), func(context.Context, *amqpactor.Message) error { return nil })
+		app, _ := b.app(t, b.url)
+		_, err := app.Subscribe(b.queue(t, "faults.cancelled"), func(context.Context, *amqpactor.Message) error { return nil })
 		require.NoError(t, err)
 		// Cancelled before Start, while it runs, or a deadline within the
 		// dial, the AMQP open or the attach.
@@ -183,19 +184,20 @@ func TestInprocCutThenStop(t *testing.T) {
 	t.Logf("FIGURES %s: runs=%d stop_deadline=2s stop_max=%s", t.Name(), runs, slowest.Round(time.Millisecond))
 }
 
-// TestLiveCutThenStop: the cut-then-Stop scenario 50 times on RabbitMQ 4,
-// through the fault proxy. Goroutines are checked by TestMain (the proxies
-// end with the test).
+// TestLiveCutThenStop: the cut-then-Stop scenario 50 times on a live
+// broker, through the fault proxy. Goroutines are checked by TestMain (the
+// proxies end with the test).
 func TestLiveCutThenStop(t *testing.T) {
-	u := brokerURL(t)
-	const runs = 50
-	q := liveQueue(t, u, "faults.cutstop")
-	slowest := cutThenStop(t, runs, q, func() (*amqpactor.App, func() int) {
-		p, pu := viaProxy(t, u)
-		app, _ := liveApp(t, pu)
-		return app, p.Cut
+	eachBroker(t, func(t *testing.T, b liveBroker) {
+		const runs = 50
+		q := b.queue(t, "faults.cutstop")
+		slowest := cutThenStop(t, runs, q, func() (*amqpactor.App, func() int) {
+			p, pu := viaProxy(t, b.url)
+			app, _ := b.app(t, pu)
+			return app, p.Cut
+		})
+		t.Logf("FIGURES %s: runs=%d stop_deadline=2s stop_max=%s", t.Name(), runs, slowest.Round(time.Millisecond))
 	})
-	t.Logf("FIGURES %s: runs=%d stop_deadline=2s stop_max=%s", t.Name(), runs, slowest.Round(time.Millisecond))
 }
 
 // TestInprocEstablishedCount checks the /proc count the live tests rely on
