@@ -329,6 +329,8 @@ type attach struct {
 	// The settlement modes the client asked for, encoded: the peer
 	// agrees to them.
 	sndSettle, rcvSettle []byte
+	// source is the encoded source terminus, nil when absent.
+	source []byte
 }
 
 func parseAttach(body []byte) (attach, error) {
@@ -357,6 +359,9 @@ func parseAttach(body []byte) (attach, error) {
 	}
 	if len(f) > 4 {
 		a.rcvSettle = f[4]
+	}
+	if len(f) > 5 && f[5][0] == 0x00 {
+		a.source = f[5]
 	}
 	return a, nil
 }

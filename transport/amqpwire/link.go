@@ -266,8 +266,10 @@ func (s *Session) NewReceiver(ctx context.Context, o transport.ReceiverOptions) 
 			return nil, err
 		}
 		if node.Durable {
-			opts.Durability = amqp.DurabilityUnsettledState
-			opts.ExpiryPolicy = amqp.ExpiryPolicyNever
+			// The source is the broker's node; go-amqp's Durability and
+			// ExpiryPolicy would set our own target's instead.
+			opts.SourceDurability = amqp.DurabilityUnsettledState
+			opts.SourceExpiryPolicy = amqp.ExpiryPolicyNever
 		}
 		if node.LinkName != "" {
 			opts.Name = node.LinkName
