@@ -7,13 +7,15 @@
 // request is consumed if and only if its entries are published.
 //
 // The in-process broker has transactions, and so has RabbitMQ over AMQP
-// 0-9-1 (-amqp091: Dial091, tx.select). Over AMQP 1.0 on a live broker
-// go-amqp has no coordinator link yet, so Transaction returns an error that
-// errors.Is(err, amqpactor.ErrNotSupported); the example says so and exits 0.
+// 0-9-1 (-amqp091: Dial091, tx.select). Over AMQP 1.0 on a live broker,
+// RabbitMQ 4 or Artemis, go-amqp has no coordinator link yet, so Transaction
+// returns an error that errors.Is(err, amqpactor.ErrNotSupported); the
+// example says so and exits 0.
 //
 //	go run ./examples/transactions
 //	go run ./examples/transactions -url amqp://guest:guest@127.0.0.1:5673/
 //	go run ./examples/transactions -url amqp://guest:guest@127.0.0.1:5673/ -amqp091
+//	go run ./examples/transactions -url amqp://artemis:artemis@127.0.0.1:5682/ -dialect artemis
 package main
 
 import (
