@@ -1,6 +1,8 @@
 # make test: everything the project checks, on a fresh machine. As root it
-# starts the RabbitMQ 4.0 test broker (test/broker/rabbitmq4.sh) and runs the
-# live suites against it; without root or a broker they skip loudly, and
+# starts the RabbitMQ 4.0 test broker (test/broker/rabbitmq4.sh) and a fresh
+# ActiveMQ Artemis 2.40 (test/broker/artemis.sh, ARTEMIS_URL; the fault tests
+# kill and restart an Artemis of their own on ARTEMIS_FAULTS_PORT) and runs the
+# live suites against them; without root or a broker they skip loudly, and
 # under REQUIRE_LIVE=1 (CI) a skip is a failure. Then it runs the live
 # suites and fault injection a second time on RabbitMQ 4.3, the current
 # release line, which it starts beside 4.0 (AMQPACTOR_RABBIT_VERSION=4.3;
@@ -15,7 +17,7 @@ GO ?= go
 
 # The live packages: those whose tests read AMQP_URL. Fault injection and
 # the cluster tests run on their own, after them.
-LIVE_PKGS = $(shell grep -rlE --include='*_test.go' 'AMQP_URL|livetest\.URL' . | grep -v '/node_modules/' | xargs -n1 dirname | sort -u | grep -v -E '^\./test/(faults|cluster)$$')
+LIVE_PKGS = $(shell grep -rlE --include='*_test.go' 'AMQP_URL|livetest\.URL|livetest\.ArtemisURL' . | grep -v '/node_modules/' | xargs -n1 dirname | sort -u | grep -v -E '^\./test/(faults|cluster)$$')
 
 .PHONY: test test-live43 check broker-start broker-stop broker43-start broker43-stop cluster-start cluster-stop examples bench
 
@@ -34,9 +36,21 @@ test: check
 			echo "make test: not root, so no RabbitMQ 4 test broker: the live suites will SKIP (set AMQP_URL to use one)" >&2; \
 		fi; \
 	fi; \
+	if [ -z "$${ARTEMIS_URL:-}" ]; then \
+		if [ "$$(id -u)" = 0 ]; then \
+			bash test/broker/artemis.sh reset; \
+			export ARTEMIS_URL="$$(bash test/broker/artemis.sh url)"; \
+		else \
+			echo "make test: not root, so no Artemis test broker: the Artemis suites will SKIP (set ARTEMIS_URL to use one)" >&2; \
+		fi; \
+	fi; \
 	bash test/asyncapi/setup.sh; \
 	bash examples/run-all.sh; \
-	if [ "$$(id -u)" = 0 ]; then bash test/interop/setup.sh; else echo "make test: not root, so the interop peers (Qpid Proton, rhea, pika) are not installed: where they are missing the interop tests will SKIP" >&2; fi; \
+	if [ -n "$${ARTEMIS_URL:-}" ]; then \
+		echo "make test: the examples on Artemis" >&2; \
+		bash examples/run-all.sh -url "$$ARTEMIS_URL" -dialect artemis; \
+	fi; \
+	if [ "$$(id -u)" = 0 ]; then bash test/interop/setup.sh; else echo "make test: not root, so the interop peers (Qpid Proton, rhea, pika, fe2o3-amqp) are not installed: where they are missing the interop tests will SKIP" >&2; fi; \
 	bash test/browser/setup.sh; \
 	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v -E '/test/(faults|cluster)$$'); \
 	$(GO) test -run '^$$' -timeout 5m -fuzz '^FuzzCheck$$' -fuzztime 1000000x ./internal/amqpscan; \
@@ -45,7 +59,8 @@ test: check
 	$(GO) test -run '^$$' -timeout 5m -fuzz '^FuzzGuardHeader$$' -fuzztime 100000x ./transport/amqp091; \
 	if [ -d test/faults ]; then \
 		echo "make test: fault injection (cuts, broker restarts) runs alone, after the suites that share the broker" >&2; \
-		$(GO) test -race -count=1 -p 1 ./test/faults/; \
+		ARTEMIS_FAULTS_PORT="$${ARTEMIS_FAULTS_PORT:-5683}" $(GO) test -race -count=1 -p 1 ./test/faults/; \
+		if [ "$$(id -u)" = 0 ]; then AMQPACTOR_ARTEMIS_PORT="$${ARTEMIS_FAULTS_PORT:-5683}" bash test/broker/artemis.sh stop; fi; \
 	fi; \
 	if [ -n "$${AMQP_URL:-}" ]; then \
 		echo "make test: the soak: $${SOAK_FOR:-3m} of traffic through a fault proxy, with broker restarts as root" >&2; \
@@ -93,12 +108,12 @@ test-live43:
 			echo "make test: not root, so no RabbitMQ 4.3 test broker: the second live pass is SKIPPED (set AMQP_URL_43 to use one)" >&2; exit 0; \
 		fi; \
 	fi; \
-	echo "make test: the live suites again, on RabbitMQ 4.3" >&2; \
+	echo "make test: the live suites again, on RabbitMQ 4.3 (the Artemis subtests ran in the first pass)" >&2; \
 	export AMQP_URL="$$u" AMQPACTOR_RABBIT_VERSION=4.3; \
-	$(GO) test -race -count=1 $(LIVE_PKGS); \
+	$(GO) test -race -count=1 -skip '/artemis' $(filter-out ./test/artemis,$(LIVE_PKGS)); \
 	if [ -d test/faults ]; then \
 		echo "make test: fault injection on RabbitMQ 4.3" >&2; \
-		$(GO) test -race -count=1 -p 1 ./test/faults/; \
+		$(GO) test -race -count=1 -p 1 -skip '/artemis' ./test/faults/; \
 	fi
 
 check:
