@@ -10,8 +10,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 
 	"github.com/Azure/go-amqp"
 
@@ -45,15 +43,10 @@ const (
 type ArtemisManagement struct {
 	conn *Conn
 
-	closed atomic.Bool // set by Conn.Close; checked without mu
-
-	mu      sync.Mutex // serialises requests; guards the fields below
-	sess    *amqp.Session
-	snd     *amqp.Sender
-	rcv     *amqp.Receiver
-	replyTo string
-	prefix  string
-	seq     uint64
+	mgmtLinks // its mu also guards the fields below
+	replyTo   string
+	prefix    string
+	seq       uint64
 }
 
 // ArtemisError is a management request the broker answered as failed
@@ -230,37 +223,4 @@ func (m *ArtemisManagement) open(ctx context.Context) error {
 	}
 	m.sess, m.snd, m.rcv, m.replyTo = sess, snd, rcv, rcv.Address()
 	return nil
-}
-
-// dropIfDead forgets the links when the request failed for a reason other
-// than the caller's context, so that the next request opens new ones.
-func (m *ArtemisManagement) dropIfDead(ctx context.Context) {
-	if ctx.Err() != nil {
-		return
-	}
-	m.endSession(m.sess)
-	m.sess, m.snd, m.rcv = nil, nil, nil
-}
-
-func (m *ArtemisManagement) endSession(s *amqp.Session) {
-	if s == nil {
-		return
-	}
-	ctx, cancel := closeContext(context.Background())
-	defer cancel()
-	_ = s.Close(ctx)
-}
-
-// close ends the management session, bounded by ctx; as Management.close,
-// a request in flight keeps it and the connection's close ends both.
-func (m *ArtemisManagement) close(ctx context.Context) {
-	m.closed.Store(true)
-	if !m.mu.TryLock() {
-		return
-	}
-	defer m.mu.Unlock()
-	if m.sess != nil {
-		_ = m.sess.Close(ctx)
-		m.sess, m.snd, m.rcv = nil, nil, nil
-	}
 }

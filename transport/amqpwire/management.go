@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/Azure/go-amqp"
@@ -35,14 +33,9 @@ const managementNode = "/management"
 type Management struct {
 	conn *Conn
 
-	closed atomic.Bool // set by Conn.Close; checked without mu
-
-	mu     sync.Mutex // serialises requests; guards the fields below
-	sess   *amqp.Session
-	snd    *amqp.Sender
-	rcv    *amqp.Receiver
-	prefix string
-	seq    uint64
+	mgmtLinks // its mu also guards the fields below
+	prefix    string
+	seq       uint64
 }
 
 // ManagementError is a management request the broker answered with a status
@@ -399,40 +392,6 @@ func (m *Management) open(ctx context.Context) error {
 	}
 	m.sess, m.snd, m.rcv = sess, snd, rcv
 	return nil
-}
-
-// dropIfDead forgets the links when the request failed for a reason other
-// than the caller's context, so that the next request opens new ones.
-func (m *Management) dropIfDead(ctx context.Context) {
-	if ctx.Err() != nil {
-		return
-	}
-	m.endSession(m.sess)
-	m.sess, m.snd, m.rcv = nil, nil, nil
-}
-
-func (m *Management) endSession(s *amqp.Session) {
-	if s == nil {
-		return
-	}
-	ctx, cancel := closeContext(context.Background())
-	defer cancel()
-	_ = s.Close(ctx)
-}
-
-// close ends the management session, bounded by ctx. A request in flight
-// keeps the session: closing the connection ends it, and the request, at
-// once, so Conn.Close never waits for a request.
-func (m *Management) close(ctx context.Context) {
-	m.closed.Store(true)
-	if !m.mu.TryLock() {
-		return
-	}
-	defer m.mu.Unlock()
-	if m.sess != nil {
-		_ = m.sess.Close(ctx)
-		m.sess, m.snd, m.rcv = nil, nil, nil
-	}
 }
 
 func queueInfo(body any) QueueInfo {
