@@ -42,11 +42,7 @@ func TestPartitionsBalancedAcrossReplicasInProcess(t *testing.T) {
 			return strings.Join(s, "; ")
 		},
 	})
-	t.Log(res)
-	require.Equal(t, 30000, res.Published)
-	require.Zero(t, res.Lost, res.String())
-	require.Zero(t, res.Inversions, res.String())
-	require.Zero(t, res.Overlaps, res.String())
+	fleettest.RequireSound(t, res, 30000)
 }
 
 // receiverOf is the receiver node of partition queue pq in app's tree.

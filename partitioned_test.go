@@ -28,11 +28,7 @@ func TestPartitionedFleetInProcess(t *testing.T) {
 		AppName: "orders-svc",
 		NewApp:  func(name string) *amqpactor.App { return amqpactor.New(b, amqpactor.WithName(name)) },
 	})
-	t.Log(res)
-	require.Equal(t, 8000, res.Published)
-	require.Zero(t, res.Lost, res.String())
-	require.Zero(t, res.Inversions, res.String())
-	require.Zero(t, res.Overlaps, res.String())
+	fleettest.RequireSound(t, res, 8000)
 	require.Positive(t, res.Handovers, "the stopped replica held partitions: "+res.String())
 }
 

@@ -82,6 +82,24 @@ type Result struct {
 	Elapsed   time.Duration
 }
 
+func (c Counts) counts() Counts { return c }
+
+// RequireSound logs r and fails t unless r published published messages and
+// lost none, none came out of its group's order, and no partition was handled
+// by two replicas at once. r is a Result or a BalanceResult.
+func RequireSound(t testing.TB, r interface {
+	String() string
+	counts() Counts
+}, published int) {
+	t.Helper()
+	t.Log(r)
+	c := r.counts()
+	require.Equal(t, published, c.Published)
+	require.Zero(t, c.Lost, r.String())
+	require.Zero(t, c.Inversions, r.String())
+	require.Zero(t, c.Overlaps, r.String())
+}
+
 func (r Result) String() string {
 	return fmt.Sprintf("published %d, handled %d, lost %d, duplicates %d, inversions %d, overlaps %d, hand-overs %d, in flight at stop %d, by replica %v, %v",
 		r.Published, r.Handled, r.Lost, r.Duplicates, r.Inversions, r.Overlaps, r.Handovers, r.InFlightAtStop, r.ByReplica, r.Elapsed.Round(time.Millisecond))

@@ -120,29 +120,7 @@ func TestLiveArtemisPartitionQueueExclusive(t *testing.T) {
 		expect(t, n == 2, "consumers %d, want 2", n)
 	}
 
-	snd := newSender(t, s, p0)
-	for _, b := range []string{"m0", "m1", "m2"} {
-		rc, err := snd.Send(ctx, text(b), false)
-		must(t, err, "send")
-		_, err = rc.Wait(ctx)
-		must(t, err, "outcome")
-	}
-	msg := receive(t, first, 10*time.Second)
-	expect(t, bodyOf(msg) == "m0", "first got %q", bodyOf(msg))
-	must(t, first.Settle(ctx, msg, transport.Outcome{Kind: transport.Accepted}), "settle")
-	// The other receiver has credit and gets nothing: a bound on a
-	// negative check.
-	qctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-	_, err = second.Receive(qctx)
-	cancel()
-	expect(t, errors.Is(err, context.DeadlineExceeded), "the second receiver got a message: %v", err)
-
-	must(t, first.Close(ctx), "detach the first")
-	for _, want := range []string{"m1", "m2"} {
-		msg := receive(t, second, 10*time.Second)
-		expect(t, bodyOf(msg) == want, "after the first detached got %q, want %q", bodyOf(msg), want)
-		must(t, second.Settle(ctx, msg, transport.Outcome{Kind: transport.Accepted}), "settle")
-	}
+	oneActiveThenHandOver(t, newSender(t, s, p0), first, second)
 
 	// A sender to a plain queue of that name has Artemis auto-create it
 	// without exclusive; a partition queue's attach makes it exclusive.

@@ -17,6 +17,37 @@ import (
 // quorum with x-single-active-consumer; of two receivers only the first
 // gets messages, and when it detaches the second gets what it had not
 // settled, in order. A plain queue of a partition's name is refused.
+// oneActiveThenHandOver sends three messages through snd to a queue that
+// first and second (both with credit) consume: first, the active one, gets
+// the first message and second nothing; once first detaches, second gets
+// the other two in order.
+func oneActiveThenHandOver(t *testing.T, snd transport.Sender, first, second transport.Receiver) {
+	t.Helper()
+	ctx := testContext(t)
+	for _, b := range []string{"m0", "m1", "m2"} {
+		rc, err := snd.Send(ctx, text(b), false)
+		must(t, err, "send")
+		_, err = rc.Wait(ctx)
+		must(t, err, "outcome")
+	}
+	m := receive(t, first, 10*time.Second)
+	expect(t, bodyOf(m) == "m0", "first got %q", bodyOf(m))
+	must(t, first.Settle(ctx, m, transport.Outcome{Kind: transport.Accepted}), "settle")
+	// The inactive receiver has credit and gets nothing: a bound on a
+	// negative check.
+	qctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	_, err := second.Receive(qctx)
+	cancel()
+	expect(t, errors.Is(err, context.DeadlineExceeded), "the second receiver got a message: %v", err)
+
+	must(t, first.Close(ctx), "detach the first")
+	for _, want := range []string{"m1", "m2"} {
+		m := receive(t, second, 10*time.Second)
+		expect(t, bodyOf(m) == want, "after the hand-over got %q, want %q", bodyOf(m), want)
+		must(t, second.Settle(ctx, m, transport.Outcome{Kind: transport.Accepted}), "settle")
+	}
+}
+
 func TestLivePartitionQueueSingleActiveConsumer(t *testing.T) {
 	conn := connect(t)
 	s := session(t, conn)
@@ -40,30 +71,8 @@ func TestLivePartitionQueueSingleActiveConsumer(t *testing.T) {
 	must(t, first.IssueCredit(10), "credit")
 	must(t, second.IssueCredit(10), "credit")
 
-	snd := newSender(t, s, p0)
+	oneActiveThenHandOver(t, newSender(t, s, p0), first, second)
 	ctx := testContext(t)
-	for _, b := range []string{"m0", "m1", "m2"} {
-		rc, err := snd.Send(ctx, text(b), false)
-		must(t, err, "send")
-		_, err = rc.Wait(ctx)
-		must(t, err, "outcome")
-	}
-	m := receive(t, first, 10*time.Second)
-	expect(t, bodyOf(m) == "m0", "first got %q", bodyOf(m))
-	must(t, first.Settle(ctx, m, transport.Outcome{Kind: transport.Accepted}), "settle")
-	// The inactive receiver has credit and gets nothing: a bound on a
-	// negative check.
-	qctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	_, err = second.Receive(qctx)
-	cancel()
-	expect(t, errors.Is(err, context.DeadlineExceeded), "the second receiver got a message: %v", err)
-
-	must(t, first.Close(ctx), "detach the first")
-	for _, want := range []string{"m1", "m2"} {
-		m := receive(t, second, 10*time.Second)
-		expect(t, bodyOf(m) == want, "after the hand-over got %q, want %q", bodyOf(m), want)
-		must(t, second.Settle(ctx, m, transport.Outcome{Kind: transport.Accepted}), "settle")
-	}
 
 	// A queue of that name declared without the argument is not used as
 	// a partition queue: the attach fails, naming the address.
