@@ -2,7 +2,6 @@ package interop
 
 import (
 	"encoding/json"
-	"fmt"
 	"testing"
 	"time"
 
@@ -31,18 +30,7 @@ func TestForwardedThroughAmqpactor(t *testing.T) {
 			}
 		})
 
-		var cases []inboundCase
-		for _, c := range inboundCases(e.user, e.addr(in)) {
-			if !c.multi || p.multiSections {
-				cases = append(cases, c)
-			}
-		}
-		sp := make([]peerMsg, len(cases))
-		for i, c := range cases {
-			sp[i] = c.spec
-		}
-		var sent peerResult
-		p.run(t, "send", e.peerEnv(e.addr(in), "PEER_MESSAGES", specs(sp...)), &sent)
+		cases := e.peerSends(t, in)
 
 		ctx := testContext(t, 30*time.Second)
 		byID := map[string]*amqpactor.Message{}
@@ -59,13 +47,9 @@ func TestForwardedThroughAmqpactor(t *testing.T) {
 			}
 		}
 
-		var res peerResult
-		p.run(t, "receive", e.peerEnv(e.addr(out), "PEER_COUNT", fmt.Sprint(len(cases))), &res)
-		if len(res.Messages) != len(cases) {
-			t.Fatalf("the peer received %d messages, want %d", len(res.Messages), len(cases))
-		}
+		got := e.peerReceives(t, out, len(cases))
 		for i, c := range cases {
-			e.checkSeen(t, c.name, out, res.Messages[i], forwarded(c.spec, e.stored(p, c.spec.Header)))
+			e.checkSeen(t, c.name, out, got[i], forwarded(c.spec, e.stored(p, c.spec.Header)))
 		}
 	})
 }

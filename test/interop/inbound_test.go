@@ -246,6 +246,28 @@ func idKey(id any) string { return fmt.Sprintf("%T/%v", id, id) }
 // TestPeerToAmqpactor: the peer sends messages with every section filled in
 // and each body kind; an amqpactor subscription receives them, and Message
 // shows each field exactly, with the documented type mapping.
+// peerSends has the peer send every inbound case it can encode to queue q,
+// and returns those cases.
+func (e *env) peerSends(t *testing.T, q string) []inboundCase {
+	t.Helper()
+	var cases []inboundCase
+	for _, c := range inboundCases(e.user, e.addr(q)) {
+		if !c.multi || e.peer.multiSections {
+			cases = append(cases, c)
+		}
+	}
+	sp := make([]peerMsg, len(cases))
+	for i, c := range cases {
+		sp[i] = c.spec
+	}
+	var res peerResult
+	e.peer.run(t, "send", e.peerEnv(e.addr(q), "PEER_MESSAGES", specs(sp...)), &res)
+	if res.Sent != len(cases) {
+		t.Fatalf("the peer sent %d messages, want %d", res.Sent, len(cases))
+	}
+	return cases
+}
+
 func TestPeerToAmqpactor(t *testing.T) {
 	eachPeer(t, func(t *testing.T, e *env) {
 		p := e.peer
@@ -257,22 +279,7 @@ func TestPeerToAmqpactor(t *testing.T) {
 			}
 		})
 
-		var cases []inboundCase
-		for _, c := range inboundCases(e.user, e.addr(q)) {
-			if c.multi && !p.multiSections {
-				continue
-			}
-			cases = append(cases, c)
-		}
-		sp := make([]peerMsg, len(cases))
-		for i, c := range cases {
-			sp[i] = c.spec
-		}
-		var res peerResult
-		p.run(t, "send", e.peerEnv(e.addr(q), "PEER_MESSAGES", specs(sp...)), &res)
-		if res.Sent != len(cases) {
-			t.Fatalf("the peer sent %d messages, want %d", res.Sent, len(cases))
-		}
+		cases := e.peerSends(t, q)
 
 		got := map[string]*amqpactor.Message{}
 		for _, m := range wait(testContext(t, 30*time.Second), len(cases)) {

@@ -202,7 +202,6 @@ func outboundCases(user, to string) []outboundCase {
 // nothing of ours anywhere else: the only annotations are the broker's.
 func TestAmqpactorToPeer(t *testing.T) {
 	eachPeer(t, func(t *testing.T, e *env) {
-		p := e.peer
 		q := e.declare("outbound")
 		app := e.app(nil)
 		cases := outboundCases(e.user, e.addr(q))
@@ -212,20 +211,27 @@ func TestAmqpactorToPeer(t *testing.T) {
 				t.Fatalf("%s: publish: %v", c.name, err)
 			}
 		}
-		var res peerResult
-		p.run(t, "receive", e.peerEnv(e.addr(q), "PEER_COUNT", fmt.Sprint(len(cases))), &res)
-		if len(res.Messages) != len(cases) {
-			t.Fatalf("the peer received %d messages, want %d", len(res.Messages), len(cases))
-		}
+		got := e.peerReceives(t, q, len(cases))
 		// One publisher, one queue: the messages arrive in order.
 		for i, c := range cases {
-			e.checkSeen(t, c.name, q, res.Messages[i], c)
+			e.checkSeen(t, c.name, q, got[i], c)
 		}
 	})
 }
 
 // checkSeen compares what the peer printed of a message from queue q with
 // what it must see.
+// peerReceives has the peer receive n messages from queue q and returns them.
+func (e *env) peerReceives(t *testing.T, q string, n int) []peerMsg {
+	t.Helper()
+	var res peerResult
+	e.peer.run(t, "receive", e.peerEnv(e.addr(q), "PEER_COUNT", fmt.Sprint(n)), &res)
+	if len(res.Messages) != n {
+		t.Fatalf("the peer received %d messages, want %d", len(res.Messages), n)
+	}
+	return res.Messages
+}
+
 func (e *env) checkSeen(t *testing.T, name, q string, got peerMsg, want outboundCase) {
 	t.Helper()
 	p := e.peer
