@@ -41,6 +41,12 @@ type script struct {
 	attach func(c *peerConn, ch uint16, a attach)
 	// transfer answers a delivery the client sent (c.settle).
 	transfer func(c *peerConn, ch uint16, id uint32)
+	// flow sees a flow the client sent (body from its descriptor) after
+	// the peer answered a drain in it (c.answerDrain).
+	flow func(c *peerConn, ch uint16, body []byte)
+	// disposition sees a disposition the client sent (body from its
+	// descriptor).
+	disposition func(c *peerConn, ch uint16, body []byte)
 	// detach answers a detach of the link with handle h (c.answerDetach).
 	detach func(c *peerConn, ch uint16, h []byte)
 	// end sees the client's end of the session on channel ch (body from
@@ -239,6 +245,9 @@ func (c *peerConn) serve() error {
 			}
 		case 0x13:
 			c.answerDrain(ch, body)
+			if h := c.b.script.flow; h != nil {
+				h(c, ch, body)
+			}
 		case 0x14:
 			id, ok := deliveryID(body)
 			if !ok {
@@ -248,6 +257,10 @@ func (c *peerConn) serve() error {
 				h(c, ch, id)
 			} else {
 				c.settle(ch, id, id)
+			}
+		case 0x15:
+			if h := c.b.script.disposition; h != nil {
+				h(c, ch, body)
 			}
 		case 0x16:
 			h := fields(body)[0]
