@@ -22,23 +22,24 @@ func Missing(t testing.TB, why string) {
 // the broker (what names the tests that need it).
 func URL(t testing.TB, what string) string {
 	t.Helper()
-	u := os.Getenv("AMQP_URL")
-	if u == "" {
-		Missing(t, "AMQP_URL is not set, so "+what+" cannot run. Start the RabbitMQ 4 test broker with "+
-			"`bash test/broker/rabbitmq4.sh start` and set AMQP_URL=$(bash test/broker/rabbitmq4.sh url), "+
-			"or run `make test` as root")
-	}
-	return u
+	return fromEnv(t, "AMQP_URL", what, "the RabbitMQ 4 test broker", "rabbitmq4.sh")
 }
 
 // ArtemisURL returns the URL of the ActiveMQ Artemis test broker in
 // ARTEMIS_URL; without one, the test is Missing it.
 func ArtemisURL(t testing.TB, what string) string {
 	t.Helper()
-	u := os.Getenv("ARTEMIS_URL")
+	return fromEnv(t, "ARTEMIS_URL", what, "the Artemis test broker", "artemis.sh")
+}
+
+// fromEnv returns the URL in the variable env, or says how to start the
+// broker that script under test/broker runs.
+func fromEnv(t testing.TB, env, what, broker, script string) string {
+	t.Helper()
+	u := os.Getenv(env)
 	if u == "" {
-		Missing(t, "ARTEMIS_URL is not set, so "+what+" cannot run. Start the Artemis test broker with "+
-			"`bash test/broker/artemis.sh start` and set ARTEMIS_URL=$(bash test/broker/artemis.sh url), "+
+		Missing(t, env+" is not set, so "+what+" cannot run. Start "+broker+" with "+
+			"`bash test/broker/"+script+" start` and set "+env+"=$(bash test/broker/"+script+" url), "+
 			"or run `make test` as root")
 	}
 	return u
