@@ -67,6 +67,11 @@ type OutcomeError = messages.OutcomeError
 // and wraps the broker's *amqp.Error.
 type LinkError = transport.LinkError
 
+// NodeError fails a call whose work was waiting on a node of the tree that
+// is gone (its supervisor stopped it, or it failed for good): it names the
+// node's path, kind and address and wraps why. Health names the node too.
+type NodeError = protocol.NodeError
+
 // AddressError reports an address that is empty, malformed or not
 // expressible in the connector's dialect.
 type AddressError = address.Error

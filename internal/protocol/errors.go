@@ -42,3 +42,30 @@ func text(v any) string {
 	}
 	return fmt.Sprint(v)
 }
+
+// NodeError fails work that a node of the tree was to do when that node is
+// gone: its supervisor stopped it (a restart budget spent, a Stop
+// directive) or it failed for good. It names the node and wraps why, so a
+// caller waits for nothing that cannot happen. The root package exports it
+// as amqpactor.NodeError.
+type NodeError struct {
+	// Path is the node's path in the tree ("connection/publisher/sender:orders"),
+	// Kind its kind and Address the address it served, if any.
+	Path, Kind, Address string
+	// Err is why the node is gone.
+	Err error
+}
+
+func (e *NodeError) Error() string {
+	s := "amqpactor: " + e.Path
+	if e.Address != "" {
+		s += " (" + e.Address + ")"
+	}
+	s += " is gone"
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+func (e *NodeError) Unwrap() error { return e.Err }
