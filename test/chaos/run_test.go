@@ -961,7 +961,12 @@ func (r *run) inject(s step) error {
 			return nil
 		}
 		if pid := nodes[s.N%len(nodes)].ActorPID(); pid != nil {
-			inc.sys.Root.Send(pid, &actors.Crash{Reason: "chaos"})
+			for i := range s.Burst {
+				if i > 0 {
+					time.Sleep(5 * time.Millisecond) // crashes in a row, not in one mailbox run
+				}
+				inc.sys.Root.Send(pid, &actors.Crash{Reason: "chaos"})
+			}
 		}
 	case "replica-swap":
 		var i int

@@ -65,6 +65,7 @@ type step struct {
 	Target string        // an address (kind:name), an App (svc, fleet#i) or a subscription
 	Actor  string        // crash: the kind of node
 	N      int           // crash: which node of that kind (mod their number)
+	Burst  int           // crash: how many crashes in a row (1 for one)
 	For    time.Duration // windows: refuse-attach, reject-publish, pause
 }
 
@@ -76,6 +77,9 @@ func (s step) String() string {
 	}
 	if s.Actor != "" {
 		fmt.Fprintf(&b, " %s#%d", s.Actor, s.N)
+	}
+	if s.Burst > 1 {
+		fmt.Fprintf(&b, " x%d", s.Burst)
 	}
 	if s.For > 0 {
 		b.WriteString(" for " + s.For.String())
@@ -252,7 +256,35 @@ func generate(seed uint64) *scenario {
 		}
 		sc.Steps = append(sc.Steps, s)
 	}
+	bursts(sc)
 	return sc
+}
+
+// maxBurst bounds the crashes one seed sends a node kind of one App: below
+// the default strategy's 10 restarts a minute, so that every burst is one
+// the runtime must recover from with nothing lost.
+const maxBurst = 9
+
+// bursts makes some crash steps a burst of crashes in a row, which spend a
+// restart budget and reach the parent's own recovery (a sender or partition
+// started again, a receiver's subscription rebuilt). It draws from a source
+// of its own, so every seed's schedule is otherwise what it always was.
+func bursts(sc *scenario) {
+	r := rand.New(rand.NewPCG(sc.Seed^0x5bd1e995, sc.Seed))
+	spent := map[string]int{}
+	for i := range sc.Steps {
+		s := &sc.Steps[i]
+		if s.Kind != "crash" {
+			continue
+		}
+		s.Burst = 1
+		if r.IntN(3) == 0 {
+			s.Burst = 2 + r.IntN(maxBurst-1)
+		}
+		key := s.Target + "/" + s.Actor
+		s.Burst = max(min(s.Burst, maxBurst-spent[key]), 0)
+		spent[key] += s.Burst
+	}
 }
 
 func pick(r *rand.Rand, vs ...int) int        { return vs[r.IntN(len(vs))] }
