@@ -123,6 +123,12 @@ func sessionEnded(err error) bool {
 	return errors.As(err, &se)
 }
 
+// settledLink is how long a link stays attached before its end no longer
+// counts with the failures before it: a link the broker detaches right after
+// every attach re-attaches after a backoff that grows, not after the first
+// one each time.
+const settledLink = time.Second
+
 // New returns the props of a sender.
 func New(env *actors.Env, c Config) *actor.Props {
 	if c.Lane == nil {
@@ -250,6 +256,8 @@ type sender struct {
 	attaching    transport.Session
 	refusal      error
 	refusedUntil time.Time
+	// attachedAt is when the current (or last) link attached.
+	attachedAt time.Time
 	// confirmed is closed when the confirmer of the current link returns.
 	confirmerDone chan struct{}
 	reports       *reports // where the current link's writer and confirmer hand back
@@ -730,7 +738,7 @@ func (s *sender) onAttach(ctx actor.Context, m *attachResult) {
 	}
 	s.link = m.link
 	s.gen = s.env.Gen()
-	s.attempt = 0
+	s.attachedAt = time.Now()
 	s.refusal = nil
 	s.writeQ = workq.New[job]()
 	confirmQ := workq.New[job]()
@@ -936,6 +944,11 @@ func (s *sender) endLink(ctx actor.Context, err error, unsent []*protocol.Publis
 	}
 	link := s.link
 	s.link = nil
+	if time.Since(s.attachedAt) >= settledLink {
+		// The link stayed: its end is a first failure again. One that
+		// ends right after its attach keeps the backoff growing.
+		s.attempt = 0
+	}
 	// Publishes pushed after the writer took its last batch are still in
 	// its queue, which the writer stops reading once it is closed: they
 	// wait for the next link. Closed first, so that nothing offered on the
