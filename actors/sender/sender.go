@@ -39,6 +39,16 @@
 // no report of a dead incarnation's goroutines is taken for the new link's.
 // Node.Restarts counts the panics too ("panics" counter).
 //
+// # Stops
+//
+// A sender stopped while its publisher lives (its supervisor gave up on it,
+// or the publisher is restarting) fails nothing: it hands what waits, and
+// what is parked on its Lane, to the publisher, which routes it to a new
+// sender, and lets its writer and confirmer finish on the old link, handing
+// the publisher what that link never confirmed. Only a drained sender, or one
+// whose publisher has stopped for good (Config.ParentGone), fails what waits
+// with ErrStopped.
+//
 // # Link states
 //
 // The link's life is one linkState (state.go), which only linkState.on
@@ -53,6 +63,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -108,20 +119,32 @@ type Config struct {
 	// Parent is the node of the publisher that spawns the sender: the
 	// sender's own node (in its state changes) is its child.
 	Parent actors.Node
-	// HandOver, when set and true as the sender stops, says its parent is
-	// restarting: it hands what waits to the parent (the next incarnation
-	// routes it again) and finishes what its writer has on the old link,
-	// as on its own restart, rather than failing them ErrStopped.
-	HandOver *atomic.Bool
-	// HandTo, when set, is where a hand-over's publishes go instead of
-	// the parent (which may be stopping too).
+	// ParentGone, when set, is closed once the publisher the sender hands
+	// its publishes to has stopped for good (a restart does not close it).
+	// A sender stopped before that (by its supervisor, or by a restarting
+	// parent) hands what waits to the publisher, which routes it again, and
+	// finishes what its writer has on the old link, as on its own restart;
+	// one stopped after it, or drained, fails them ErrStopped, since nobody
+	// would route them.
+	ParentGone <-chan struct{}
+	// HandTo, when set, is where a stopping sender's publishes go instead
+	// of the parent (which may be stopping too).
 	HandTo *actor.PID
 }
+
+// Wake tells a sender that its Lane has publishes parked for it (Park).
+type Wake struct{}
 
 func sessionEnded(err error) bool {
 	var se *amqp.SessionError
 	return errors.As(err, &se)
 }
+
+// settledLink is how long a link stays attached before its end no longer
+// counts with the failures before it: a link the broker detaches right after
+// every attach re-attaches after a backoff that grows, not after the first
+// one each time.
+const settledLink = time.Second
 
 // New returns the props of a sender.
 func New(env *actors.Env, c Config) *actor.Props {
@@ -133,7 +156,7 @@ func New(env *actors.Env, c Config) *actor.Props {
 		// Every incarnation starts from here: a restart builds a new
 		// struct, which takes the session its predecessor had last.
 		s := &sender{env: env, addr: c.Address, sess: k.sess, lane: c.Lane, idle: c.Idle, parent: c.Parent, kept: k,
-			handOver: c.HandOver, handTo: c.HandTo}
+			parentGone: c.ParentGone, handTo: c.HandTo}
 		if k.drained {
 			// Its predecessor was drained: this one never attaches and
 			// answers publishes ErrStopped.
@@ -178,9 +201,21 @@ type detachedLink struct {
 // did not send, so a publish on the lane is either written, handed back to
 // the actor, or refused (Offer reports false and the caller sends it to the
 // actor as before).
+//
+// While the link is not attached, the parent parks publishes on the lane
+// (Park) and wakes the sender (Wake), which takes them. Parked publishes are
+// never lost with the sender: a sender that stops takes them with what waits,
+// and once it is gone its parent takes what is left (Shut) and routes it anew,
+// where a publish sent to its mailbox would have been dropped with it.
 type Lane struct {
 	q    atomic.Pointer[workq.Q[job]]
 	used atomic.Uint64
+
+	// mu guards parked and shut, which the parent's and the sender's
+	// mailbox runs share: whoever takes a parked publish owns it.
+	mu     sync.Mutex
+	parked []*protocol.Publish
+	shut   bool
 }
 
 // NewLane returns a closed lane.
@@ -198,6 +233,40 @@ func (l *Lane) Offer(p *protocol.Publish) bool {
 
 // Used counts the publishes Offer took: it changes while the lane is used.
 func (l *Lane) Used() uint64 { return l.used.Load() }
+
+// Park keeps p for the sender, which takes it when woken. wake reports that
+// the sender must be sent a Wake (nothing was parked before); ok is false
+// once the lane is shut (the sender is gone).
+func (l *Lane) Park(p *protocol.Publish) (ok, wake bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.shut {
+		return false, false
+	}
+	l.parked = append(l.parked, p)
+	return true, len(l.parked) == 1
+}
+
+// Shut closes the lane for good and returns what was parked on it: its
+// sender has stopped.
+func (l *Lane) Shut() []*protocol.Publish {
+	l.q.Store(nil)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.shut = true
+	ps := l.parked
+	l.parked = nil
+	return ps
+}
+
+// takeParked returns what is parked, in order, for the sender.
+func (l *Lane) takeParked() []*protocol.Publish {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ps := l.parked
+	l.parked = nil
+	return ps
+}
 
 type (
 	attachResult struct {
@@ -225,13 +294,13 @@ type (
 )
 
 type sender struct {
-	env      *actors.Env
-	addr     address.Address
-	parent   actors.Node  // the publisher's node
-	handOver *atomic.Bool // see Config.HandOver
-	handTo   *actor.PID   // see Config.HandTo
-	sess     transport.Session
-	lane     *Lane
+	env        *actors.Env
+	addr       address.Address
+	parent     actors.Node     // the publisher's node
+	parentGone <-chan struct{} // see Config.ParentGone; only received from
+	handTo     *actor.PID      // see Config.HandTo
+	sess       transport.Session
+	lane       *Lane
 
 	link     transport.Sender
 	gen      uint64
@@ -250,6 +319,8 @@ type sender struct {
 	attaching    transport.Session
 	refusal      error
 	refusedUntil time.Time
+	// attachedAt is when the current (or last) link attached.
+	attachedAt time.Time
 	// confirmed is closed when the confirmer of the current link returns.
 	confirmerDone chan struct{}
 	reports       *reports // where the current link's writer and confirmer hand back
@@ -307,6 +378,7 @@ func (s *sender) waiting() int { return len(s.pending) + len(s.resend) }
 
 // failWaiting answers every publish that waits for a link with err.
 func (s *sender) failWaiting(err error) {
+	s.pending = append(s.pending, s.lane.takeParked()...)
 	for _, p := range s.resend {
 		p.Answer(err)
 	}
@@ -381,23 +453,10 @@ func (s *sender) Receive(ctx actor.Context) {
 		}
 		s.endLink(ctx, m.Err, nil, false)
 	case *protocol.Publish:
-		if s.drain != nil {
-			m.Answer(protocol.ErrStopped)
-			return
-		}
-		if s.link != nil {
-			s.writeQ.Push(job{p: m})
-			return
-		}
-		if s.refusal != nil && time.Now().Before(s.refusedUntil) {
-			// Refused a moment ago: answer at once rather than ask the
-			// broker again (and, on RabbitMQ 4, lose the session again).
-			m.Answer(s.refusal)
-			return
-		}
-		s.pending = append(s.pending, m)
-		if s.sess != nil && s.st != stAttaching && s.timer == nil {
-			s.attach(ctx)
+		s.onPublish(ctx, m)
+	case *Wake:
+		for _, p := range s.lane.takeParked() {
+			s.onPublish(ctx, p)
 		}
 	case *attachResult:
 		s.onAttach(ctx, m)
@@ -440,15 +499,12 @@ func (s *sender) Receive(ctx actor.Context) {
 	case *actor.Stopped:
 		s.set(evStop, nil)
 	case *actor.Stopping:
-		if s.handOver != nil && s.handOver.Load() && s.drain == nil {
-			// Stopped by a restarting publisher: nothing fails, and
+		if s.drain == nil && !s.isParentGone() {
+			// Stopped by its supervisor or by a restarting publisher:
+			// nothing fails, the publisher routes what waits anew, and
 			// what the old link hands back goes where the rest goes.
 			if s.reports != nil && s.link != nil {
-				to := ctx.Parent()
-				if s.handTo != nil {
-					to = s.handTo
-				}
-				s.reports.redirect(to)
+				s.reports.redirect(s.handBackTo(ctx))
 			}
 			s.handOff(ctx)
 			return
@@ -463,6 +519,46 @@ func (s *sender) Receive(ctx actor.Context) {
 		s.endLink(ctx, protocol.ErrStopped, nil, false)
 		s.failWaiting(protocol.ErrStopped)
 	}
+}
+
+// onPublish takes a publish for the link.
+func (s *sender) onPublish(ctx actor.Context, m *protocol.Publish) {
+	if s.drain != nil {
+		m.Answer(protocol.ErrStopped)
+		return
+	}
+	if s.link != nil {
+		s.writeQ.Push(job{p: m})
+		return
+	}
+	if s.refusal != nil && time.Now().Before(s.refusedUntil) {
+		// Refused a moment ago: answer at once rather than ask the
+		// broker again (and, on RabbitMQ 4, lose the session again).
+		m.Answer(s.refusal)
+		return
+	}
+	s.pending = append(s.pending, m)
+	if s.sess != nil && s.st != stAttaching && s.timer == nil {
+		s.attach(ctx)
+	}
+}
+
+// isParentGone reports whether the publisher has stopped for good.
+func (s *sender) isParentGone() bool {
+	select {
+	case <-s.parentGone:
+		return true
+	default:
+		return false
+	}
+}
+
+// handBackTo is where the publishes a stopping sender lets go of go.
+func (s *sender) handBackTo(ctx actor.Context) *actor.PID {
+	if s.handTo != nil {
+		return s.handTo
+	}
+	return ctx.Parent()
 }
 
 // tick is the period of the idle check.
@@ -499,6 +595,7 @@ func (s *sender) retire(ctx actor.Context) {
 	// refuses from now on reaches the parent after this.
 	ctx.Send(parent, &Retiring{PID: self})
 	s.lane.q.Store(nil)
+	s.pending = append(s.pending, s.lane.takeParked()...)
 	for _, p := range s.resend {
 		ctx.Send(parent, p)
 	}
@@ -541,10 +638,8 @@ func (s *sender) onRestarting(ctx actor.Context) {
 func (s *sender) handOff(ctx actor.Context) {
 	s.stopTimers()
 	s.lane.q.Store(nil)
-	parent := ctx.Parent()
-	if s.handTo != nil {
-		parent = s.handTo
-	}
+	parent := s.handBackTo(ctx)
+	s.pending = append(s.pending, s.lane.takeParked()...)
 	for _, p := range s.resend {
 		ctx.Send(parent, p)
 	}
@@ -600,10 +695,14 @@ func (s *sender) letLinkGo(then func()) {
 func (s *sender) whileRetiring(ctx actor.Context) bool {
 	switch m := ctx.Message().(type) {
 	case *protocol.Publish:
-		ctx.Send(ctx.Parent(), m)
+		ctx.Send(s.handBackTo(ctx), m)
+	case *Wake:
+		for _, p := range s.lane.takeParked() {
+			ctx.Send(s.handBackTo(ctx), p)
+		}
 	case *linkEnded:
 		for _, p := range m.unsent {
-			ctx.Send(ctx.Parent(), p)
+			ctx.Send(s.handBackTo(ctx), p)
 		}
 	case *attachResult:
 		if m.link != nil {
@@ -730,7 +829,7 @@ func (s *sender) onAttach(ctx actor.Context, m *attachResult) {
 	}
 	s.link = m.link
 	s.gen = s.env.Gen()
-	s.attempt = 0
+	s.attachedAt = time.Now()
 	s.refusal = nil
 	s.writeQ = workq.New[job]()
 	confirmQ := workq.New[job]()
@@ -745,6 +844,7 @@ func (s *sender) onAttach(ctx actor.Context, m *attachResult) {
 		defer close(done)
 		s.confirmer(to, gen, confirmQ)
 	})
+	s.pending = append(s.pending, s.lane.takeParked()...)
 	for _, p := range s.resend {
 		s.resent.Add(1)
 		wq.Push(job{p: p})
@@ -936,6 +1036,11 @@ func (s *sender) endLink(ctx actor.Context, err error, unsent []*protocol.Publis
 	}
 	link := s.link
 	s.link = nil
+	if time.Since(s.attachedAt) >= settledLink {
+		// The link stayed: its end is a first failure again. One that
+		// ends right after its attach keeps the backoff growing.
+		s.attempt = 0
+	}
 	// Publishes pushed after the writer took its last batch are still in
 	// its queue, which the writer stops reading once it is closed: they
 	// wait for the next link. Closed first, so that nothing offered on the

@@ -1,7 +1,11 @@
 package session
 
 import (
+	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -71,23 +75,52 @@ func (t *Senders) Hand(root *actor.RootContext, publisher *actor.PID, p *protoco
 // A publisher that panics is restarted by the connection's strategy. On
 // Restarting the dying incarnation takes its senders out of the table (a
 // publish then reaches the publisher's mailbox, i.e. the next
-// incarnation), gives its parked publishes back to its mailbox and marks
-// the hand-over: the senders protoactor then stops (its own and the
-// replies publisher's) hand their waiting publishes back instead of
-// failing them, and finish what their writers have on the old links. The
-// next incarnation keeps the session (and the replies publisher's) and the
-// connection its predecessor had: it spawns senders on them at once, with
-// no ConnUp.
+// incarnation) and gives its parked publishes back to its mailbox; the
+// senders protoactor then stops (its own and the replies publisher's) hand
+// their waiting publishes back instead of failing them, and finish what
+// their writers have on the old links. The next incarnation keeps the
+// session (and the replies publisher's) and the connection its predecessor
+// had: it spawns senders on them at once, with no ConnUp.
+//
+// Every child is watched: a sender its supervisor stopped (its strategy's
+// budget spent, or a Stop directive) is out of the routes at once, and what
+// waited in it (handed back as it stopped, or left on its Lane) goes to a new
+// sender for the address. The publisher starts one again at most 10 times a
+// minute per address (actors.Restarts); past that the sender's node is
+// failed (a StateChange says so, Health names it, the tree draws it failed)
+// and publishes to that address fail at once with a *protocol.NodeError
+// until the minute has passed, when the next publish starts a sender again.
+// The publisher itself keeps serving every other address rather than fail
+// with it: one address whose node keeps failing must not stop the App's
+// publishing. The replies publisher is treated alike, within a budget of its
+// own: past it, replies fail with a NodeError for a minute.
 func NewPublisher(env *actors.Env, table *Senders) *actor.Props {
-	return newPublisher(env, table, false, &pubShared{})
+	return newPublisher(env, table, false, &pubShared{gone: make(chan struct{})}, nil)
 }
 
 // pubShared is what the incarnations of the App's publisher and of its
 // replies publisher share.
 type pubShared struct {
-	handOver atomic.Bool // set on the publisher's Restarting, cleared on Started
+	// gone is closed by the App's publisher (its mailbox run) as it stops
+	// for good, never on a restart; senders and the replies publisher only
+	// receive from it, to know that nobody would route what they hand back.
+	gone     chan struct{}
+	goneOnce sync.Once
 	mu       sync.Mutex
-	replies  transport.Session // the replies publisher's, across a hand-over
+	// replies is the session a stopping replies publisher leaves for the
+	// next one: written by the stopping one's mailbox run, taken (under mu)
+	// by the next one's Started.
+	replies transport.Session
+}
+
+// isGone reports whether the App's publisher has stopped for good.
+func (s *pubShared) isGone() bool {
+	select {
+	case <-s.gone:
+		return true
+	default:
+		return false
+	}
 }
 
 // pubKept is what one publisher's incarnations share; only its mailbox run
@@ -98,9 +131,29 @@ type pubKept struct {
 	sess    transport.Session
 	opening bool
 	panics  atomic.Uint64
+	// budgets are the restart budgets of the senders, by address (the zero
+	// Address: the anonymous sender); failed the addresses whose budget is
+	// spent, until when.
+	budgets map[address.Address]*actors.Restarts
+	failed  map[address.Address]*failedNode
+	// repliesBudget and repliesFailed are the same for the replies publisher.
+	repliesBudget actors.Restarts
+	repliesFailed *failedNode
 }
 
-func newPublisher(env *actors.Env, table *Senders, replies bool, shared *pubShared) *actor.Props {
+// failedNode is a child whose restart budget is spent: work for it fails
+// with err until until, and the tree draws node.
+type failedNode struct {
+	err   *protocol.NodeError
+	until time.Time
+	node  *protocol.Node
+}
+
+// restartWindow is how long a failed child stays failed: the window of the
+// zero actors.Restarts, after which its budget is whole again.
+const restartWindow = time.Minute
+
+func newPublisher(env *actors.Env, table *Senders, replies bool, shared *pubShared, box *inbox) *actor.Props {
 	r := &table.own
 	if replies {
 		r = &table.replies
@@ -115,7 +168,7 @@ func newPublisher(env *actors.Env, table *Senders, replies bool, shared *pubShar
 	k := &pubKept{}
 	return env.Props(func() actor.Actor {
 		return &publisher{env: env, table: table, route: r, replies: replies, max: maxSenders, idle: idle,
-			dedicated: map[address.Address]*entry{}, byPID: map[string]*entry{}, shared: shared, kept: k}
+			dedicated: map[address.Address]*entry{}, byPID: map[string]*entry{}, shared: shared, kept: k, box: box}
 	})
 }
 
@@ -129,6 +182,7 @@ type entry struct {
 	seen     uint64    // lane.Used() when last looked at
 	at       time.Time // when seen last changed
 	retiring bool
+	retired  bool // it let go of its link and is being stopped
 }
 
 type publisher struct {
@@ -137,8 +191,12 @@ type publisher struct {
 	route   *route
 	replies bool
 	child   *actor.PID // the replies publisher, of the App's own publisher
-	max     int
-	idle    time.Duration
+	// box is the replies publisher's inbox: the App's publisher leaves
+	// replies there (the one of its current child); the replies publisher
+	// takes them.
+	box  *inbox
+	max  int
+	idle time.Duration
 
 	conn    transport.Conn
 	sess    transport.Session
@@ -165,6 +223,9 @@ type publisher struct {
 
 	shared *pubShared
 	kept   *pubKept
+	// restarting and stopping: this incarnation is being replaced, or the
+	// actor stops; a child that stops then is not started again.
+	restarting, stopping bool
 }
 
 // stableSession is how long a session lives before its loss counts as a
@@ -198,7 +259,7 @@ func (p *publisher) spawn(ctx actor.Context, addr address.Address) *entry {
 	// A prefix, not a name: a retiring sender of the same address may
 	// still be there.
 	pid := ctx.SpawnPrefix(sender.New(p.env, sender.Config{Address: addr, Session: p.sess, Lane: lane, Idle: p.idle, Parent: p.node(),
-		HandOver: &p.shared.handOver, HandTo: handTo}), name)
+		ParentGone: p.shared.gone, HandTo: handTo}), name)
 	e := &entry{addr: addr, pid: pid, lane: lane, at: time.Now()}
 	p.byPID[pid.Id] = e
 	p.order = append(p.order, pid)
@@ -227,7 +288,7 @@ func (p *publisher) publish(ctx actor.Context, m *protocol.Publish) {
 		return
 	}
 	if m.Reply && !p.replies {
-		ctx.Send(p.child, m)
+		p.toReplies(ctx, m)
 		return
 	}
 	if p.replies && p.sess == nil && p.conn != nil && !p.opening {
@@ -241,12 +302,20 @@ func (p *publisher) publish(ctx actor.Context, m *protocol.Publish) {
 	live := len(p.dedicated) + p.nRetiring
 	if p.relay && (p.replies || live >= p.max) {
 		if p.anon == nil {
+			if err := p.failedFor(address.Address{}); err != nil {
+				m.Answer(err)
+				return
+			}
 			p.spawn(ctx, address.Address{})
 		}
 		p.hand(ctx, p.anon, m)
 		return
 	}
 	if live < p.max {
+		if err := p.failedFor(m.Address); err != nil {
+			m.Answer(err)
+			return
+		}
 		p.hand(ctx, p.spawn(ctx, m.Address), m)
 		return
 	}
@@ -254,9 +323,214 @@ func (p *publisher) publish(ctx actor.Context, m *protocol.Publish) {
 	p.makeRoom(ctx)
 }
 
+// hand gives m to e's sender: onto its link's writer, else parked on its
+// lane, where m outlives the sender should it stop.
 func (p *publisher) hand(ctx actor.Context, e *entry, m *protocol.Publish) {
-	if !e.lane.Offer(m) {
-		ctx.Send(e.pid, m)
+	if e.lane.Offer(m) {
+		return
+	}
+	ok, wake := e.lane.Park(m)
+	switch {
+	case !ok:
+		// Shut: routes to it are gone as its lane is shut, so this is
+		// a bug of this file; the caller hears of it at once.
+		m.Answer(p.senderErr(e.addr, errors.New("its lane is shut")))
+	case wake:
+		ctx.Send(e.pid, &sender.Wake{})
+	}
+}
+
+// toReplies leaves a reply for the replies publisher, starting one again
+// first if it is gone.
+func (p *publisher) toReplies(ctx actor.Context, m *protocol.Publish) {
+	if p.child == nil {
+		if f := p.kept.repliesFailed; f != nil && time.Now().Before(f.until) {
+			m.Answer(f.err)
+			return
+		}
+		p.kept.repliesFailed = nil
+		p.spawnReplies(ctx)
+	}
+	ok, wake := p.box.put(m)
+	switch {
+	case !ok:
+		m.Answer(p.repliesErr(errors.New("its inbox is shut")))
+	case wake:
+		ctx.Send(p.child, &wakeReplies{})
+	}
+}
+
+// spawnReplies starts the replies publisher, with an inbox of its own.
+func (p *publisher) spawnReplies(ctx actor.Context) {
+	p.box = &inbox{}
+	p.child = spawn(ctx, newPublisher(p.env, p.table, true, p.shared, p.box), "replies")
+	if p.conn != nil {
+		ctx.Send(p.child, &protocol.ConnUp{Conn: p.conn})
+	}
+}
+
+// senderNode is the node of the sender for addr (the zero Address: the
+// anonymous sender).
+func (p *publisher) senderNode(addr address.Address) actors.Node {
+	if addr.IsZero() {
+		return p.node().Child("sender:(anonymous)", "sender", "(anonymous)")
+	}
+	return p.node().Child("sender:"+addr.Name(), "sender", addr.String())
+}
+
+// senderErr is the NodeError of the sender for addr.
+func (p *publisher) senderErr(addr address.Address, why error) *protocol.NodeError {
+	n := p.senderNode(addr)
+	return &protocol.NodeError{Path: n.Path, Kind: n.Kind, Address: n.Address, Err: why}
+}
+
+// repliesErr is the NodeError of the replies publisher.
+func (p *publisher) repliesErr(why error) *protocol.NodeError {
+	n := p.node().Child("replies", "publisher", "")
+	return &protocol.NodeError{Path: n.Path, Kind: n.Kind, Err: why}
+}
+
+// failedFor returns the error of addr's sender while it is failed.
+func (p *publisher) failedFor(addr address.Address) error {
+	f := p.kept.failed[addr]
+	if f == nil {
+		return nil
+	}
+	if time.Now().Before(f.until) {
+		return f.err
+	}
+	delete(p.kept.failed, addr)
+	return nil
+}
+
+// childGone is a child that stopped (Terminated): it is out of the routes,
+// and what was parked for it goes to a new one. One that stopped unasked
+// (its supervisor gave up on it) is started again within its budget;
+// past it, it is failed.
+func (p *publisher) childGone(ctx actor.Context, pid *actor.PID) {
+	if p.child != nil && pid.Equal(p.child) {
+		p.repliesGone(ctx)
+		return
+	}
+	e := p.byPID[pid.Id]
+	if e == nil {
+		return
+	}
+	delete(p.byPID, pid.Id)
+	p.dropOrder(pid)
+	left := e.lane.Shut()
+	if !e.retiring {
+		if e == p.anon {
+			p.anon = nil
+			if p.replies {
+				p.route.mu.Lock()
+				p.route.anon = nil
+				p.route.mu.Unlock()
+			}
+		} else if p.dedicated[e.addr] == e {
+			delete(p.dedicated, e.addr)
+			p.route.lanes.Delete(e.addr)
+		}
+	} else if !e.retired && !e.addr.IsZero() {
+		p.nRetiring--
+	}
+	switch {
+	case p.restarting:
+		// The next incarnation routes them.
+		for _, q := range left {
+			ctx.Send(ctx.Self(), q)
+		}
+		return
+	case p.draining || p.stopping:
+		for _, q := range left {
+			q.Answer(protocol.ErrStopped)
+		}
+		return
+	case !e.retiring:
+		if p.kept.budgets == nil {
+			p.kept.budgets = map[address.Address]*actors.Restarts{}
+		}
+		b := p.kept.budgets[e.addr]
+		if b == nil {
+			b = &actors.Restarts{}
+			p.kept.budgets[e.addr] = b
+		}
+		now := time.Now()
+		if !b.Spend(now) {
+			p.senderFailed(e, pid, now, left)
+			return
+		}
+		p.env.Log.Warn("amqpactor: a sender was stopped by its supervisor; a new one takes its publishes", "address", e.addr.String())
+	}
+	for _, q := range left {
+		p.publish(ctx, q)
+	}
+}
+
+// senderFailed reports e's sender failed: its restart budget is spent.
+func (p *publisher) senderFailed(e *entry, pid *actor.PID, now time.Time, left []*protocol.Publish) {
+	ne := p.senderErr(e.addr, fmt.Errorf("stopped by its supervisor more than %d times within %s; no new sender before %s",
+		10, restartWindow, now.Add(restartWindow).Format(time.RFC3339)))
+	p.env.Log.Error("amqpactor: a sender failed for good", "address", e.addr.String(), "error", ne)
+	n := p.senderNode(e.addr)
+	state := protocol.StateStopped
+	p.env.SetState(&state, n, actors.StateFailed, ne)
+	if p.kept.failed == nil {
+		p.kept.failed = map[address.Address]*failedNode{}
+	}
+	p.kept.failed[e.addr] = &failedNode{err: ne, until: now.Add(restartWindow),
+		node: &protocol.Node{Name: n.Path[strings.LastIndex(n.Path, "/")+1:], Kind: "sender", PID: pid.String(),
+			Address: n.Address, State: actors.StateFailed, LastError: ne.Error()}}
+	for _, q := range left {
+		q.Answer(ne)
+	}
+}
+
+// repliesGone is the replies publisher that stopped: what was left for it
+// goes to the next one, started within its budget.
+func (p *publisher) repliesGone(ctx actor.Context) {
+	p.child = nil
+	left := p.box.close()
+	switch {
+	case p.restarting:
+		for _, q := range left {
+			ctx.Send(ctx.Self(), q)
+		}
+		return
+	case p.draining || p.stopping:
+		for _, q := range left {
+			q.Answer(protocol.ErrStopped)
+		}
+		return
+	}
+	now := time.Now()
+	if !p.kept.repliesBudget.Spend(now) {
+		ne := p.repliesErr(fmt.Errorf("stopped by its supervisor more than %d times within %s; none before %s",
+			10, restartWindow, now.Add(restartWindow).Format(time.RFC3339)))
+		p.env.Log.Error("amqpactor: the replies publisher failed for good", "error", ne)
+		state := protocol.StateStopped
+		p.env.SetState(&state, p.node().Child("replies", "publisher", ""), actors.StateFailed, ne)
+		p.kept.repliesFailed = &failedNode{err: ne, until: now.Add(restartWindow),
+			node: &protocol.Node{Name: "replies", Kind: "publisher", State: actors.StateFailed, LastError: ne.Error()}}
+		for _, q := range left {
+			q.Answer(ne)
+		}
+		return
+	}
+	p.env.Log.Warn("amqpactor: the replies publisher was stopped by its supervisor; starting it again")
+	p.spawnReplies(ctx)
+	for _, q := range left {
+		p.toReplies(ctx, q)
+	}
+}
+
+// dropOrder takes pid out of the children in spawn order.
+func (p *publisher) dropOrder(pid *actor.PID) {
+	for i, x := range p.order {
+		if x.Id == pid.Id {
+			p.order = append(p.order[:i], p.order[i+1:]...)
+			return
+		}
 	}
 }
 
@@ -310,17 +584,17 @@ func (p *publisher) onRetired(ctx actor.Context, pid *actor.PID) {
 	if e == nil {
 		return
 	}
+	if e.retired {
+		return
+	}
 	p.retiring(e)
-	delete(p.byPID, pid.Id)
+	e.retired = true
 	if !e.addr.IsZero() {
 		p.nRetiring--
 	}
-	for i, x := range p.order {
-		if x.Id == pid.Id {
-			p.order = append(p.order[:i], p.order[i+1:]...)
-			break
-		}
-	}
+	// Out of the children a drain asks (it stops before it would answer);
+	// in byPID until its Terminated, which takes what is left on its lane.
+	p.dropOrder(pid)
 	p.retired++
 	if p.draining {
 		// The drain under way may have asked it already: it answers, and
@@ -361,8 +635,8 @@ func (p *publisher) Receive(ctx actor.Context) {
 	case *actor.Started:
 		p.set(protocol.StateDetached, nil)
 		if !p.replies {
-			p.shared.handOver.Store(false)
-			p.child = spawn(ctx, newPublisher(p.env, p.table, true, p.shared), "replies")
+			p.box = &inbox{}
+			p.child = spawn(ctx, newPublisher(p.env, p.table, true, p.shared, p.box), "replies")
 		}
 		if k := p.kept; k.conn != nil {
 			// Restarted on a live connection: no ConnUp will come. The
@@ -473,7 +747,20 @@ func (p *publisher) Receive(ctx actor.Context) {
 			ctx.Send(p.child, m)
 		}
 	case *protocol.Publish:
+		if p.stopping {
+			p.stoppingPublish(ctx, m)
+			return
+		}
 		p.publish(ctx, m)
+	case *wakeReplies:
+		if p.stopping {
+			return // what is left, its parent takes
+		}
+		for _, q := range p.box.take() {
+			p.publish(ctx, q)
+		}
+	case *actor.Terminated:
+		p.childGone(ctx, m.Who)
 	case *sender.Retiring:
 		if e := p.byPID[m.PID.Id]; e != nil {
 			p.retiring(e)
@@ -513,21 +800,37 @@ func (p *publisher) Receive(ctx actor.Context) {
 		if p.lastErr != nil {
 			n.LastError = p.lastErr.Error()
 		}
-		ctx.Respond(&protocol.Described{Node: n, Children: p.children()})
+		d := &protocol.Described{Node: n, Children: p.children()}
+		for _, a := range slices.SortedFunc(maps.Keys(p.kept.failed), func(a, b address.Address) int { return strings.Compare(a.String(), b.String()) }) {
+			if f := p.kept.failed[a]; time.Now().Before(f.until) {
+				d.Gone = append(d.Gone, f.node)
+			}
+		}
+		if f := p.kept.repliesFailed; f != nil && p.child == nil && time.Now().Before(f.until) {
+			d.Gone = append(d.Gone, f.node)
+		}
+		ctx.Respond(d)
 	case *actor.Stopped:
 		p.set(protocol.StateStopped, nil)
 	case *actor.Stopping:
+		p.stopping = true
 		if p.timer != nil {
 			p.timer.Stop()
 		}
-		if p.replies && p.shared.handOver.Load() && !p.draining {
-			// Stopped by a restarting publisher: its next replies
-			// publisher takes the session and what was parked.
+		if !p.replies {
+			// Before its children stop: they fail what waits in them
+			// rather than hand it to a publisher that is going.
+			p.shared.goneOnce.Do(func() { close(p.shared.gone) })
+		}
+		p.clearRoute()
+		if p.replies && !p.shared.isGone() && !p.draining {
+			// Stopped by a restarting publisher, or by its supervisor:
+			// the publisher routes what was parked, and the next replies
+			// publisher takes the session.
 			for _, q := range p.parked {
 				ctx.Send(ctx.Parent(), q)
 			}
 			p.parked = nil
-			p.clearRoute()
 			p.shared.mu.Lock()
 			p.shared.replies = p.sess
 			p.shared.mu.Unlock()
@@ -541,6 +844,17 @@ func (p *publisher) Receive(ctx actor.Context) {
 		closeSession(p.env, p.sess)
 		p.sess = nil
 	}
+}
+
+// stoppingPublish is a publish that reaches a stopping publisher: the
+// App's publisher routes it while a replies publisher stops, else nobody
+// will.
+func (p *publisher) stoppingPublish(ctx actor.Context, m *protocol.Publish) {
+	if p.replies && !p.shared.isGone() && !p.draining {
+		ctx.Send(ctx.Parent(), m)
+		return
+	}
+	m.Answer(protocol.ErrStopped)
 }
 
 // clearRoute takes every sender of this publisher out of the table: a
@@ -564,9 +878,7 @@ func (p *publisher) onRestarting(ctx actor.Context) {
 		p.timer.Stop()
 		p.timer = nil
 	}
-	if !p.replies {
-		p.shared.handOver.Store(true)
-	}
+	p.restarting = true
 	p.clearRoute()
 	for _, q := range p.parked {
 		ctx.Send(ctx.Self(), q)
