@@ -58,6 +58,11 @@ func newRig(tb testing.TB, partitions int, handler protocol.Handler, onVerdict f
 }
 
 func newRigWith(tb testing.TB, spec *protocol.SubscriptionSpec, onVerdict func(messages.Outcome), tune ...func(*actors.Env)) *rig {
+	return newRigOn(tb, spec, dispatcher.NewRouter(spec), onVerdict, tune...)
+}
+
+// newRigOn is newRigWith on the router rt of spec.
+func newRigOn(tb testing.TB, spec *protocol.SubscriptionSpec, rt *dispatcher.Router, onVerdict func(messages.Outcome), tune ...func(*actors.Env)) *rig {
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(slog.DiscardHandler)
 	}))
@@ -66,7 +71,7 @@ func newRigWith(tb testing.TB, spec *protocol.SubscriptionSpec, onVerdict func(m
 	for _, f := range tune {
 		f(env)
 	}
-	r := &rig{sys: sys, pool: pool, env: env, rt: dispatcher.NewRouter(spec)}
+	r := &rig{sys: sys, pool: pool, env: env, rt: rt}
 	var err error
 	r.disp, err = sys.Root.SpawnNamed(dispatcher.New(env, spec, r.rt), "dispatcher")
 	require.NoError(tb, err)
