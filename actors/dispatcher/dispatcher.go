@@ -30,16 +30,43 @@
 // finishes (handles and settles, in order) what it had already taken and
 // returns; the next incarnation's worker waits for it, then takes the rest
 // of the same queue, so group-id order holds and nothing is dropped. A
-// dispatcher that panics marks its Router as handed over before its
-// partitions are stopped, so they quit their workers the same way instead
-// of closing their queues, and the next incarnation's partitions carry on
-// with the same queues. What a stopped partition had in its mailbox is not
-// lost with it: the Router keeps every batch sent to a partition until one
-// of its incarnations has queued it (Router.transit), and a new
-// incarnation queues the ones still in transit first. A partition stopped
-// for good (the subscription stops the dispatcher) closes its queue, as
-// before: what is sent to it then is dropped, and the link ending gives
-// those deliveries back to the broker.
+// partition says restarting until that earlier worker has returned. A
+// partition that stops, for whatever reason, never closes its queue: only
+// the dispatcher does, when it stops for good (the subscription stops
+// it); what is sent then is dropped, and the link ending gives those
+// deliveries back to the broker. A dispatcher that panics keeps the queues
+// open, so the next incarnation's partitions carry on with them. What a
+// stopped partition had in its mailbox is not lost with it: the Router
+// keeps every batch sent to a partition until one of its incarnations has
+// queued it (Router.transit), and a new incarnation queues the ones still
+// in transit first.
+//
+// # A partition stopped for good
+//
+// A partition that keeps failing is stopped by its supervisor (the App's
+// strategy, applied by the dispatcher), and the dispatcher gets its
+// Terminated. It starts partition i again at once, under the same name,
+// with the same queue and counters: the dead incarnation's worker settles
+// what it took, the new one takes the batches that were in transit to the
+// dead one and then the rest of the queue, so every delivery is handled
+// and settled once, in group order, and its credit returns to the link.
+// Releasing those deliveries to the broker instead would send each back
+// to the same partition (group-ids hash to it) and lose their order.
+//
+// Those starts are bounded by Router.Restarts (10 a minute unless set),
+// shared by the partitions and the dispatcher's incarnations. Past it the
+// dispatcher fails itself: it panics with an error naming the partition
+// and the address, and its own supervisor decides. Under the App's
+// strategy that restarts the dispatcher (new partitions, same queues), and
+// a dispatcher that keeps failing is stopped, upon which its subscription
+// rebuilds itself, or, past its own budget, is reported failed, which
+// Health names. So a fault that recurs on every start ends in a failed
+// node rather than a loop, and each level keeps its own budget. A
+// strategy that resumes the dispatcher instead chose to carry on: the next
+// batch for the partition starts it again. The
+// dispatcher's node draws only live partitions, says restarting while one
+// is stopped and not yet started again, counts the starts (replaced) and
+// keeps the last stop's reason (LastError).
 package dispatcher
 
 import (
@@ -281,9 +308,13 @@ func (d *dispatcher) route(ctx actor.Context, m *Deliveries) {
 func (d *dispatcher) send(ctx actor.Context, i int, b *Deliveries) {
 	b.queued = false
 	d.rt.transit[i].add(b)
-	if pid := d.partitions[i]; pid != nil {
-		ctx.Send(pid, b)
+	if d.partitions[i] == nil {
+		// Only a supervisor that resumed this dispatcher after it failed
+		// for partition i leaves it unstarted: it chose to carry on.
+		d.spawn(ctx, i)
+		d.rt.replaced++
 	}
+	ctx.Send(d.partitions[i], b)
 }
 
 func partitionName(i int) string { return "partition-" + strconv.Itoa(i) }

@@ -243,3 +243,40 @@ func newRigBudget(tb testing.TB, partitions int, handler protocol.Handler, budge
 	rt.Restarts = budget
 	return newRigOn(tb, spec, rt, nil, tune...)
 }
+
+// A supervisor that resumes the dispatcher after it failed for a partition
+// (past its budget) chose to carry on: the next batch for that partition
+// starts it again, and nothing routed meanwhile is lost.
+func TestResumedDispatcherStartsThePartitionAgain(t *testing.T) {
+	const groups = 2
+	l := newLedger()
+	handler := func(_ context.Context, m *messages.Message) error { l.handle(m); return nil }
+	spec := &protocol.SubscriptionSpec{
+		Address: address.Queue("bench"), Partitions: 2, Handler: handler,
+		Outcome: func(context.Context, error, *messages.Message) messages.Outcome {
+			return messages.Outcome{Kind: messages.Accepted}
+		},
+	}
+	rt := dispatcher.NewRouter(spec)
+	rt.Restarts = actors.Restarts{Max: 1, Within: time.Minute}
+	resume := actor.NewOneForOneStrategy(10, time.Minute, func(any) actor.Directive { return actor.ResumeDirective })
+	r := newRigUnder(t, spec, rt, resume, nil, stopAtFirstFailure)
+
+	r.send(l, 1, 50, groups)
+	require.Eventually(t, func() bool { return l.total.Load() == 50 }, 10*time.Second, time.Millisecond)
+	for round := 1; round <= 2; round++ {
+		r.sys.Root.Send(r.partitionPIDs(t)[0], &actors.Crash{Reason: "test"})
+		require.Eventually(t, func() bool {
+			d := r.describe(t, r.disp)
+			return d.Node.Counters["replaced"] == 1 && (round == 1 || d.Node.State == protocol.StateRestarting)
+		}, 10*time.Second, time.Millisecond, "round %d", round)
+	}
+	d := r.describe(t, r.disp)
+	require.Len(t, d.Children, 1, "the stopped partition is not drawn")
+	r.send(l, 51, 100, groups)
+	require.Eventually(t, func() bool { return l.total.Load() == 100 }, 10*time.Second, time.Millisecond)
+	l.exactlyOnce(t, 100)
+	d = r.describe(t, r.disp)
+	require.Equal(t, protocol.StateAttached, d.Node.State)
+	require.Len(t, d.Children, 2)
+}
