@@ -30,20 +30,50 @@
 // finishes (handles and settles, in order) what it had already taken and
 // returns; the next incarnation's worker waits for it, then takes the rest
 // of the same queue, so group-id order holds and nothing is dropped. A
-// dispatcher that panics marks its Router as handed over before its
-// partitions are stopped, so they quit their workers the same way instead
-// of closing their queues, and the next incarnation's partitions carry on
-// with the same queues. What a stopped partition had in its mailbox is not
-// lost with it: the Router keeps every batch sent to a partition until one
-// of its incarnations has queued it (Router.transit), and a new
-// incarnation queues the ones still in transit first. A partition stopped
-// for good (the subscription stops the dispatcher) closes its queue, as
-// before: what is sent to it then is dropped, and the link ending gives
-// those deliveries back to the broker.
+// partition says restarting until that earlier worker has returned. A
+// partition that stops, for whatever reason, never closes its queue: only
+// the dispatcher does, when it stops for good (the subscription stops
+// it); what is sent then is dropped, and the link ending gives those
+// deliveries back to the broker. A dispatcher that panics keeps the queues
+// open, so the next incarnation's partitions carry on with them. What a
+// stopped partition had in its mailbox is not lost with it: the Router
+// keeps every batch sent to a partition until one of its incarnations has
+// queued it (Router.transit), and a new incarnation queues the ones still
+// in transit first.
+//
+// # A partition stopped for good
+//
+// A partition that keeps failing is stopped by its supervisor (the App's
+// strategy, applied by the dispatcher), and the dispatcher gets its
+// Terminated. It starts partition i again at once, under the same name,
+// with the same queue and counters: the dead incarnation's worker settles
+// what it took, the new one takes the batches that were in transit to the
+// dead one and then the rest of the queue, so every delivery is handled
+// and settled once, in group order, and its credit returns to the link.
+// Releasing those deliveries to the broker instead would send each back
+// to the same partition (group-ids hash to it) and lose their order.
+//
+// Those starts are bounded by Router.Restarts (10 a minute unless set),
+// shared by the partitions and the dispatcher's incarnations. Past it the
+// dispatcher fails itself: it panics with an error naming the partition
+// and the address, and its own supervisor decides. Under the App's
+// strategy that restarts the dispatcher (new partitions, same queues), and
+// a dispatcher that keeps failing is stopped, upon which its subscription
+// rebuilds itself, or, past its own budget, is reported failed, which
+// Health names. So a fault that recurs on every start ends in a failed
+// node rather than a loop, and each level keeps its own budget. A
+// strategy that resumes the dispatcher instead chose to carry on: the next
+// batch for the partition starts it again. The
+// dispatcher's node draws only live partitions, says restarting while one
+// is stopped and not yet started again, counts the starts (replaced) and
+// keeps the last stop's reason (LastError).
 package dispatcher
 
 import (
+	"fmt"
 	"hash/maphash"
+	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -93,12 +123,22 @@ type Router struct {
 	queues  []*workq.Q[*protocol.Delivery] // partition i's work, in arrival order
 	transit []transit                      // partition i's batches sent, not queued yet
 	seed    maphash.Seed
-	next    uint64 // round robin; only the dispatcher's mailbox run touches it
 	routed  atomic.Uint64
 
-	// handover: the dispatcher is restarting, its partitions stop to be
-	// replaced; their queues stay open.
-	handover atomic.Bool
+	// Restarts is the budget for starting a partition again after its
+	// supervisor stopped it, shared by every partition and every
+	// incarnation of the dispatcher; the zero value allows 10 a minute.
+	// Set it before the dispatcher is spawned; after that only the
+	// dispatcher's mailbox run (of any incarnation) touches it.
+	Restarts actors.Restarts
+
+	// next (the round robin), replaced (partitions started again) and
+	// lastErr (why a partition was last stopped) are ONLY touched by the
+	// dispatcher's mailbox run, of whichever incarnation.
+	next     uint64
+	replaced uint64
+	lastErr  error
+
 	// last[i] is closed when the last worker started on queue i returns.
 	mu   sync.Mutex
 	last []chan struct{}
@@ -178,6 +218,21 @@ func (r *Router) follow(i int, done chan struct{}) chan struct{} {
 	return prev
 }
 
+// lastWorker returns the done channel of the last worker started on queue
+// i, nil when none was.
+func (r *Router) lastWorker(i int) chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.last[i]
+}
+
+// close ends every queue: the dispatcher stops for good.
+func (r *Router) close() {
+	for _, q := range r.queues {
+		q.Close()
+	}
+}
+
 // NewRouter returns the router of spec, with one queue per partition.
 func NewRouter(spec *protocol.SubscriptionSpec) *Router {
 	n := max(spec.Partitions, 1)
@@ -209,12 +264,19 @@ func New(env *actors.Env, spec *protocol.SubscriptionSpec, rt *Router) *actor.Pr
 	})
 }
 
+// dispatcher's fields are ONLY touched by its mailbox run.
 type dispatcher struct {
-	env        *actors.Env
-	spec       *protocol.SubscriptionSpec
-	rt         *Router
+	env  *actors.Env
+	spec *protocol.SubscriptionSpec
+	rt   *Router
+	// partitions[i] is partition i's actor; nil from its stop until it is
+	// started again (its batches then wait in Router.transit).
 	partitions []*actor.PID
-	split      []*Deliveries // per partition, while routing one batch
+	// props[i] starts partition i, again too: its counters carry on.
+	props []*actor.Props
+	split []*Deliveries // per partition, while routing one batch
+	// exiting: this incarnation restarts or stops, and its partitions with it.
+	exiting bool
 }
 
 // route sends each partition its share of ds, in order, as one message.
@@ -240,45 +302,128 @@ func (d *dispatcher) route(ctx actor.Context, m *Deliveries) {
 	}
 }
 
+// send hands b to partition i. It stays in transit until an incarnation of
+// the partition queues it, so that one started after this one stopped
+// queues it instead.
 func (d *dispatcher) send(ctx actor.Context, i int, b *Deliveries) {
 	b.queued = false
 	d.rt.transit[i].add(b)
+	if d.partitions[i] == nil {
+		// Only a supervisor that resumed this dispatcher after it failed
+		// for partition i leaves it unstarted: it chose to carry on.
+		d.spawn(ctx, i)
+		d.rt.replaced++
+	}
 	ctx.Send(d.partitions[i], b)
+}
+
+func partitionName(i int) string { return "partition-" + strconv.Itoa(i) }
+
+// spawn starts partition i; what is in transit to it is queued first.
+func (d *dispatcher) spawn(ctx actor.Context, i int) {
+	pid, err := ctx.SpawnNamed(d.props[i], partitionName(i))
+	if err != nil {
+		panic(err) // a name clash is a bug; let the supervisor see it
+	}
+	d.partitions[i] = pid
+}
+
+// onTerminated: a partition stopped that this incarnation did not stop, so
+// its supervisor did (its restart budget spent). Its queue and the batches
+// in transit to it are intact: a new incarnation takes them over, in order,
+// after the dead one's worker has finished and settled what it took.
+// Past the Router's budget the dispatcher fails instead (see Restarts in
+// the package documentation).
+func (d *dispatcher) onTerminated(ctx actor.Context, m *actor.Terminated) {
+	if d.exiting {
+		return
+	}
+	i := slices.IndexFunc(d.partitions, func(p *actor.PID) bool { return p != nil && p.Equal(m.Who) })
+	if i < 0 {
+		return
+	}
+	d.partitions[i] = nil
+	addr := d.spec.Address.String()
+	err := fmt.Errorf("amqpactor: dispatcher of %s: %s was stopped by its supervisor after repeated failures", addr, partitionName(i))
+	d.rt.lastErr = err
+	if !d.rt.Restarts.Spend(time.Now()) {
+		d.log().Error("amqpactor: a partition spent the dispatcher's restart budget; failing the dispatcher",
+			"address", addr, "partition", i)
+		panic(fmt.Errorf("%w, and the restart budget for its partitions is spent", err))
+	}
+	d.log().Warn("amqpactor: a partition was stopped by its supervisor; starting it again",
+		"address", addr, "partition", i)
+	d.rt.replaced++
+	d.spawn(ctx, i)
+}
+
+// log is the App's logger; an Env built without one (a test's) logs to
+// slog's default.
+func (d *dispatcher) log() *slog.Logger {
+	if d.env.Log != nil {
+		return d.env.Log
+	}
+	return slog.Default()
 }
 
 func (d *dispatcher) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		// Its partitions were stopped by now (protoactor restarts an actor
-		// once its children have stopped): the queues are theirs again.
-		d.rt.handover.Store(false)
-		d.partitions = make([]*actor.PID, len(d.rt.queues))
-		d.split = make([]*Deliveries, len(d.rt.queues))
-		for i := range d.rt.queues {
-			pid, err := ctx.SpawnNamed(newPartition(d.env, d.spec, i, d.rt), "partition-"+strconv.Itoa(i))
-			if err != nil {
-				panic(err) // a name clash is a bug; let the supervisor see it
-			}
-			d.partitions[i] = pid
+		// The partitions of a previous incarnation were stopped by now
+		// (protoactor restarts an actor once its children have stopped):
+		// the queues are this one's.
+		n := len(d.rt.queues)
+		d.partitions, d.props, d.split = make([]*actor.PID, n), make([]*actor.Props, n), make([]*Deliveries, n)
+		for i := range n {
+			d.props[i] = newPartition(d.env, d.spec, i, d.rt)
+			d.spawn(ctx, i)
 		}
 	case *Deliveries:
 		d.route(ctx, m)
+	case *actor.Terminated:
+		d.onTerminated(ctx, m)
 	case *actors.Crash:
 		panic("amqpactor: dispatcher " + d.spec.Address.String() + ": " + m.Reason)
 	case *actor.Restarting:
-		// Before protoactor stops the partitions: they hand their queues
-		// over instead of closing them.
+		// Its partitions stop next; the queues stay open for the next
+		// incarnation's.
+		d.exiting = true
 		d.rt.panics.Add(1)
-		d.rt.handover.Store(true)
+	case *actor.Stopping:
+		// For good: what the partitions' workers have not taken stays
+		// unsettled, and the link's end gives it back.
+		d.exiting = true
+		d.rt.close()
 	case *protocol.Describe:
-		ctx.Respond(&protocol.Described{
-			Node: &protocol.Node{
-				Name: "dispatcher", Kind: "dispatcher", PID: ctx.Self().String(),
-				Address: d.spec.Address.String(), State: protocol.StateAttached, Restarts: int(d.rt.panics.Load()),
-				Counters: map[string]uint64{"partitions": uint64(len(d.partitions)), "routed": d.rt.routed.Load(),
-					"panics": d.rt.panics.Load()},
-			},
-			Children: d.partitions,
-		})
+		ctx.Respond(d.describe(ctx))
 	}
+}
+
+// describe draws the dispatcher as protoactor knows its partitions: a
+// partition stopped and not started again yet is not drawn, and the
+// dispatcher says restarting meanwhile.
+func (d *dispatcher) describe(ctx actor.Context) *protocol.Described {
+	state := protocol.StateAttached
+	children := make([]*actor.PID, 0, len(d.partitions))
+	for _, pid := range d.partitions {
+		if pid == nil {
+			state = protocol.StateRestarting
+			continue
+		}
+		if _, alive := ctx.ActorSystem().ProcessRegistry.GetLocal(pid.Id); !alive {
+			state = protocol.StateRestarting
+			continue
+		}
+		children = append(children, pid)
+	}
+	n := &protocol.Node{
+		Name: "dispatcher", Kind: "dispatcher", PID: ctx.Self().String(),
+		Address: d.spec.Address.String(), State: state, Restarts: int(d.rt.panics.Load()),
+		Counters: map[string]uint64{"partitions": uint64(len(d.partitions)), "routed": d.rt.routed.Load(),
+			"panics": d.rt.panics.Load(), "replaced": d.rt.replaced},
+	}
+	if d.rt.lastErr != nil {
+		n.LastError = d.rt.lastErr.Error()
+	}
+	return &protocol.Described{Node: n, Children: children}
 }

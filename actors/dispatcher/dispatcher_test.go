@@ -58,6 +58,17 @@ func newRig(tb testing.TB, partitions int, handler protocol.Handler, onVerdict f
 }
 
 func newRigWith(tb testing.TB, spec *protocol.SubscriptionSpec, onVerdict func(messages.Outcome), tune ...func(*actors.Env)) *rig {
+	return newRigOn(tb, spec, dispatcher.NewRouter(spec), onVerdict, tune...)
+}
+
+// newRigOn is newRigWith on the router rt of spec.
+func newRigOn(tb testing.TB, spec *protocol.SubscriptionSpec, rt *dispatcher.Router, onVerdict func(messages.Outcome), tune ...func(*actors.Env)) *rig {
+	return newRigUnder(tb, spec, rt, nil, onVerdict, tune...)
+}
+
+// newRigUnder is newRigOn with the dispatcher spawned by a parent actor
+// that supervises it with sup (nil: the dispatcher is a root actor).
+func newRigUnder(tb testing.TB, spec *protocol.SubscriptionSpec, rt *dispatcher.Router, sup actor.SupervisorStrategy, onVerdict func(messages.Outcome), tune ...func(*actors.Env)) *rig {
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(slog.DiscardHandler)
 	}))
@@ -66,10 +77,21 @@ func newRigWith(tb testing.TB, spec *protocol.SubscriptionSpec, onVerdict func(m
 	for _, f := range tune {
 		f(env)
 	}
-	r := &rig{sys: sys, pool: pool, env: env, rt: dispatcher.NewRouter(spec)}
+	r := &rig{sys: sys, pool: pool, env: env, rt: rt}
 	var err error
-	r.disp, err = sys.Root.SpawnNamed(dispatcher.New(env, spec, r.rt), "dispatcher")
-	require.NoError(tb, err)
+	if sup == nil {
+		r.disp, err = sys.Root.SpawnNamed(dispatcher.New(env, spec, r.rt), "dispatcher")
+		require.NoError(tb, err)
+	} else {
+		spawned := make(chan *actor.PID, 1)
+		_, err = sys.Root.SpawnNamed(actor.PropsFromFunc(func(c actor.Context) {
+			if _, ok := c.Message().(*actor.Started); ok {
+				spawned <- c.Spawn(dispatcher.New(env, spec, r.rt))
+			}
+		}, actor.WithSupervisor(sup)), "parent")
+		require.NoError(tb, err)
+		r.disp = <-spawned
+	}
 	r.to = settleFunc(func(d *protocol.Delivery, o messages.Outcome) {
 		d.Release()
 		onVerdict(o)

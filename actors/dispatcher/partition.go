@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"runtime/debug"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -30,8 +29,13 @@ type partition struct {
 	rt    *Router
 	q     *workq.Q[*protocol.Delivery]
 	info  *protocol.Partition // what the handlers' context carries of it
-	self  *actor.PID
-	quit  chan struct{} // closed to make this incarnation's worker return
+	// self, quit, prev and quitting are ONLY touched by the actor's mailbox run.
+	self *actor.PID
+	quit chan struct{} // closed to make this incarnation's worker return
+	// prev is closed when the worker of an earlier incarnation returns:
+	// until then this one restarts (its worker waits for that one).
+	prev     chan struct{}
+	quitting bool
 	// working: this incarnation has a worker that has not decided to
 	// return yet; whoever sets it starts one.
 	working atomic.Bool
@@ -61,8 +65,9 @@ func (p *partition) Receive(ctx actor.Context) {
 		}
 	case *actor.Started:
 		p.self, p.quit = ctx.Self(), make(chan struct{})
-		// What an incarnation stopped by its dispatcher's restart had in its
-		// mailbox comes first, in the order it was sent.
+		p.prev = p.rt.lastWorker(p.index)
+		// What an incarnation stopped before this one had in its mailbox
+		// comes first, in the order it was sent.
 		for _, b := range p.rt.transit[p.index].takeAll() {
 			p.queue(b.Items)
 		}
@@ -72,14 +77,14 @@ func (p *partition) Receive(ctx actor.Context) {
 			p.startWorker()
 		}
 	case *actors.Crash:
-		panic(fmt.Sprintf("amqpactor: partition-%d of %s: %s", p.index, p.spec.Address, m.Reason))
+		panic(fmt.Sprintf("amqpactor: %s of %s: %s", partitionName(p.index), p.spec.Address, m.Reason))
 	case *actor.Restarting:
 		p.panics.Add(1)
-		close(p.quit)
+		p.stopWorker()
 	case *protocol.Describe:
 		ctx.Respond(&protocol.Described{Node: &protocol.Node{
-			Name: "partition-" + strconv.Itoa(p.index), Kind: "partition", PID: ctx.Self().String(),
-			State: protocol.StateAttached, Restarts: int(p.panics.Load()),
+			Name: partitionName(p.index), Kind: "partition", PID: ctx.Self().String(),
+			State: p.state(), Restarts: int(p.panics.Load()),
 			Counters: map[string]uint64{
 				"panics":  p.panics.Load(),
 				"queued":  uint64(p.q.Len()),
@@ -89,13 +94,33 @@ func (p *partition) Receive(ctx actor.Context) {
 			},
 		}})
 	case *actor.Stopping:
-		if p.rt.handover.Load() {
-			// The dispatcher restarts: the next partition takes the queue.
-			close(p.quit)
-			return
-		}
-		p.q.Close()
+		// The queue is the dispatcher's: it closes it when it stops for
+		// good, and otherwise a partition started after this one takes it.
+		p.stopWorker()
 	}
+}
+
+// stopWorker makes this incarnation's worker finish what it took and
+// return (once: a stop may follow a restart that was under way).
+func (p *partition) stopWorker() {
+	if !p.quitting && p.quit != nil {
+		p.quitting = true
+		close(p.quit)
+	}
+}
+
+// state is restarting while the worker of an earlier incarnation still
+// finishes what it took, attached after.
+func (p *partition) state() string {
+	if p.prev != nil {
+		select {
+		case <-p.prev:
+			p.prev = nil
+		default:
+			return protocol.StateRestarting
+		}
+	}
+	return protocol.StateAttached
 }
 
 // queue puts items on the queue and makes sure a worker runs for them.
