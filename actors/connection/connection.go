@@ -69,16 +69,21 @@ type Started struct {
 // protoactor stops an actor's children when it restarts it, and its
 // children are every session and link of the App. The root resumes it
 // after a panic instead (resumer), and stops it past the restart budget,
-// which ends the App's tree. The root holds no connection and never blocks.
+// which ends the App's tree: the connection's node turns failed with a
+// protocol.NodeError (the App, which watches the root, fails every call at
+// once from then on). Starting a new connection actor instead would
+// rebuild nothing: every session and link went with the old one. The root
+// holds no connection and never blocks.
 //
 // The connections of the pool are children of the connection actor, and
 // protoactor asks a parent's strategy about its children: the connection
 // actor's (pool) resumes them as the root resumes it, and hands every other
 // child's failure to the App's strategy.
 func New(env *actors.Env, c transport.Connector, started chan<- Started) *actor.Props {
+	budget := resumer{max: 10, within: time.Minute}
 	return env.Props(func() actor.Actor {
-		return &root{env: env, connector: c, started: started}
-	}, actor.WithSupervisor(resumer{max: 10, within: time.Minute}))
+		return &root{env: env, connector: c, started: started, budget: budget}
+	}, actor.WithSupervisor(budget))
 }
 
 // resumer supervises the connection actor (see New): a panic resumes it,
@@ -130,6 +135,7 @@ type root struct {
 	started   chan<- Started
 	conn      *actor.PID // the connection actor
 	stopping  bool
+	budget    resumer // the connection actor's supervisor
 }
 
 func (r *root) Receive(ctx actor.Context) {
@@ -142,8 +148,18 @@ func (r *root) Receive(ctx actor.Context) {
 	case *actor.Terminated:
 		if m.Who.Equal(r.conn) && !r.stopping {
 			// Its supervisor gave up on it (it kept panicking): without
-			// it nothing reconnects, so the App's tree ends here.
-			r.env.Log.Error("amqpactor: the connection actor stopped; stopping the App's tree", "connector", r.connector.String())
+			// it nothing reconnects, so the App's tree ends here. The
+			// connection's node turns failed (App.Health names it) and
+			// the App, which watches this actor, fails every call at
+			// once (every session and link went with the connection
+			// actor, so starting a new one would rebuild nothing).
+			err := &protocol.NodeError{Path: actors.RootNode.Path, Kind: "connection", Address: r.connector.String(),
+				Err: fmt.Errorf("the connection actor was stopped by its supervisor after more than %d panics in %s", r.budget.max, r.budget.within)}
+			r.env.Log.Error("amqpactor: the connection actor stopped; stopping the App's tree", "connector", r.connector.String(), "error", err)
+			state := protocol.StateStopped
+			n := actors.RootNode
+			n.Address = r.connector.String()
+			r.env.SetState(&state, n, actors.StateFailed, err)
 			ctx.Stop(ctx.Self())
 		}
 	case *actor.Stopping, *actor.Stopped, *actor.Restarting, *actor.ReceiveTimeout:
