@@ -300,6 +300,11 @@ type kept struct {
 	// connection: they attach on it, or fail with its dial's error.
 	pending []*protocol.Subscribe
 	everUp  bool
+	// again is the budget for starting the publisher, requests and txn
+	// actors again, by name.
+	again map[string]*actors.Restarts
+	// gaveUp are those of them past that budget, by name, drawn failed.
+	gaveUp map[string]*protocol.Node
 }
 
 // connection is one incarnation: what it holds besides kept belongs to
@@ -793,7 +798,10 @@ func (c *connection) childGone(ctx actor.Context, pid *actor.PID) {
 	}
 	// The publisher, requests and txn actors serve every call of the App,
 	// which sends to their PIDs: one its supervisor gave up on comes back
-	// at once under its name (so the PID the App holds is its again).
+	// under its name (so the PID the App holds is its again), within a
+	// budget. Past it the fault recurs on every start: the node turns
+	// failed, and what is sent to its PID fails at once (the App answers
+	// work that lands in protoactor's dead letters with a NodeError).
 	for _, w := range []struct {
 		pid   *actor.PID
 		props func() *actor.Props
@@ -802,16 +810,38 @@ func (c *connection) childGone(ctx actor.Context, pid *actor.PID) {
 		{c.children.Requests, func() *actor.Props { return session.NewRequests(c.env, c.children.Replies) }},
 		{c.children.Txn, func() *actor.Props { return txn.New(c.env, c.connector.String()) }},
 	} {
-		if w.pid != nil && w.pid.Equal(pid) {
-			c.env.Log.Error("amqpactor: an actor of the connection spent its restarts; starting it again", "actor", pid.Id)
-			c.panics++
-			name := pid.Id[strings.LastIndex(pid.Id, "/")+1:]
-			np := spawn(ctx, w.props(), name)
-			if c.conn != nil {
-				ctx.Send(np, &protocol.ConnUp{Conn: c.conn})
+		if w.pid == nil || !w.pid.Equal(pid) {
+			continue
+		}
+		name := pid.Id[strings.LastIndex(pid.Id, "/")+1:]
+		if c.again == nil {
+			c.again = map[string]*actors.Restarts{}
+		}
+		budget := c.again[name]
+		if budget == nil {
+			budget = &actors.Restarts{}
+			c.again[name] = budget
+		}
+		if !budget.Spend(time.Now()) {
+			err := fmt.Errorf("amqpactor: %s stopped by its supervisor after repeated failures, and started again too often (its restart budget is spent)", name)
+			c.env.Log.Error("amqpactor: an actor of the connection failed for good", "actor", pid.Id, "error", err)
+			n := c.node.Child(name, name, "")
+			ne := &protocol.NodeError{Path: n.Path, Kind: n.Kind, Err: err}
+			state := protocol.StateRestarting
+			c.env.SetState(&state, n, actors.StateFailed, ne)
+			if c.gaveUp == nil {
+				c.gaveUp = map[string]*protocol.Node{}
 			}
+			c.gaveUp[name] = &protocol.Node{Name: name, Kind: name, PID: pid.String(), State: actors.StateFailed, LastError: ne.Error()}
 			return
 		}
+		c.env.Log.Error("amqpactor: an actor of the connection spent its restarts; starting it again", "actor", pid.Id)
+		c.panics++
+		np := spawn(ctx, w.props(), name)
+		if c.conn != nil {
+			ctx.Send(np, &protocol.ConnUp{Conn: c.conn})
+		}
+		return
 	}
 	for i, name := range c.subOrder {
 		if !c.subs[name].Equal(pid) {
@@ -1036,11 +1066,20 @@ func (c *connection) describe(ctx actor.Context) *protocol.Described {
 	if c.limit > 0 {
 		n.Counters["max-sessions"] = uint64(c.limit)
 	}
-	children := c.all()
+	var children []*actor.PID
+	for _, pid := range c.all() {
+		// One failed for good is drawn from failed, below.
+		if _, gone := c.gaveUp[pid.Id[strings.LastIndex(pid.Id, "/")+1:]]; !gone || c.isMember {
+			children = append(children, pid)
+		}
+	}
 	for _, mb := range c.members {
 		children = append(children, mb.pid)
 	}
 	d := &protocol.Described{Node: n, Children: children, Self: ctx.Self()}
+	for _, name := range slices.Sorted(maps.Keys(c.gaveUp)) {
+		d.Gone = append(d.Gone, c.gaveUp[name])
+	}
 	for _, name := range slices.Sorted(maps.Keys(c.failed)) {
 		d.Gone = append(d.Gone, c.failed[name])
 	}
