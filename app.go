@@ -712,6 +712,12 @@ func describe(ctx context.Context, sys *actor.ActorSystem, pid *actor.PID) (*Nod
 		// A child that is stopping never answers: a bound of its own keeps
 		// it from taking the whole tree's deadline (an actor that runs
 		// answers within a mailbox turn).
+		if _, alive := sys.ProcessRegistry.GetLocal(c.Id); !alive {
+			// Its parent still lists it, protoactor knows it no more:
+			// drawn failed, never as the state it had.
+			n.Children = append(n.Children, goneNode(c, errors.New("its actor is gone")))
+			continue
+		}
 		cctx, cancel := context.WithTimeout(ctx, childDescribeBound)
 		cn, err := describe(cctx, sys, c)
 		cancel()
@@ -720,6 +726,9 @@ func describe(ctx context.Context, sys *actor.ActorSystem, pid *actor.PID) (*Nod
 			// of the tree; note it and go on.
 			gone := &Node{Name: c.Id, PID: c.String(), State: protocol.StateDetached, LastError: err.Error()}
 			gone.SetActorPID(c)
+			if _, alive := sys.ProcessRegistry.GetLocal(c.Id); !alive {
+				gone = goneNode(c, err)
+			}
 			n.Children = append(n.Children, gone)
 			continue
 		}
@@ -842,4 +851,11 @@ func (a *App) deadNode(rootID string, pid *actor.PID) error {
 		why = *g
 	}
 	return &NodeError{Path: path, Err: why}
+}
+
+// goneNode draws a child whose actor protoactor knows no more: failed.
+func goneNode(pid *actor.PID, why error) *Node {
+	n := &Node{Name: pid.Id[strings.LastIndex(pid.Id, "/")+1:], PID: pid.String(), State: actors.StateFailed, LastError: why.Error()}
+	n.SetActorPID(pid)
+	return n
 }

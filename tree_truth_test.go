@@ -116,3 +116,52 @@ func TestFaultOnEveryStartEndsFailed(t *testing.T) {
 		})
 	}
 }
+
+// Nodes of several kinds crashed past their supervisor's budget: every
+// node the tree draws is alive in protoactor's registry or drawn failed.
+func TestTreeDrawsNoDeadNodeAlive(t *testing.T) {
+	defer goleak.VerifyNone(t, ignoreThrottle)
+	sys := sharedSystem(t)
+	app := amqpactor.New(inproc.New(), amqpactor.WithActorSystem(sys), amqpactor.WithName("tree-truth"),
+		amqpactor.WithSupervisorStrategy(actor.NewOneForOneStrategy(3, time.Minute, actor.DefaultDecider)))
+	_, err := app.Subscribe(amqpactor.Queue("orders"), func(context.Context, *amqpactor.Message) error { return nil })
+	require.NoError(t, err)
+	_, err = app.Subscribe(amqpactor.Queue("other"), func(context.Context, *amqpactor.Message) error { return nil })
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	require.NoError(t, app.Start(ctx))
+	defer func() { _ = app.Stop(context.Background()) }()
+	require.NoError(t, app.Publish(ctx, amqpactor.Queue("orders"), &amqpactor.Message{Body: []byte("x")}))
+	tree, err := app.Tree(ctx)
+	require.NoError(t, err)
+	var pids []*actor.PID
+	for _, k := range [][2]string{{"sender", "orders"}, {"subscription", "other"}} {
+		n := find(tree, k[0], k[1])
+		require.NotNil(t, n, "no %s on %s", k[0], k[1])
+		pids = append(pids, n.ActorPID())
+	}
+	for range 12 {
+		for _, pid := range pids {
+			sys.Root.Send(pid, &actors.Crash{Reason: "test"})
+		}
+		time.Sleep(5 * time.Millisecond) // a pace, as an operator's faults come; nothing is awaited
+	}
+	// Whatever each parent made of it, protoactor has stopped both.
+	require.Eventually(t, func() bool {
+		for _, pid := range pids {
+			if _, ok := sys.ProcessRegistry.GetLocal(pid.Id); ok {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, time.Millisecond)
+	tree, err = app.Tree(ctx)
+	require.NoError(t, err)
+	alive, failed := drawnHonestly(t, sys, tree)
+	require.GreaterOrEqual(t, failed, 1)
+	t.Logf("%d nodes alive, %d failed", alive, failed)
+	t0 := time.Now()
+	_ = app.Stop(ctx)
+	require.Less(t, time.Since(t0), time.Second)
+}
