@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/Azure/go-amqp"
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/eventstream"
 
 	"github.com/amqpactor/amqpactor/actors"
 	"github.com/amqpactor/amqpactor/actors/connection"
@@ -83,6 +85,16 @@ type App struct {
 	watchSeq     uint64
 
 	pub *actorPublisher // the Publisher actor, once asked for (actorapi.go)
+
+	// gone is why the App's actor tree stopped by itself while the App
+	// ran (its connection actor kept panicking): set once, by the watch of
+	// the root (treeWatch), on the root's goroutine; read by every call.
+	gone atomic.Pointer[error]
+	// watch is the process that watches the root for its end, and dead
+	// the EventStream subscription that answers what was sent to a gone
+	// actor of the tree; both under mu.
+	watch *actor.PID
+	dead  *eventstream.Subscription
 
 	tel   *telemetry   // OpenTelemetry (telemetry.go)
 	dests destinations // what is kept per address sent to (destination.go)
@@ -305,6 +317,8 @@ func (a *App) begin(ctx context.Context, sys *actor.ActorSystem, parent actor.Sp
 		return nil, a.failStart(ctx, err)
 	}
 	a.root = root
+	a.watch = watchTree(a, root)
+	a.dead = a.sys.EventStream.Subscribe(a.answerDeadLetters(root.Id))
 	subs := append([]*Subscription(nil), a.subs...)
 	a.mu.Unlock()
 	return func() error { return a.finishStart(ctx, connector, root, subs, started) }, nil
@@ -516,9 +530,16 @@ func (a *App) teardown(ctx context.Context) error {
 	waitPublishes := a.stopPublisher()
 	a.mu.Lock()
 	a.live.Store(nil)
-	root, env, sys, own, pool, events := a.root, a.env, a.sys, a.ownSys, a.pool, a.events
-	a.root = nil
+	root, env, sys, own, pool, events, watch, dead := a.root, a.env, a.sys, a.ownSys, a.pool, a.events, a.watch, a.dead
+	a.root, a.watch, a.dead = nil, nil, nil
 	a.mu.Unlock()
+	if watch != nil {
+		// The root's end is the App's own stop from now on.
+		defer sys.ProcessRegistry.Remove(watch)
+	}
+	if dead != nil {
+		defer sys.EventStream.Unsubscribe(dead)
+	}
 	if env == nil {
 		return waitPublishes(ctx)
 	}
@@ -592,6 +613,9 @@ func (a *App) running(ctx context.Context) (*actors.Env, connection.Children, er
 	// publishers would queue on.
 	if l := a.live.Load(); l != nil {
 		return l.env, l.children, nil
+	}
+	if g := a.gone.Load(); g != nil {
+		return nil, connection.Children{}, *g
 	}
 	if err := a.awaitStart(ctx); err != nil {
 		return nil, connection.Children{}, err
@@ -688,6 +712,12 @@ func describe(ctx context.Context, sys *actor.ActorSystem, pid *actor.PID) (*Nod
 		// A child that is stopping never answers: a bound of its own keeps
 		// it from taking the whole tree's deadline (an actor that runs
 		// answers within a mailbox turn).
+		if _, alive := sys.ProcessRegistry.GetLocal(c.Id); !alive {
+			// Its parent still lists it, protoactor knows it no more:
+			// drawn failed, never as the state it had.
+			n.Children = append(n.Children, goneNode(c, errors.New("its actor is gone")))
+			continue
+		}
 		cctx, cancel := context.WithTimeout(ctx, childDescribeBound)
 		cn, err := describe(cctx, sys, c)
 		cancel()
@@ -696,6 +726,9 @@ func describe(ctx context.Context, sys *actor.ActorSystem, pid *actor.PID) (*Nod
 			// of the tree; note it and go on.
 			gone := &Node{Name: c.Id, PID: c.String(), State: protocol.StateDetached, LastError: err.Error()}
 			gone.SetActorPID(c)
+			if _, alive := sys.ProcessRegistry.GetLocal(c.Id); !alive {
+				gone = goneNode(c, err)
+			}
 			n.Children = append(n.Children, gone)
 			continue
 		}
@@ -704,4 +737,125 @@ func describe(ctx context.Context, sys *actor.ActorSystem, pid *actor.PID) (*Nod
 	// Children whose actors stopped for good, shown as they were last.
 	n.Children = append(n.Children, d.Gone...)
 	return n, nil
+}
+
+// treeWatch is told when the App's root actor terminates: a process of
+// its own in the registry that the root counts among its watchers, so the
+// App learns it without an actor to receive Terminated.
+type treeWatch struct {
+	app  *App
+	env  *actors.Env
+	sys  *actor.ActorSystem
+	self *actor.PID
+}
+
+// watchTree watches root for a (called with a.mu held, after spawning it).
+func watchTree(a *App, root *actor.PID) *actor.PID {
+	w := &treeWatch{app: a, env: a.env, sys: a.sys}
+	w.self, _ = a.sys.ProcessRegistry.Add(w, "amqpactor-treewatch$"+a.sys.ProcessRegistry.NextId())
+	p, _ := a.sys.ProcessRegistry.Get(root)
+	p.SendSystemMessage(root, &actor.Watch{Watcher: w.self})
+	return w.self
+}
+
+func (*treeWatch) SendUserMessage(*actor.PID, any) {}
+func (*treeWatch) Stop(*actor.PID)                 {}
+
+// SendSystemMessage runs on the root's goroutine as it terminates: it
+// never blocks.
+func (w *treeWatch) SendSystemMessage(_ *actor.PID, m any) {
+	if _, ok := m.(*actor.Terminated); !ok {
+		return
+	}
+	w.sys.ProcessRegistry.Remove(w.self)
+	w.app.treeStopped(w.env)
+}
+
+// treeStopped fails the App's calls at once when its tree stopped while
+// the App runs: every publish, request, transaction and subscribe waiting
+// on it, and every one after, with an error that wraps ErrStopped and the
+// *NodeError of the connection (the node Health names).
+func (a *App) treeStopped(env *actors.Env) {
+	if a.stopCtx.Err() != nil {
+		return // the App's own Stop, or a failed Start
+	}
+	var ne *NodeError
+	if st, ok := a.nodes.get(actors.RootNode.Path); !ok || !errors.As(st.err, &ne) {
+		ne = &NodeError{Path: actors.RootNode.Path, Kind: "connection", Address: a.Connector().String(),
+			Err: errors.New("the App's actor tree stopped")}
+	}
+	err := fmt.Errorf("%w: %w", ErrStopped, ne)
+	a.gone.Store(&err)
+	a.live.Store(nil)
+	env.MarkStopped()
+	a.ctxs.Stop()
+}
+
+// answerDeadLetters returns the EventStream handler that answers the work
+// sent to an actor of the tree under root (its PID's Id, or one under it)
+// that is gone: protoactor hands such a message to its dead letters, where
+// nothing would ever answer it, and its caller would wait out its context.
+// It answers with a *NodeError naming the node (wrapping why the tree
+// stopped, when it did). It runs on the sender's goroutine: it never blocks,
+// and a message of another App's tree is not its to answer.
+func (a *App) answerDeadLetters(rootID string) func(any) {
+	return func(m any) {
+		ev, ok := m.(*actor.DeadLetterEvent)
+		if !ok || ev.PID == nil || ev.PID.Id != rootID && !strings.HasPrefix(ev.PID.Id, rootID+"/") {
+			return
+		}
+		var err error
+		switch x := ev.Message.(type) {
+		case *protocol.Subscribe:
+			err = a.deadNode(rootID, ev.PID)
+			select {
+			case x.Done <- err:
+			default:
+			}
+		case *protocol.Unsubscribe:
+			select {
+			case x.Done <- a.deadNode(rootID, ev.PID):
+			default:
+			}
+		case *protocol.Publish:
+			x.Answer(a.deadNode(rootID, ev.PID))
+		case *protocol.Request:
+			select {
+			case x.Reply <- protocol.Reply{Err: a.deadNode(rootID, ev.PID)}:
+			default:
+			}
+		case *protocol.Begin:
+			select {
+			case x.Reply <- protocol.BeginResult{Err: a.deadNode(rootID, ev.PID)}:
+			default:
+			}
+		case *protocol.Drain:
+			// A gone actor has nothing left to drain.
+			select {
+			case x.Done <- nil:
+			default:
+			}
+		}
+	}
+}
+
+// deadNode is the error of work sent to pid, an actor of the tree under
+// the root rootID that is gone.
+func (a *App) deadNode(rootID string, pid *actor.PID) error {
+	path := strings.TrimPrefix(strings.TrimPrefix(pid.Id, rootID), "/")
+	if path == "" {
+		path = actors.RootNode.Path
+	}
+	why := errors.New("its actor is gone")
+	if g := a.gone.Load(); g != nil {
+		why = *g
+	}
+	return &NodeError{Path: path, Err: why}
+}
+
+// goneNode draws a child whose actor protoactor knows no more: failed.
+func goneNode(pid *actor.PID, why error) *Node {
+	n := &Node{Name: pid.Id[strings.LastIndex(pid.Id, "/")+1:], PID: pid.String(), State: actors.StateFailed, LastError: why.Error()}
+	n.SetActorPID(pid)
+	return n
 }

@@ -39,6 +39,14 @@ func (s *nodeStates) record(m protocol.StateChange) {
 	s.nodes[m.Path] = nodeState{kind: m.Kind, state: m.To, err: m.Err}
 }
 
+// get returns the last state recorded for the node at path.
+func (s *nodeStates) get(path string) (nodeState, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n, ok := s.nodes[path]
+	return n, ok
+}
+
 // not lists, sorted, the nodes whose kind is one of kinds (all kinds when
 // none) and whose state is not ok, with their state and why.
 func (s *nodeStates) not(ok func(state string) bool, kinds ...string) []string {

@@ -8,6 +8,19 @@
 // connection-3, ...), each dialling, watching, reconnecting and draining
 // its own connection for the subscriptions it holds. The publisher,
 // requests and txn actors stay on the first.
+//
+// A connection actor that panics is resumed, and the message it panicked
+// on is lost; after resuming it reconciles (reconcile): a connection whose
+// Done channel is closed is treated as lost, a dial whose answer it was
+// handling is redone, and with neither a connection nor a dial it dials.
+// Reconciling was chosen over moving dialling and watching into a child
+// restarted on its own: the connection must come back to this actor
+// anyway (it tells the children, places subscriptions, answers Start), so
+// a panic while adopting it would leave the same half-done state here; and
+// what a handler can leave half-done is small and fully known from the
+// actor's own fields and the connection's Done channel. Its handlers change
+// those fields in an order that keeps them reconcilable: a lost
+// connection is let go of last, a dial is marked done last.
 package connection
 
 import (
@@ -18,6 +31,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -55,16 +69,21 @@ type Started struct {
 // protoactor stops an actor's children when it restarts it, and its
 // children are every session and link of the App. The root resumes it
 // after a panic instead (resumer), and stops it past the restart budget,
-// which ends the App's tree. The root holds no connection and never blocks.
+// which ends the App's tree: the connection's node turns failed with a
+// protocol.NodeError (the App, which watches the root, fails every call at
+// once from then on). Starting a new connection actor instead would
+// rebuild nothing: every session and link went with the old one. The root
+// holds no connection and never blocks.
 //
 // The connections of the pool are children of the connection actor, and
 // protoactor asks a parent's strategy about its children: the connection
 // actor's (pool) resumes them as the root resumes it, and hands every other
 // child's failure to the App's strategy.
 func New(env *actors.Env, c transport.Connector, started chan<- Started) *actor.Props {
+	budget := resumer{max: 10, within: time.Minute}
 	return env.Props(func() actor.Actor {
-		return &root{env: env, connector: c, started: started}
-	}, actor.WithSupervisor(resumer{max: 10, within: time.Minute}))
+		return &root{env: env, connector: c, started: started, budget: budget}
+	}, actor.WithSupervisor(budget))
 }
 
 // resumer supervises the connection actor (see New): a panic resumes it,
@@ -116,6 +135,7 @@ type root struct {
 	started   chan<- Started
 	conn      *actor.PID // the connection actor
 	stopping  bool
+	budget    resumer // the connection actor's supervisor
 }
 
 func (r *root) Receive(ctx actor.Context) {
@@ -128,8 +148,18 @@ func (r *root) Receive(ctx actor.Context) {
 	case *actor.Terminated:
 		if m.Who.Equal(r.conn) && !r.stopping {
 			// Its supervisor gave up on it (it kept panicking): without
-			// it nothing reconnects, so the App's tree ends here.
-			r.env.Log.Error("amqpactor: the connection actor stopped; stopping the App's tree", "connector", r.connector.String())
+			// it nothing reconnects, so the App's tree ends here. The
+			// connection's node turns failed (App.Health names it) and
+			// the App, which watches this actor, fails every call at
+			// once (every session and link went with the connection
+			// actor, so starting a new one would rebuild nothing).
+			err := &protocol.NodeError{Path: actors.RootNode.Path, Kind: "connection", Address: r.connector.String(),
+				Err: fmt.Errorf("the connection actor was stopped by its supervisor after more than %d panics in %s", r.budget.max, r.budget.within)}
+			r.env.Log.Error("amqpactor: the connection actor stopped; stopping the App's tree", "connector", r.connector.String(), "error", err)
+			state := protocol.StateStopped
+			n := actors.RootNode
+			n.Address = r.connector.String()
+			r.env.SetState(&state, n, actors.StateFailed, err)
 			ctx.Stop(ctx.Self())
 		}
 	case *actor.Stopping, *actor.Stopped, *actor.Restarting, *actor.ReceiveTimeout:
@@ -270,6 +300,11 @@ type kept struct {
 	// connection: they attach on it, or fail with its dial's error.
 	pending []*protocol.Subscribe
 	everUp  bool
+	// again is the budget for starting the publisher, requests and txn
+	// actors again, by name.
+	again map[string]*actors.Restarts
+	// gaveUp are those of them past that budget, by name, drawn failed.
+	gaveUp map[string]*protocol.Node
 }
 
 // connection is one incarnation: what it holds besides kept belongs to
@@ -305,14 +340,7 @@ func (c *connection) Receive(ctx actor.Context) {
 		c.set(protocol.StateRestarting, nil)
 	case *resumed:
 		c.panics++
-		if c.conn == nil && c.dialing == nil && !c.stopping {
-			// Waiting out a backoff: a panic is no reason to wait on.
-			if c.timer != nil {
-				c.timer.Stop()
-				c.timer = nil
-			}
-			c.dial(ctx, 1)
-		}
+		c.reconcile(ctx)
 		c.env.Log.Warn("amqpactor: the connection actor panicked and was resumed", "connector", c.connector.String(),
 			"reason", fmt.Sprint(m.reason))
 	case *actors.Crash:
@@ -417,6 +445,17 @@ func spawn(ctx actor.Context, props *actor.Props, name string) *actor.PID {
 	return pid
 }
 
+// panicAt, when set (tests only), is called at the fault points of the
+// handlers that change the connection (onLost, onDialed), so a test can
+// crash the actor half-way through one and see it reconcile.
+var panicAt atomic.Pointer[func(point string)]
+
+func faultPoint(point string) {
+	if f := panicAt.Load(); f != nil {
+		(*f)(point)
+	}
+}
+
 // handoff passes a dialled connection from the dialling goroutine to the
 // actor. The actor may give up on a dial (the App stops, or a Start ends)
 // before its answer is read from the mailbox, and an answer in the mailbox
@@ -427,7 +466,15 @@ type handoff struct {
 	abandoned bool
 	conn      transport.Conn
 	cancel    context.CancelFunc
+	// taken is what take returned and answered whether take ran: the
+	// actor's own (written and read in its Receive), so that reconcile
+	// can finish a dial whose answer a panic cut short.
+	taken    transport.Conn
+	answered bool
 }
+
+// wasTaken reports whether the actor took the dial's answer.
+func (h *handoff) wasTaken() bool { return h.answered }
 
 // give leaves conn for the actor; false means the actor gave up on it, and
 // the caller closes it.
@@ -486,6 +533,10 @@ func (c *connection) abandonDial() {
 	if conn := c.dialing.abandon(); conn != nil {
 		closeConn(c.env, conn)
 	}
+	if t := c.dialing.taken; t != nil && t != c.conn {
+		// Taken by a handler a panic cut short, never adopted.
+		closeConn(c.env, t)
+	}
 	c.dialing = nil
 }
 
@@ -499,13 +550,17 @@ func closeConn(env *actors.Env, conn transport.Conn) {
 
 func (c *connection) onDialed(ctx actor.Context, m *dialed) {
 	conn := m.h.take()
-	if c.dialing == m.h {
-		c.dialing = nil
-	}
+	m.h.taken, m.h.answered = conn, true
 	if m.err == nil && conn == nil {
+		if c.dialing == m.h {
+			c.dialing = nil
+		}
 		return // given up on (abandonDial closed it)
 	}
 	if m.err != nil {
+		if c.dialing == m.h {
+			c.dialing = nil
+		}
 		c.lastErr = m.err
 		if c.stopping && c.started != nil {
 			c.started <- Started{Err: fmt.Errorf("%w: %w", protocol.ErrStopped, m.err)}
@@ -545,9 +600,13 @@ func (c *connection) onDialed(ctx actor.Context, m *dialed) {
 	if c.stopping || c.conn != nil {
 		// Stopping, or a raced dial's answer while a connection is live:
 		// adopting it would orphan the live one and its watcher.
+		if c.dialing == m.h {
+			c.dialing = nil
+		}
 		closeConn(c.env, conn)
 		return
 	}
+	faultPoint("dialed:taken")
 	c.conn = conn
 	c.connectedAt = time.Now()
 	c.broker = conn.Features().Broker
@@ -562,6 +621,7 @@ func (c *connection) onDialed(ctx actor.Context, m *dialed) {
 	for _, pid := range c.all() {
 		ctx.Send(pid, up)
 	}
+	faultPoint("dialed:told")
 	c.everUp = true
 	pending := c.pending
 	c.pending = nil
@@ -571,6 +631,11 @@ func (c *connection) onDialed(ctx actor.Context, m *dialed) {
 	if c.started != nil {
 		c.started <- Started{Children: c.children}
 		c.started = nil
+	}
+	// Last: until here a panic leaves the dial in c.dialing, taken, and
+	// reconcile redoes it.
+	if c.dialing == m.h {
+		c.dialing = nil
 	}
 }
 
@@ -607,14 +672,12 @@ func (c *connection) onLost(ctx actor.Context, m *lost) {
 	if m.conn != c.conn || c.stopping {
 		return
 	}
+	faultPoint("lost:begin")
 	err := m.err
 	if err == nil {
 		err = errors.New("connection closed")
 	}
 	c.env.Log.Warn("amqpactor: connection lost", "connector", c.connector.String(), "connection", c.name, "error", err)
-	c.conn = nil
-	c.cancel()
-	c.cancel = nil
 	c.lastErr = err
 	c.restarts++
 	c.set(protocol.StateRestarting, err)
@@ -622,8 +685,72 @@ func (c *connection) onLost(ctx actor.Context, m *lost) {
 	for _, pid := range c.all() {
 		ctx.Send(pid, down)
 	}
+	faultPoint("lost:told")
+	if c.timer != nil {
+		c.timer.Stop()
+	}
 	c.timer = c.env.After(c.env.Backoff.Delay(1), ctx.Self(), &redial{attempt: 1})
+	// Last: until the connection is let go, a panic above leaves it in
+	// c.conn, dead, and reconcile handles the loss again.
+	if c.cancel != nil {
+		c.cancel()
+		c.cancel = nil
+	}
+	c.conn = nil
 }
+
+// reconcile runs after the root resumed the actor: the message it panicked
+// on is lost, so what that handler left half-done is finished or redone
+// from what the actor holds and what the transport says. A dial whose
+// answer was taken but not seen through is redone (its connection closed,
+// the children told it is down); a connection whose Done channel is closed
+// is lost; a live one not watched is watched; no connection and no dial
+// under way dials at once (a panic is no reason to wait out a backoff).
+func (c *connection) reconcile(ctx actor.Context) {
+	if c.stopping {
+		return
+	}
+	if h := c.dialing; h != nil && h.wasTaken() {
+		c.dialing = nil
+		if conn := h.taken; conn != nil {
+			if conn == c.conn {
+				// The children may have heard ConnUp on it already.
+				if c.cancel != nil {
+					c.cancel()
+					c.cancel = nil
+				}
+				c.conn = nil
+				down := &protocol.ConnDown{Err: errRedial}
+				for _, pid := range c.all() {
+					ctx.Send(pid, down)
+				}
+			}
+			closeConn(c.env, conn)
+		}
+	}
+	if c.conn != nil {
+		select {
+		case <-c.conn.Done():
+			c.onLost(ctx, &lost{conn: c.conn, err: c.conn.Err()})
+		default:
+			if c.cancel == nil {
+				c.watch(ctx, c.conn)
+			}
+		}
+		return
+	}
+	if c.dialing == nil {
+		if c.timer != nil {
+			c.timer.Stop()
+			c.timer = nil
+		}
+		c.dial(ctx, 1)
+	}
+}
+
+// errRedial tells the children that a connection is given up because the
+// actor panicked while adopting it; another is dialled at once.
+var errRedial = errors.New("amqpactor: connection: the connection actor panicked while adopting a connection; dialling again")
 
 // all are the children that hold sessions on this connection (the pool's
 // other connections hold their own).
@@ -671,7 +798,10 @@ func (c *connection) childGone(ctx actor.Context, pid *actor.PID) {
 	}
 	// The publisher, requests and txn actors serve every call of the App,
 	// which sends to their PIDs: one its supervisor gave up on comes back
-	// at once under its name (so the PID the App holds is its again).
+	// under its name (so the PID the App holds is its again), within a
+	// budget. Past it the fault recurs on every start: the node turns
+	// failed, and what is sent to its PID fails at once (the App answers
+	// work that lands in protoactor's dead letters with a NodeError).
 	for _, w := range []struct {
 		pid   *actor.PID
 		props func() *actor.Props
@@ -680,16 +810,38 @@ func (c *connection) childGone(ctx actor.Context, pid *actor.PID) {
 		{c.children.Requests, func() *actor.Props { return session.NewRequests(c.env, c.children.Replies) }},
 		{c.children.Txn, func() *actor.Props { return txn.New(c.env, c.connector.String()) }},
 	} {
-		if w.pid != nil && w.pid.Equal(pid) {
-			c.env.Log.Error("amqpactor: an actor of the connection spent its restarts; starting it again", "actor", pid.Id)
-			c.panics++
-			name := pid.Id[strings.LastIndex(pid.Id, "/")+1:]
-			np := spawn(ctx, w.props(), name)
-			if c.conn != nil {
-				ctx.Send(np, &protocol.ConnUp{Conn: c.conn})
+		if w.pid == nil || !w.pid.Equal(pid) {
+			continue
+		}
+		name := pid.Id[strings.LastIndex(pid.Id, "/")+1:]
+		if c.again == nil {
+			c.again = map[string]*actors.Restarts{}
+		}
+		budget := c.again[name]
+		if budget == nil {
+			budget = &actors.Restarts{}
+			c.again[name] = budget
+		}
+		if !budget.Spend(time.Now()) {
+			err := fmt.Errorf("amqpactor: %s stopped by its supervisor after repeated failures, and started again too often (its restart budget is spent)", name)
+			c.env.Log.Error("amqpactor: an actor of the connection failed for good", "actor", pid.Id, "error", err)
+			n := c.node.Child(name, name, "")
+			ne := &protocol.NodeError{Path: n.Path, Kind: n.Kind, Err: err}
+			state := protocol.StateRestarting
+			c.env.SetState(&state, n, actors.StateFailed, ne)
+			if c.gaveUp == nil {
+				c.gaveUp = map[string]*protocol.Node{}
 			}
+			c.gaveUp[name] = &protocol.Node{Name: name, Kind: name, PID: pid.String(), State: actors.StateFailed, LastError: ne.Error()}
 			return
 		}
+		c.env.Log.Error("amqpactor: an actor of the connection spent its restarts; starting it again", "actor", pid.Id)
+		c.panics++
+		np := spawn(ctx, w.props(), name)
+		if c.conn != nil {
+			ctx.Send(np, &protocol.ConnUp{Conn: c.conn})
+		}
+		return
 	}
 	for i, name := range c.subOrder {
 		if !c.subs[name].Equal(pid) {
@@ -914,11 +1066,20 @@ func (c *connection) describe(ctx actor.Context) *protocol.Described {
 	if c.limit > 0 {
 		n.Counters["max-sessions"] = uint64(c.limit)
 	}
-	children := c.all()
+	var children []*actor.PID
+	for _, pid := range c.all() {
+		// One failed for good is drawn from failed, below.
+		if _, gone := c.gaveUp[pid.Id[strings.LastIndex(pid.Id, "/")+1:]]; !gone || c.isMember {
+			children = append(children, pid)
+		}
+	}
 	for _, mb := range c.members {
 		children = append(children, mb.pid)
 	}
 	d := &protocol.Described{Node: n, Children: children, Self: ctx.Self()}
+	for _, name := range slices.Sorted(maps.Keys(c.gaveUp)) {
+		d.Gone = append(d.Gone, c.gaveUp[name])
+	}
 	for _, name := range slices.Sorted(maps.Keys(c.failed)) {
 		d.Gone = append(d.Gone, c.failed[name])
 	}
