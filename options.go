@@ -6,6 +6,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/amqpactor/amqpactor/actors"
 	"github.com/amqpactor/amqpactor/actors/connection"
 	"github.com/amqpactor/amqpactor/actors/session"
 )
@@ -83,7 +84,7 @@ func WithStopTimeout(d time.Duration) Option { return func(c *appConfig) { c.sto
 // a restart would stop every session and link under it. Nil, or no option,
 // means a restart per failure, at most 10 a minute per actor.
 func WithSupervisorStrategy(s actor.SupervisorStrategy) Option {
-	return func(c *appConfig) { c.supervisor = s }
+	return func(c *appConfig) { c.supervisor = actors.UserStrategy(s) }
 }
 
 // WithLogger sets the logger. The zero value logs nothing.
