@@ -29,14 +29,19 @@ import (
 func TestStrategyDirectivesForADetach(t *testing.T) {
 	defer goleak.VerifyNone(t, ignoreThrottle)
 	sys := sharedSystem(t)
-	// onDetach answers for a detached link, every other failure restarts.
-	onDetach := func(d actor.Directive) actor.DeciderFunc {
+	// onDetach answers d for a detached link, and else (or restart) for
+	// every other failure.
+	onDetach := func(d actor.Directive, elseD ...actor.Directive) actor.DeciderFunc {
+		other := actor.RestartDirective
+		if len(elseD) > 0 {
+			other = elseD[0]
+		}
 		return func(reason any) actor.Directive {
 			var le *transport.LinkError
 			if err, ok := reason.(error); ok && errors.As(err, &le) {
 				return d
 			}
-			return actor.RestartDirective
+			return other
 		}
 	}
 	always := func(d actor.Directive) actor.DeciderFunc { return func(any) actor.Directive { return d } }
@@ -52,6 +57,10 @@ func TestStrategyDirectivesForADetach(t *testing.T) {
 		// The receiver is stopped; its subscription fails in turn (not a
 		// detach) and is restarted with a new link.
 		{"stop-detach-only", actor.NewOneForOneStrategy(10, time.Minute, onDetach(actor.StopDirective)), false},
+		// A strategy that allows no restart stops the receiver, and its
+		// subscription, failing in turn, is resumed: it must build a new
+		// link by itself.
+		{"stop-then-resume", actor.NewOneForOneStrategy(0, time.Minute, onDetach(actor.RestartDirective, actor.ResumeDirective)), false},
 		{"escalate", actor.NewOneForOneStrategy(10, time.Minute, always(actor.EscalateDirective)), true},
 		{"all-for-one-restart", actor.NewAllForOneStrategy(10, time.Minute, always(actor.RestartDirective)), false},
 		{"all-for-one-resume", actor.NewAllForOneStrategy(10, time.Minute, always(actor.ResumeDirective)), false},
