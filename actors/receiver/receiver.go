@@ -22,10 +22,11 @@
 // reason, counts it (counter "poison") and logs it at warn; the link goes on.
 //
 // The link's life is one linkState (state.go), which only linkState.on
-// moves: attaching, attached, standby, handing-over, detached, backoff
-// (shown as restarting) while it waits to attach again, restarting,
-// failed, stopped. Its String is the node state the tree and the
-// StateChanges show.
+// moves: attaching, attached, standby, degraded (attached after links the
+// broker detached soon after they attached; flapping.go), handing-over,
+// detached, backoff (shown as restarting) while it waits to attach again,
+// restarting, failed, stopped. Its String is the node state the tree and
+// the StateChanges show.
 package receiver
 
 import (
@@ -323,7 +324,9 @@ func (r *receiver) Receive(ctx actor.Context) {
 		if r.kept.detached == m.d {
 			// Resumed, not restarted: no next incarnation will take d.
 			r.kept.detached = nil
-			r.scheduleReattach(ctx)
+			if !r.stopping {
+				r.scheduleReattach(ctx)
+			}
 		}
 	case *actors.LinkDegraded:
 		r.onDegraded(ctx, m)
