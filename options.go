@@ -6,6 +6,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/amqpactor/amqpactor/actors"
 	"github.com/amqpactor/amqpactor/actors/connection"
 	"github.com/amqpactor/amqpactor/actors/session"
 )
@@ -76,14 +77,41 @@ func WithStopTimeout(d time.Duration) Option { return func(c *appConfig) { c.sto
 // WithSupervisorStrategy decides for the failures of every actor under the
 // App's connection actor: the publisher, requests, txn and subscription
 // actors, and the senders, receivers, dispatchers and partitions under
-// them. A failure is a panic (and protoactor's SupervisorEvent for each
-// decision is on the actor system's EventStream); a child its strategy
-// stops is noticed by its parent, which fails in turn (see App.Health).
-// The connection actor itself is resumed after a panic, never restarted:
-// a restart would stop every session and link under it. Nil, or no option,
-// means a restart per failure, at most 10 a minute per actor.
+// them. A failure is a panic, or a link the broker detached (the reason is
+// then a *transport.LinkError, wrapped in an *actors.ShortLivedLink when
+// the link ended within two seconds of its attach); protoactor's
+// SupervisorEvent for each decision is on the actor system's EventStream.
+// What each directive does to a receiver whose link was detached:
+//
+//   - Restart: a new incarnation re-attaches after the backoff, which
+//     grows while links keep ending soon after they attach. Each restart
+//     spends the strategy's budget; past it protoactor stops the receiver.
+//   - Resume: the same incarnation re-attaches after the backoff.
+//   - Stop: the receiver stops, and its subscription fails in turn (a
+//     failure that is not a link's), which the strategy decides again for
+//     the subscription: restarted, or resumed, it attaches a new session
+//     and link; stopped, it turns failed (a StateChange, App.Health).
+//   - Escalate: the subscription fails with the link's reason and the
+//     strategy decides for it; escalated again from the connection, which
+//     has no one above it to decide, the subscription is stopped and
+//     reported failed. An actor that escalated and is then resumed resumes
+//     the child that escalated to it.
+//   - actor.NewAllForOneStrategy applies the directive to the receiver and
+//     its dispatcher together (the dispatcher's partitions restart with it).
+//
+// Whatever the directive, Stop does not wait for a node that is gone. The
+// connection actor itself is resumed after a panic, never restarted: a
+// restart would stop every session and link under it. Nil, or no option,
+// means a restart per panic, at most 10 a minute per actor; a detached
+// link is restarted without spending that budget unless it ended within
+// two seconds of its attach, and past the budget such a link is not
+// stopped but re-attached at the longest backoff (WithBackoff) and shown
+// degraded: a broker that keeps detaching a link is not cured by
+// restarting the App, so Health stays nil (a liveness probe would only
+// restart the process into the same broker), while Ready is not nil until
+// a link has stayed attached for two seconds.
 func WithSupervisorStrategy(s actor.SupervisorStrategy) Option {
-	return func(c *appConfig) { c.supervisor = s }
+	return func(c *appConfig) { c.supervisor = actors.UserStrategy(s) }
 }
 
 // WithLogger sets the logger. The zero value logs nothing.

@@ -3,8 +3,10 @@ package actors
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -67,6 +69,9 @@ type Env struct {
 	// IdleAfter is how long a partition's worker waits with nothing queued
 	// before it ends (package dispatcher); zero means one second.
 	IdleAfter time.Duration
+	// LinkSettled is how long a link must stay attached before its end is
+	// an ordinary detach again (Settled); zero means DefaultLinkSettled.
+	LinkSettled time.Duration
 
 	// gens numbers the links of every sender and receiver of the App (Gen).
 	gens atomic.Uint64
@@ -278,26 +283,203 @@ func (e *Env) After(d time.Duration, pid *actor.PID, msg any) *time.Timer {
 // Supervisor is the strategy of every actor that has children: a child that
 // panics is restarted, and one that keeps failing (10 times within a
 // minute) is stopped so the failure reaches the tree instead of spinning.
+// A link the broker detached is restarted too (see linkFailures).
 func Supervisor() actor.SupervisorStrategy { return defaultSupervisor }
 
-var defaultSupervisor = linkFailures{actor.NewOneForOneStrategy(10, time.Minute, func(reason any) actor.Directive {
-	return actor.RestartDirective
-})}
+var defaultSupervisor = linkFailures{max: 10, within: time.Minute,
+	SupervisorStrategy: actor.NewOneForOneStrategy(10, time.Minute, func(reason any) actor.Directive {
+		return actor.RestartDirective
+	})}
 
 // linkFailures restarts an actor that failed because its link ended (a
-// *transport.LinkError: the broker detached it) without spending its
-// restart budget, which is for panics: a broker may detach links as often
-// as it likes, and the actor re-attaches with backoff each time.
-type linkFailures struct{ actor.SupervisorStrategy }
+// *transport.LinkError: the broker detached it), and the actor re-attaches
+// with backoff. A link that had stayed attached for the settled period
+// (Env.Settled) costs nothing: a broker may detach links as often as it
+// likes. One that ended sooner (a *ShortLivedLink) spends the child's
+// restart budget, as a panic does; past it the child is still restarted,
+// since a new actor would meet the same broker, but it is told so
+// (LinkDegraded): it re-attaches at the longest backoff and shows degraded
+// until a link stays attached, so Ready says so and Health does not.
+type linkFailures struct {
+	actor.SupervisorStrategy
+	max    int
+	within time.Duration
+}
 
 func (s linkFailures) HandleFailure(sys *actor.ActorSystem, sup actor.Supervisor, child *actor.PID, rs *actor.RestartStatistics, reason, msg any) {
 	var le *transport.LinkError
-	if err, ok := reason.(error); ok && errors.As(err, &le) {
-		sys.EventStream.Publish(&actor.SupervisorEvent{Child: child, Reason: reason, Directive: actor.RestartDirective})
-		sup.RestartChildren(child)
+	err, _ := reason.(error)
+	if !errors.As(err, &le) {
+		s.SupervisorStrategy.HandleFailure(sys, sup, child, rs, reason, msg)
 		return
 	}
-	s.SupervisorStrategy.HandleFailure(sys, sup, child, rs, reason, msg)
+	degraded := false
+	var short *ShortLivedLink
+	if errors.As(err, &short) {
+		rs.Fail()
+		if rs.NumberOfFailures(s.within) > s.max {
+			// Counted afresh, so that the statistics stay small however
+			// long the broker keeps detaching.
+			rs.Reset()
+			degraded = true
+		}
+	}
+	sys.EventStream.Publish(&actor.SupervisorEvent{Child: child, Reason: reason, Directive: actor.RestartDirective})
+	sup.RestartChildren(child)
+	if degraded {
+		// After the restart, which a system message orders first.
+		sys.Root.Send(child, &LinkDegraded{Err: err})
+	}
+}
+
+// DefaultLinkSettled is how long a link must stay attached for its end to
+// count as an ordinary detach rather than as the broker refusing to keep it
+// (Env.Settled).
+const DefaultLinkSettled = 2 * time.Second
+
+// Settled is LinkSettled, or DefaultLinkSettled when that is zero.
+func (e *Env) Settled() time.Duration {
+	if e.LinkSettled > 0 {
+		return e.LinkSettled
+	}
+	return DefaultLinkSettled
+}
+
+// ShortLivedLink is why a link actor fails when its link ended within the
+// settled period of its attach (Env.Settled): the broker keeps detaching
+// it. It wraps the link's error, so errors.As finds the
+// *transport.LinkError in it.
+type ShortLivedLink struct {
+	Err *transport.LinkError
+	// Up is how long the link was attached.
+	Up time.Duration
+}
+
+func (e *ShortLivedLink) Error() string {
+	return fmt.Sprintf("%v (%s after it attached)", e.Err, e.Up.Round(time.Millisecond))
+}
+
+func (e *ShortLivedLink) Unwrap() error { return e.Err }
+
+// LinkDegraded tells a link actor that its short-lived links spent its
+// restart budget (see Supervisor): it re-attaches at the longest backoff
+// and reports degraded until a link stays attached for the settled period.
+type LinkDegraded struct{ Err error }
+
+// UserStrategy wraps the strategy a user gives WithSupervisorStrategy so that
+// every directive it may return leaves the tree working or reporting:
+//
+//   - Escalate from a connection actor goes nowhere in protoactor (the
+//     connection's own supervisor resumes it, and the child that escalated
+//     stays suspended): there the child is stopped instead, which its
+//     connection reports (a failed subscription; the publisher, requests and
+//     txn actors are started again).
+//   - Resuming an actor that escalated a child's failure resumes that child
+//     too: protoactor suspended both, and resumes only the one it is asked
+//     to.
+//
+// Restart and Stop, one-for-one or all-for-one, are protoactor's own.
+func UserStrategy(s actor.SupervisorStrategy) actor.SupervisorStrategy {
+	if s == nil {
+		return nil
+	}
+	if u, ok := s.(*userStrategy); ok {
+		return u
+	}
+	return &userStrategy{user: s}
+}
+
+type userStrategy struct {
+	user actor.SupervisorStrategy
+	// escalated maps the PID of an actor that escalated (suspended, and
+	// waiting for its parent's decision) to the child whose failure it
+	// escalated. Written and read by the strategy, which the mailbox runs
+	// of many actors call: hence the map's own lock.
+	escalated sync.Map
+}
+
+func (s *userStrategy) HandleFailure(sys *actor.ActorSystem, sup actor.Supervisor, child *actor.PID, rs *actor.RestartStatistics, reason, msg any) {
+	s.user.HandleFailure(sys, &directed{Supervisor: sup, s: s, sys: sys, child: child, reason: reason}, child, rs, reason, msg)
+}
+
+// directed is the supervisor the user's strategy acts on: sup, with the
+// directives completed as UserStrategy says.
+type directed struct {
+	actor.Supervisor
+	s      *userStrategy
+	sys    *actor.ActorSystem
+	child  *actor.PID
+	reason any
+}
+
+func (d *directed) EscalateFailure(reason, msg any) {
+	self := supervisorPID(d.Supervisor)
+	if self != nil && IsConnection(self) {
+		d.sys.EventStream.Publish(&actor.SupervisorEvent{Child: d.child, Reason: reason, Directive: actor.StopDirective})
+		d.Supervisor.StopChildren(d.child)
+		return
+	}
+	if self != nil {
+		d.s.escalated.Store(self.String(), d.child)
+	}
+	d.Supervisor.EscalateFailure(reason, msg)
+}
+
+func (d *directed) ResumeChildren(pids ...*actor.PID) {
+	d.Supervisor.ResumeChildren(pids...)
+	for _, pid := range pids {
+		// Down the chain of actors that escalated, each resumed in turn.
+		for {
+			c, ok := d.s.escalated.LoadAndDelete(pid.String())
+			if !ok {
+				break
+			}
+			pid = c.(*actor.PID)
+			d.Supervisor.ResumeChildren(pid)
+		}
+	}
+}
+
+func (d *directed) RestartChildren(pids ...*actor.PID) {
+	d.forget(pids)
+	d.Supervisor.RestartChildren(pids...)
+}
+
+func (d *directed) StopChildren(pids ...*actor.PID) {
+	d.forget(pids)
+	d.Supervisor.StopChildren(pids...)
+}
+
+// forget drops what pids escalated, down the chain: a restart or a stop
+// takes their children with them.
+func (d *directed) forget(pids []*actor.PID) {
+	for _, pid := range pids {
+		for {
+			c, ok := d.s.escalated.LoadAndDelete(pid.String())
+			if !ok {
+				break
+			}
+			pid = c.(*actor.PID)
+		}
+	}
+}
+
+// supervisorPID is the PID of the actor whose strategy decides: protoactor
+// passes its context.
+func supervisorPID(sup actor.Supervisor) *actor.PID {
+	if c, ok := sup.(interface{ Self() *actor.PID }); ok {
+		return c.Self()
+	}
+	return nil
+}
+
+// IsConnection reports whether pid is a connection actor of an App (the
+// first, "connection", or one of its pool, "connection-N"): the top of the
+// actors the App's strategy decides for, since its own supervisor resumes
+// it whatever its children escalate.
+func IsConnection(pid *actor.PID) bool {
+	name := pid.Id[strings.LastIndex(pid.Id, "/")+1:]
+	return name == "connection" || strings.HasPrefix(name, "connection-")
 }
 
 // DrainAll sends a drain like d (its contexts, not its Done) to each pid

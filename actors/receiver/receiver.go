@@ -22,10 +22,11 @@
 // reason, counts it (counter "poison") and logs it at warn; the link goes on.
 //
 // The link's life is one linkState (state.go), which only linkState.on
-// moves: attaching, attached, standby, handing-over, detached, backoff
-// (shown as restarting) while it waits to attach again, restarting,
-// failed, stopped. Its String is the node state the tree and the
-// StateChanges show.
+// moves: attaching, attached, standby, degraded (attached after links the
+// broker detached soon after they attached; flapping.go), handing-over,
+// detached, backoff (shown as restarting) while it waits to attach again,
+// restarting, failed, stopped. Its String is the node state the tree and
+// the StateChanges show.
 package receiver
 
 import (
@@ -94,10 +95,11 @@ func New(env *actors.Env, sess transport.Session, spec *protocol.SubscriptionSpe
 	return env.Props(func() actor.Actor {
 		// Every incarnation starts from here: what they share is in k.
 		r := &receiver{env: env, sess: sess, spec: spec, to: to, kept: k, counters: &k.counters,
-			replacement: replacement || k.panics.Load() > 0 || k.detached != nil, stopping: k.drained}
-		r.paused.Store(k.paused)
+			replacement: replacement || k.panics.Load() > 0 || k.detached != nil, stopping: k.drained,
+			paused: k.paused, sh: &shared{env: env, spec: spec, to: to, counters: &k.counters}}
 		if d := k.detached; d != nil {
 			r.restarts, r.attempt, r.lastErr, r.st = d.restarts, d.attempt, d.err, d.state
+			r.flaps, r.degraded = d.flaps, d.degraded
 		}
 		return r
 	})
@@ -123,11 +125,30 @@ type detachedLink struct {
 	err               error
 	restarts, attempt int
 	state             linkState
+	flaps             int
+	degraded          bool
 }
 
 // StateStandby is the state of a receiver whose broker holds another
 // consumer active on its single-active-consumer queue (RabbitMQ 4.3).
 const StateStandby = "standby"
+
+// StateDegraded is the state of a receiver attached again after links that
+// the broker detached soon after they attached, until the link has stayed
+// attached for the settled period (actors.Env.Settled). It is not ready:
+// the broker may take this link too.
+const StateDegraded = "degraded"
+
+// shared is what the receiver's goroutines (the pump, the settler) and the
+// partitions' workers (through the inflight) use of it: set when the
+// incarnation is made and never written after, but for the counters, which
+// they update atomically. Nothing else of the receiver is theirs to read.
+type shared struct {
+	env  *actors.Env
+	spec *protocol.SubscriptionSpec
+	to   *actor.PID // the dispatcher
+	*counters
+}
 
 // linkActive names one attach, so that what the broker says of a link's
 // activity is taken for that link only.
@@ -155,6 +176,13 @@ type (
 		err  error
 	}
 	reattach struct{ attempt int }
+	// settledLink: the link of gen may have stayed attached for the
+	// settled period.
+	settledLink struct{ gen uint64 }
+	// afterFailure follows a failure for its link in the mailbox: a
+	// strategy that resumed the actor, rather than restarting it, leaves
+	// d for it to re-attach.
+	afterFailure struct{ d *detachedLink }
 	// inflightIdle: the link's pump has stopped and its last delivery is
 	// settled (what a drain waits for).
 	inflightIdle struct{ link uint64 }
@@ -165,8 +193,10 @@ type (
 		raw     *amqp.Message
 		outcome messages.Outcome
 		// resume grants the credit held back while paused, or held back
-		// until the link's first delivery told the budget its size.
-		resume bool
+		// until the link's first delivery told the budget its size;
+		// unpause (with resume) and pause tell the settler the receiver's
+		// Pause and Resume.
+		resume, unpause, pause bool
 		// txn: a transaction has settled the delivery already (Claim); the
 		// settler only counts its credit.
 		txn bool
@@ -179,11 +209,15 @@ type (
 	}
 )
 
+// receiver is the actor; every field is its mailbox run's, read and
+// written by Receive alone. Its goroutines get sh and what they are
+// started with.
 type receiver struct {
 	env  *actors.Env
 	sess transport.Session
 	spec *protocol.SubscriptionSpec
 	to   *actor.PID // the dispatcher
+	sh   *shared
 
 	link       transport.Receiver
 	gen        uint64
@@ -203,8 +237,17 @@ type receiver struct {
 	stopping    bool
 	drain       *protocol.Drain
 	alsoDone    []chan<- error // drains that came while drain was in progress
-	paused      atomic.Bool
+	paused      bool           // the settler hears of each change (settleItem.pause, unpause)
 	timer       *time.Timer
+	// attachedAt is when the current link attached; flaps counts the links
+	// in a row that ended before the settled period (actors.Env.Settled),
+	// which lengthens the backoff; degraded: the strategy said the flaps
+	// spent the restart budget (actors.LinkDegraded). settleTimer ends
+	// the settled period of a degraded link.
+	attachedAt  time.Time
+	flaps       int
+	degraded    bool
+	settleTimer *time.Timer
 	// active names the current link's attach; activeKnown and isActive
 	// are what the broker last said of it (a single-active-consumer queue).
 	active                *linkActive
@@ -275,6 +318,18 @@ func (r *receiver) Receive(ctx actor.Context) {
 		if m.link == r.active && r.link != nil {
 			r.showActive(m.link.said.Load())
 		}
+	case *settledLink:
+		r.onSettled(m)
+	case *afterFailure:
+		if r.kept.detached == m.d {
+			// Resumed, not restarted: no next incarnation will take d.
+			r.kept.detached = nil
+			if !r.stopping {
+				r.scheduleReattach(ctx)
+			}
+		}
+	case *actors.LinkDegraded:
+		r.onDegraded(ctx, m)
 	case *reattach:
 		// Only the backoff the timer was for: a stale timer (a late
 		// answer scheduled another) must not start a second attach.
@@ -282,10 +337,13 @@ func (r *receiver) Receive(ctx actor.Context) {
 			r.attach(ctx, m.attempt)
 		}
 	case *protocol.Pause:
-		r.paused.Store(true)
+		r.pause()
 	case *protocol.Resume:
-		if r.paused.Swap(false) && r.settleQ != nil {
-			r.settleQ.Push(settleItem{resume: true})
+		if r.paused {
+			r.paused = false
+			if r.settleQ != nil {
+				r.settleQ.Push(settleItem{resume: true, unpause: true})
+			}
 		}
 	case *protocol.Drain:
 		r.onDrain(ctx, m)
@@ -297,11 +355,12 @@ func (r *receiver) Receive(ctx actor.Context) {
 		if r.kept.detached == nil {
 			r.kept.panics.Add(1)
 		}
-		r.kept.paused = r.paused.Load()
+		r.kept.paused = r.paused
 		r.kept.drained = r.stopping
 		if r.timer != nil {
 			r.timer.Stop()
 		}
+		r.stopSettleTimer()
 		r.stopBalance()
 		r.endLink(context.Background(), nil)
 		r.finishDrain(protocol.ErrStopped)
@@ -313,6 +372,7 @@ func (r *receiver) Receive(ctx actor.Context) {
 		if r.timer != nil {
 			r.timer.Stop()
 		}
+		r.stopSettleTimer()
 		r.stopBalance()
 		r.endLink(context.Background(), nil)
 		r.finishDrain(protocol.ErrStopped)
@@ -450,14 +510,25 @@ func (r *receiver) onAttach(ctx actor.Context, m *attachResult) {
 		}
 		return
 	}
-	if !r.set(evAttached, nil) {
+	ev := evAttached
+	if r.flaps > 0 {
+		// The last link ended soon after it attached: this one is not
+		// trusted (nor ready) until it has stayed attached a while.
+		ev = evShaky
+	}
+	if !r.set(ev, r.shakyErr()) {
 		r.closeLink(m.link, context.Background(), nil)
 		return
 	}
 	r.link = m.link
+	r.attachedAt = time.Now()
 	r.active, r.activeKnown, r.isActive = m.active, false, false
 	r.gen = r.env.Gen()
 	r.attempt, r.terminal = 0, 0
+	if ev == evShaky {
+		r.stopSettleTimer()
+		r.settleTimer = r.env.After(r.env.Settled(), ctx.Self(), &settledLink{gen: r.gen})
+	}
 	if m.active != nil {
 		r.showActive(m.active.said.Load())
 	}
@@ -471,7 +542,7 @@ func (r *receiver) onAttach(ctx actor.Context, m *attachResult) {
 	r.settleQ = workq.New[settleItem]()
 	self := ctx.Self()
 	link, gen, pumpCtx, q := r.link, r.gen, r.pumpCtx, r.settleQ
-	in := &inflight{r: r, self: self, gen: gen, ctx: r.linkCtx, q: q, link: link}
+	in := &inflight{r: r.sh, self: self, gen: gen, ctx: r.linkCtx, q: q, link: link}
 	if !r.spec.Settled {
 		in.tracked = true
 		in.held.HeldPrev, in.held.HeldNext = &in.held, &in.held
@@ -484,7 +555,8 @@ func (r *receiver) onAttach(ctx actor.Context, m *attachResult) {
 	// it on Resume. Under a budget the first grant is one credit, and the
 	// settler grants the rest once the first delivery has told its size.
 	owed, attachOwed := r.spec.Credit, uint32(0)
-	if !r.paused.Load() {
+	paused, sh := r.paused, r.sh
+	if !paused {
 		k := in.budget.Grant(r.spec.Credit)
 		owed -= k
 		attachOwed = owed
@@ -494,8 +566,8 @@ func (r *receiver) onAttach(ctx actor.Context, m *attachResult) {
 	}
 	// After the first grant: the settler's grants and this one share the
 	// link's budget account, which is one goroutine's to grant from.
-	r.env.Go(func() { r.pump(in, link, pumpCtx) })
-	r.env.Go(func() { r.settler(self, in, link, gen, q, owed, attachOwed) })
+	r.env.Go(func() { sh.pump(in, link, pumpCtx) })
+	r.env.Go(func() { sh.settler(self, in, link, gen, q, owed, attachOwed, paused) })
 	ctx.Send(ctx.Parent(), &Attached{})
 }
 
@@ -508,7 +580,7 @@ func (r *receiver) onAttach(ctx actor.Context, m *attachResult) {
 // queue is closed when the link ends, which is what drops a late settle: it
 // would settle someone else's delivery on a new link.
 type inflight struct {
-	r    *receiver
+	r    *shared // the receiver's, for its goroutines
 	self *actor.PID
 	gen  uint64
 	ctx  context.Context // the handlers': ends with the link
@@ -640,7 +712,7 @@ func (in *inflight) release() {
 // pump blocks in Receive so the actor never does, and sends the dispatcher
 // what it receives: with each transfer, what else the link has prefetched
 // (up to pumpBatch), in one message.
-func (r *receiver) pump(in *inflight, link transport.Receiver, ctx context.Context) {
+func (r *shared) pump(in *inflight, link transport.Receiver, ctx context.Context) {
 	defer in.release()
 	var id uint64
 	pf, _ := link.(transport.Prefetcher)
@@ -710,7 +782,7 @@ const PoisonCondition = "amqp:decode-error"
 // rejected with amqp:decode-error and the reason, so the broker drops or
 // dead-letters it alone and the link goes on. A pre-settled one is only
 // counted and logged. The payload is never logged.
-func (r *receiver) rejectPoison(in *inflight, raw *amqp.Message, reason string) {
+func (r *shared) rejectPoison(in *inflight, raw *amqp.Message, reason string) {
 	r.poison.Add(1)
 	if r.spec.Settled {
 		r.env.Log.Warn("amqpactor: poison message dropped (pre-settled)", "address", r.spec.Address.String(), "reason", reason)
@@ -736,7 +808,10 @@ func (r *receiver) rejectPoison(in *inflight, raw *amqp.Message, reason string) 
 // attachOwed is the part of the attach's window that the budget's slow
 // start held back: it is granted even while paused, as the attach would
 // have granted it.
-func (r *receiver) settler(self *actor.PID, in *inflight, link transport.Receiver, gen uint64, q *workq.Q[settleItem], owed, attachOwed uint32) {
+//
+// paused is the receiver's when the link attached; the receiver's Pause and
+// Resume come after it through q, in order with the settles.
+func (r *shared) settler(self *actor.PID, in *inflight, link transport.Receiver, gen uint64, q *workq.Q[settleItem], owed, attachOwed uint32, paused bool) {
 	defer unregister(in)
 	bl := in.budget
 	// Everything the link held or reserved goes back when it ends: settles
@@ -748,7 +823,7 @@ func (r *receiver) settler(self *actor.PID, in *inflight, link transport.Receive
 	short := false // the budget granted less than was owed
 	grant := func() error {
 		want := settled
-		if r.paused.Load() {
+		if paused {
 			want = min(settled, attachOwed)
 		}
 		if want == 0 || (want < threshold && !short) {
@@ -812,7 +887,13 @@ func (r *receiver) settler(self *actor.PID, in *inflight, link transport.Receive
 				cancel()
 				it.done(errors.Join(errs...))
 				return
+			case it.pause:
+				paused = true
+				continue
 			case it.resume:
+				if it.unpause {
+					paused = false
+				}
 			default:
 				// Before the disposition: a transport that recycles a
 				// settled transfer may reuse its data at once.
@@ -852,6 +933,7 @@ func (r *receiver) onLinkEnded(ctx actor.Context, m *linkEnded) {
 	}
 	r.lastErr = m.err
 	r.env.Log.Warn("amqpactor: link ended", "address", r.spec.Address.String(), "error", m.err)
+	up := time.Since(r.attachedAt)
 	r.endLink(context.Background(), m.err)
 	if r.stopping || r.drain != nil {
 		r.finishDrain(m.err)
@@ -867,19 +949,21 @@ func (r *receiver) onLinkEnded(ctx actor.Context, m *linkEnded) {
 	// strategy decides (by default: restart, and the next incarnation
 	// re-attaches after a backoff; see actors.Supervisor).
 	r.set(evBackoff, m.err)
-	r.kept.detached = &detachedLink{err: m.err, restarts: r.restarts, attempt: r.attempt, state: r.st}
-	var le *transport.LinkError
-	if !errors.As(m.err, &le) {
-		le = &transport.LinkError{Address: r.spec.Address.String(), Op: "receive", Err: m.err}
-	}
-	panic(le)
+	why := r.linkFailed(m.err, up)
+	d := &detachedLink{err: m.err, restarts: r.restarts, attempt: r.attempt, state: r.st,
+		flaps: r.flaps, degraded: r.degraded}
+	r.kept.detached = d
+	// Behind the failure in the mailbox: should the strategy resume this
+	// incarnation instead of restarting it, this re-attaches.
+	ctx.Send(ctx.Self(), &afterFailure{d: d})
+	panic(why)
 }
 
 // scheduleReattach is the supervision of a detached link: re-attach with
 // backoff on the same session; if the session itself is gone the parent
 // replaces us.
 func (r *receiver) scheduleReattach(ctx actor.Context) {
-	r.scheduleReattachAfter(ctx, r.env.Backoff.Delay(r.attempt+1))
+	r.scheduleReattachAfter(ctx, r.backoff())
 }
 
 func (r *receiver) scheduleReattachAfter(ctx actor.Context, d time.Duration) {
@@ -900,6 +984,7 @@ func (r *receiver) endLink(ctx context.Context, why error) {
 	}
 	link := r.link
 	r.link = nil
+	r.stopSettleTimer()
 	r.leaveBalance()
 	r.cancelLink()
 	q := r.settleQ
@@ -938,7 +1023,7 @@ func (r *receiver) onDrain(ctx actor.Context, m *protocol.Drain) {
 	// closes its link when it comes back.
 	r.stopping = true
 	r.drain = m
-	r.paused.Store(true)
+	r.pause()
 	if r.link == nil {
 		r.finishDrain(nil)
 		return
@@ -1056,7 +1141,7 @@ func (r *receiver) describe(ctx actor.Context) *protocol.Described {
 	if r.link != nil {
 		n.Address += " (" + r.link.Address() + ")"
 	}
-	if r.paused.Load() {
+	if r.paused {
 		n.Counters["paused"] = 1
 	}
 	if r.activeKnown {

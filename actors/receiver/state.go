@@ -24,6 +24,10 @@ const (
 	// stStandby: attached, while the broker holds another consumer
 	// active on the queue (RabbitMQ 4.3).
 	stStandby
+	// stDegraded: attached, but the link before this one ended soon after
+	// it attached; attached (or standby) once this one has stayed up for
+	// the settled period (actors.Env.Settled). Not ready meanwhile.
+	stDegraded
 	// stHandingOver: the pump is stopped; once what it took is settled
 	// the link detaches and attaches again (balance.go).
 	stHandingOver
@@ -52,6 +56,8 @@ func (s linkState) String() string {
 		return protocol.StateAttached
 	case stStandby:
 		return StateStandby
+	case stDegraded:
+		return StateDegraded
 	case stHandingOver:
 		return StateHandingOver
 	case stDetached:
@@ -81,16 +87,18 @@ const (
 	evFail                          // it gives up
 	evRestart                       // protoactor restarts the actor
 	evStop                          // the actor stopped
+	evShaky                         // an attach succeeded after a short-lived link
+	evSettled                       // the link has stayed attached for the settled period
 )
 
 var eventNames = [...]string{"attach", "attached", "attach-failed", "active", "standby", "handover",
-	"detached", "backoff", "fail", "restart", "stop"}
+	"detached", "backoff", "fail", "restart", "stop", "shaky", "settled"}
 
 func (e linkEvent) String() string { return actors.EnumName(eventNames[:], e) }
 
 // linked reports whether s has a link.
 func (s linkState) linked() bool {
-	return s == stAttached || s == stStandby || s == stHandingOver
+	return s == stAttached || s == stStandby || s == stHandingOver || s == stDegraded
 }
 
 // on is the one place that says which transitions are legal: the state
@@ -101,17 +109,27 @@ func (s linkState) on(ev linkEvent) (linkState, bool) {
 		if s == stNew || s == stDetached || s == stBackoff {
 			return stAttaching, true
 		}
-	case evAttached, evAttachFailed:
+	case evAttached, evShaky, evAttachFailed:
 		// An attach's answer may come after the state moved on: a dead
 		// incarnation's attach answers its successor.
 		if s == stAttaching || s == stDetached || s == stBackoff {
-			if ev == evAttached {
+			switch ev {
+			case evAttached:
 				return stAttached, true
+			case evShaky:
+				return stDegraded, true
 			}
 			return stDetached, true
 		}
+	case evSettled:
+		if s == stDegraded {
+			return stAttached, true
+		}
 	case evActive, evStandby:
 		switch s {
+		case stDegraded:
+			// Degraded whatever the broker says, until the link settles.
+			return s, true
 		case stAttached, stStandby:
 			if ev == evActive {
 				return stAttached, true
@@ -122,7 +140,7 @@ func (s linkState) on(ev linkEvent) (linkState, bool) {
 			return s, true
 		}
 	case evHandover:
-		if s == stAttached || s == stStandby {
+		if s == stAttached || s == stStandby || s == stDegraded {
 			return stHandingOver, true
 		}
 	case evDetached:

@@ -10,11 +10,11 @@ import (
 	"github.com/amqpactor/amqpactor/internal/statetest"
 )
 
-var allStates = []linkState{stNew, stAttaching, stAttached, stStandby, stHandingOver, stDetached, stBackoff,
-	stRestarting, stFailed, stStopped}
+var allStates = []linkState{stNew, stAttaching, stAttached, stStandby, stDegraded, stHandingOver, stDetached,
+	stBackoff, stRestarting, stFailed, stStopped}
 
-var allEvents = []linkEvent{evAttach, evAttached, evAttachFailed, evActive, evStandby, evHandover, evDetached,
-	evBackoff, evFail, evRestart, evStop}
+var allEvents = []linkEvent{evAttach, evAttached, evShaky, evSettled, evAttachFailed, evActive, evStandby,
+	evHandover, evDetached, evBackoff, evFail, evRestart, evStop}
 
 type transition struct {
 	from linkState
@@ -31,6 +31,12 @@ var legal = map[transition]linkState{
 	{stDetached, evAttached}:  stAttached, // answers that come late
 	{stBackoff, evAttached}:   stAttached,
 
+	// After a short-lived link: degraded until the new one settles.
+	{stAttaching, evShaky}:  stDegraded,
+	{stDetached, evShaky}:   stDegraded,
+	{stBackoff, evShaky}:    stDegraded,
+	{stDegraded, evSettled}: stAttached,
+
 	{stAttaching, evAttachFailed}: stDetached,
 	{stDetached, evAttachFailed}:  stDetached,
 	{stBackoff, evAttachFailed}:   stDetached,
@@ -41,12 +47,16 @@ var legal = map[transition]linkState{
 	{stStandby, evStandby}:     stStandby,
 	{stHandingOver, evActive}:  stHandingOver,
 	{stHandingOver, evStandby}: stHandingOver,
+	{stDegraded, evActive}:     stDegraded,
+	{stDegraded, evStandby}:    stDegraded,
 
 	{stAttached, evHandover}: stHandingOver,
 	{stStandby, evHandover}:  stHandingOver,
+	{stDegraded, evHandover}: stHandingOver,
 
 	{stAttached, evDetached}:    stDetached,
 	{stStandby, evDetached}:     stDetached,
+	{stDegraded, evDetached}:    stDetached,
 	{stHandingOver, evDetached}: stDetached,
 	{stAttaching, evDetached}:   stDetached, // drained while attaching
 
@@ -69,6 +79,7 @@ func TestLinkStateNames(t *testing.T) {
 		stAttaching:   protocol.StateAttaching,
 		stAttached:    protocol.StateAttached,
 		stStandby:     StateStandby,
+		stDegraded:    StateDegraded,
 		stHandingOver: StateHandingOver,
 		stDetached:    protocol.StateDetached,
 		stBackoff:     protocol.StateRestarting,

@@ -45,9 +45,12 @@ func state(t *testing.T, sys *actor.ActorSystem, pid *actor.PID) string {
 
 // A receiver's link is attached, detached by the peer, and attached again
 // after the backoff by the next incarnation, which receives on it: the
-// state changes say so, in order.
+// state changes say so, in order. The first link ended soon after it
+// attached, so the second is degraded until it has stayed attached for the
+// settled period.
 func TestLinkLifeStates(t *testing.T) {
 	sys, env := faketransport.NewSystem(t)
+	env.LinkSettled = 200 * time.Millisecond
 	var seen statetest.Changes
 	env.OnState = seen.On
 	fs := faketransport.OpenSession(t)
@@ -67,16 +70,18 @@ func TestLinkLifeStates(t *testing.T) {
 	require.True(t, second.Deliver(amqp.NewMessage([]byte("two"))))
 	require.Eventually(t, func() bool { return len(second.Settlements()) == 1 }, faketransport.Bound, faketransport.Bound/1000,
 		"it receives on the new link")
+	require.Eventually(t, func() bool { return state(t, sys, pid) == protocol.StateAttached }, faketransport.Bound,
+		faketransport.Bound/1000, "attached once the link has settled")
 	require.Equal(t, []string{
 		">attaching", "attaching>attached",
 		"attached>detached", "detached>restarting", // the link ended: the actor fails
-		"restarting>attaching", "attaching>attached", // the next incarnation, after the backoff
+		"restarting>attaching", "attaching>degraded", // the next incarnation, after the backoff
+		"degraded>attached", // the new link stayed attached for the settled period
 	}, seen.List())
-	require.Equal(t, protocol.StateAttached, state(t, sys, pid))
 
 	require.NoError(t, faketransport.Drain(t, sys, pid))
 	require.NoError(t, sys.Root.PoisonFuture(parent).Wait())
-	require.Equal(t, []string{"attached>detached", "detached>stopped"}, seen.List()[6:])
+	require.Equal(t, []string{"attached>detached", "detached>stopped"}, seen.List()[7:])
 }
 
 // heldSession attaches receivers through its Gate.

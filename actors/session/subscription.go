@@ -102,7 +102,16 @@ func (s *subscription) Receive(ctx actor.Context) {
 		if s.receiver != nil && m.Who.Equal(s.receiver) || s.dispatcher != nil && m.Who.Equal(s.dispatcher) {
 			s.env.Log.Error("amqpactor: a child of the subscription spent its restarts; restarting the subscription",
 				"address", s.spec.Address.String(), "child", m.Who.Id)
-			panic(fmt.Errorf("amqpactor: subscription %s: %s stopped by its supervisor after repeated failures", s.spec.Name, m.Who.Id))
+			err := fmt.Errorf("amqpactor: subscription %s: %s stopped by its supervisor after repeated failures", s.spec.Name, m.Who.Id)
+			// Behind the failure in the mailbox: should the strategy
+			// resume this incarnation rather than restart it, it
+			// rebuilds what it lost by itself.
+			ctx.Send(ctx.Self(), &childLost{inc: s, who: m.Who, err: err})
+			panic(err)
+		}
+	case *childLost:
+		if m.inc == s && !s.exiting && !s.draining {
+			s.rebuild(ctx, m)
 		}
 	case *actor.Restarting:
 		s.exiting = true
@@ -209,6 +218,50 @@ func (s *subscription) Receive(ctx actor.Context) {
 		closeSession(s.env, s.sess)
 		s.sess = nil
 		s.report(protocol.ErrStopped)
+	}
+}
+
+// childLost follows a subscription's failure for a child its supervisor
+// stopped (who): a strategy that resumed incarnation inc, rather than
+// restarting it, leaves it without that child.
+type childLost struct {
+	inc *subscription
+	who *actor.PID
+	err error
+}
+
+// rebuild does for a resumed incarnation what a restart would: a new
+// dispatcher if that is what was lost, and a new session and receiver.
+func (s *subscription) rebuild(ctx actor.Context, m *childLost) {
+	s.env.Log.Warn("amqpactor: subscription resumed without a child; building it again",
+		"address", s.spec.Address.String(), "child", m.who.Id)
+	if s.timer != nil {
+		s.timer.Stop()
+		s.timer = nil
+	}
+	if s.dispatcher != nil && m.who.Equal(s.dispatcher) {
+		// The receiver hands deliveries to the dispatcher: it goes too.
+		s.router = dispatcher.NewRouter(s.spec)
+		pid, err := ctx.SpawnNamed(dispatcher.New(s.env, s.spec, s.router), "dispatcher")
+		if err != nil {
+			panic(err)
+		}
+		s.dispatcher = pid
+	}
+	if s.receiver != nil {
+		if !m.who.Equal(s.receiver) {
+			ctx.Stop(s.receiver)
+		}
+		s.receiver = nil
+		s.restarts++
+	}
+	closeSession(s.env, s.sess)
+	s.sess = nil
+	s.lastErr = m.err
+	s.set(protocol.StateRestarting, m.err)
+	if s.conn != nil {
+		s.set(protocol.StateAttaching, nil)
+		openSession(s.env, ctx.Self(), s.conn, s.attachCtx())
 	}
 }
 
