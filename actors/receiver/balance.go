@@ -28,8 +28,8 @@ import (
 // The census is only as true as the queue's consumers: any client that may
 // consume there can inflate it, and then no replica can hold its share and
 // the partitions go round. So a replica that sees a partition it handed
-// over come straight back, or hands over more partitions in a minute than
-// there are, stops handing over for a while, keeps what it holds and warns,
+// over come straight back, or hands over more than twice the partitions in a
+// minute, stops handing over for a while, keeps what it holds and warns,
 // naming the census queue (protocol.Balance.MayHandOver).
 
 // StateHandingOver is the state of a receiver giving its partition queue to
@@ -256,7 +256,7 @@ func (r *receiver) rebalance(ctx actor.Context, k int) {
 	if pause != nil {
 		why := "a partition handed over came straight back, so the census queue counts consumers that are no replicas"
 		if pause.Part < 0 {
-			why = "more hand-overs in a minute than there are partitions; the census queue may count consumers that are no replicas"
+			why = "more hand-overs in a minute than twice the partitions; the census queue may count consumers that are no replicas"
 		}
 		r.env.Log.Warn("amqpactor: partitions no longer handed over: "+why+" (is another client consuming from it?)",
 			"address", r.spec.Address.String(), "census", r.spec.Balance.Census.String(), "consumers", pause.Census,

@@ -30,9 +30,12 @@ const (
 	// backWithin: a partition this replica handed over that it holds
 	// again this soon, the census unchanged, came straight back.
 	backWithin = 30 * time.Second
-	// guardWindow is the window in which a replica hands over at most as
-	// many partitions as there are.
+	// guardWindow is the window in which a replica hands over at most
+	// budgetPer times as many partitions as there are: one that first
+	// held them all and balanced as others joined, left and joined again
+	// can have handed over nearly every one already.
 	guardWindow = time.Minute
+	budgetPer   = 2
 	// pauseFirst is how long hand-overs stop the first time the guard
 	// trips; each trip again at the same census doubles it, up to
 	// pauseMax.
@@ -64,7 +67,7 @@ type handoff struct {
 // HandoverPause is why a replica stopped handing partitions over.
 type HandoverPause struct {
 	// Part is the partition that came back; -1 when the replica asked
-	// for more hand-overs in guardWindow than there are partitions.
+	// for more hand-overs in guardWindow than its budget.
 	Part int
 	// Census is the consumer count the census queue said.
 	Census int
@@ -154,7 +157,7 @@ func (b *Balance) HandedOver(i int, now time.Time) {
 // consumer count just read. It may not while paused, nor when a part it
 // handed over came straight back (every other replica in line handed it
 // over too: none can hold its share, so the census counts more than the
-// replicas) or surplus would take it over guardWindow's budget: then it
+// replicas) or surplus would take it over its budget in guardWindow: then it
 // pauses, and pause says why (nil while a pause goes on).
 //
 // A census that changed voids what was handed over before: replicas came
@@ -176,6 +179,10 @@ func (b *Balance) MayHandOver(now time.Time, census int, held []int, surplus int
 		g.last, g.suspect = census, false
 		clear(g.handed)
 	}
+	if surplus <= 0 {
+		g.suspect = false
+		return true, nil
+	}
 	keep := g.asked[:0]
 	for _, at := range g.asked {
 		if now.Sub(at) < guardWindow {
@@ -196,7 +203,7 @@ func (b *Balance) MayHandOver(now time.Time, census int, held []int, surplus int
 		return false, nil
 	case part < 0:
 		g.suspect = false
-		if surplus <= 0 || len(g.asked)+surplus <= len(b.parts) {
+		if len(g.asked)+surplus <= budgetPer*len(b.parts) {
 			return true, nil
 		}
 	}

@@ -79,16 +79,16 @@ func TestGuardTakesAReturnAfterALeaveForNoEvidence(t *testing.T) {
 	require.Nil(t, p)
 }
 
-// More hand-overs in guardWindow than there are partitions pause the
+// More hand-overs in guardWindow than the budget pause the
 // replica; a census that drops (a consumer left) ends the pause.
 func TestGuardBudgetAndACensusThatDrops(t *testing.T) {
 	b := NewBalance(address.Queue("orders.replicas"), 4)
 	now := time.Unix(1000, 0)
-	for i := range 4 {
+	for i := range budgetPer * 4 {
 		ok, p := b.MayHandOver(now, 5, nil, 1)
 		require.True(t, ok, "hand-over %d", i)
 		require.Nil(t, p)
-		b.HandOver(i, now, 5)
+		b.HandOver(i%4, now, 5)
 		now = now.Add(time.Second)
 	}
 	ok, p := b.MayHandOver(now, 5, nil, 1)
@@ -99,7 +99,7 @@ func TestGuardBudgetAndACensusThatDrops(t *testing.T) {
 	// The census drops: balance again, within the window's budget.
 	ok, _ = b.MayHandOver(now.Add(2*time.Second), 4, nil, 0)
 	require.True(t, ok)
-	ok, _ = b.MayHandOver(now.Add(guardWindow), 4, nil, 4)
+	ok, _ = b.MayHandOver(now.Add(guardWindow), 4, nil, budgetPer*4)
 	require.True(t, ok, "a window later the budget is whole again")
 }
 
