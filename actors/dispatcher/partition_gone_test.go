@@ -248,7 +248,8 @@ func newRigBudget(tb testing.TB, partitions int, handler protocol.Handler, budge
 // (past its budget) chose to carry on: the next batch for that partition
 // starts it again, and nothing routed meanwhile is lost.
 func TestResumedDispatcherStartsThePartitionAgain(t *testing.T) {
-	const groups = 2
+	// Enough groups that both partitions get some under any hash seed.
+	const groups = 16
 	l := newLedger()
 	handler := func(_ context.Context, m *messages.Message) error { l.handle(m); return nil }
 	spec := &protocol.SubscriptionSpec{
