@@ -274,7 +274,9 @@ func TestPublisherActorCrashedTwelveTimes(t *testing.T) {
 				_, alive := sys.ProcessRegistry.GetLocal(n.ActorPID().Id)
 				require.True(t, alive, "the tree draws a dead actor-publisher")
 				require.Positive(t, n.Restarts)
+				t.Logf("works: the actor-publisher restarted %d times, published %d", n.Restarts, n.Counters["published"])
 			} else {
+				t.Logf("reported: %v (publish: %v)", app.Health(), err)
 				require.ErrorIs(t, app.Health(), amqpactor.ErrUnhealthy)
 				require.Contains(t, app.Health().Error(), "actor-publisher")
 			}
@@ -284,4 +286,54 @@ func TestPublisherActorCrashedTwelveTimes(t *testing.T) {
 			require.Less(t, time.Since(t0), time.Second)
 		})
 	}
+}
+
+// A Publisher actor its strategy stops on every crash is started again
+// within its budget; past it the App reports it (Health names it, a
+// StateChange says failed), and a publish through the Publisher's PID is
+// still answered at once.
+func TestPublisherActorPastItsBudgetIsReported(t *testing.T) {
+	noLeaks(t)
+	sys := sharedSystem(t)
+	broker := inproc.New()
+	broker.DeclareQueue("out")
+	var failed atomic.Int64
+	app := amqpactor.New(broker, amqpactor.WithActorSystem(sys), amqpactor.WithName("pub-budget"),
+		amqpactor.WithSupervisorStrategy(actor.NewOneForOneStrategy(10, time.Minute, func(any) actor.Directive { return actor.StopDirective })),
+		amqpactor.WithStateChanges(func(sc amqpactor.StateChange) {
+			if sc.To == actors.StateFailed && sc.Kind == "actor-publisher" {
+				failed.Add(1)
+			}
+		}))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	require.NoError(t, app.Start(ctx))
+	t.Cleanup(func() { _ = app.Stop(context.Background()) })
+	publisher := app.Publisher()
+	node := func() *amqpactor.Node {
+		tree, err := app.Tree(ctx)
+		require.NoError(t, err)
+		return find(tree, "actor-publisher", "")
+	}
+	require.Eventually(t, func() bool { return node() != nil }, 5*time.Second, time.Millisecond)
+	for i := 1; failed.Load() == 0; i++ {
+		require.LessOrEqual(t, i, 20, "never reported")
+		sys.Root.Send(publisher, &actors.Crash{Reason: "test"})
+		require.Eventually(t, func() bool {
+			n := node()
+			return failed.Load() > 0 || n != nil && n.Restarts == i
+		}, 5*time.Second, time.Millisecond)
+	}
+	require.ErrorIs(t, app.Health(), amqpactor.ErrUnhealthy)
+	require.Contains(t, app.Health().Error(), "actor-publisher")
+	require.Equal(t, "failed", node().State)
+	t0 := time.Now()
+	res, err := sys.Root.RequestFuture(publisher, &amqpactor.PublishRequest{Address: amqpactor.Queue("out"),
+		Message: &amqpactor.Message{Body: []byte("x")}}, 8*time.Second).Result()
+	require.NoError(t, err)
+	require.NoError(t, res.(*amqpactor.PublishResult).Err)
+	require.Less(t, time.Since(t0), time.Second)
+	t0 = time.Now()
+	require.NoError(t, app.Stop(ctx))
+	require.Less(t, time.Since(t0), time.Second)
 }

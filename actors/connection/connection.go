@@ -153,6 +153,20 @@ func (s resumer) HandleFailure(sys *actor.ActorSystem, sup actor.Supervisor, chi
 // runtime sends it.
 type CrashRoot struct{ Reason string }
 
+// Adopt asks the first connection actor to spawn an actor of the App's
+// own (App.Publisher's) as its child, named Name, from Props: the App's
+// strategy decides its failures, the tree draws it, a drain reaches it with
+// the subscriptions (before the publisher it publishes through), and one
+// its supervisor stops is started again under its name within a restart
+// budget, past which its node turns failed. Adopted is called on the
+// connection actor's goroutine with its PID, or why it was not spawned:
+// it must not block.
+type Adopt struct {
+	Name    string
+	Props   func() *actor.Props
+	Adopted func(pid *actor.PID, err error)
+}
+
 // root is the App's root actor (see New). Its fields are its own: only its
 // Receive reads and writes them.
 type root struct {
@@ -448,6 +462,16 @@ type kept struct {
 	again map[string]*actors.Restarts
 	// gaveUp are those of them past that budget, by name, drawn failed.
 	gaveUp map[string]*protocol.Node
+	// adopted are the actors of the App's own it spawned (Adopt), in
+	// order; again and gaveUp count them too.
+	adopted []*adoptee
+}
+
+// adoptee is an actor of the App's own, a child of the connection actor.
+type adoptee struct {
+	name  string
+	pid   *actor.PID
+	props func() *actor.Props
 }
 
 // connection is one incarnation: what it holds besides kept belongs to
@@ -483,6 +507,8 @@ func (c *connection) Receive(ctx actor.Context) {
 		c.set(protocol.StateRestarting, nil)
 	case *rootPanics:
 		c.rootPanics = m.n
+	case *Adopt:
+		c.adopt(ctx, m)
 	case *resumed:
 		c.panics++
 		c.reconcile(ctx)
@@ -947,14 +973,20 @@ func (c *connection) childGone(ctx actor.Context, pid *actor.PID) {
 	// budget. Past it the fault recurs on every start: the node turns
 	// failed, and what is sent to its PID fails at once (the App answers
 	// work that lands in protoactor's dead letters with a NodeError).
-	for _, w := range []struct {
-		pid   *actor.PID
-		props func() *actor.Props
-	}{
-		{c.children.Publisher, func() *actor.Props { return session.NewPublisher(c.env, c.children.Senders) }},
-		{c.children.Requests, func() *actor.Props { return session.NewRequests(c.env, c.children.Replies) }},
-		{c.children.Txn, func() *actor.Props { return txn.New(c.env, c.connector.String()) }},
-	} {
+	type well struct {
+		pid     *actor.PID
+		props   func() *actor.Props
+		adopted bool
+	}
+	wells := []well{
+		{c.children.Publisher, func() *actor.Props { return session.NewPublisher(c.env, c.children.Senders) }, false},
+		{c.children.Requests, func() *actor.Props { return session.NewRequests(c.env, c.children.Replies) }, false},
+		{c.children.Txn, func() *actor.Props { return txn.New(c.env, c.connector.String()) }, false},
+	}
+	for _, a := range c.adopted {
+		wells = append(wells, well{a.pid, a.props, true})
+	}
+	for _, w := range wells {
 		if w.pid == nil || !w.pid.Equal(pid) {
 			continue
 		}
@@ -983,6 +1015,9 @@ func (c *connection) childGone(ctx actor.Context, pid *actor.PID) {
 		c.env.Log.Error("amqpactor: an actor of the connection spent its restarts; starting it again", "actor", pid.Id)
 		c.panics++
 		np := spawn(ctx, w.props(), name)
+		if w.adopted {
+			return
+		}
 		if c.conn != nil {
 			ctx.Send(np, &protocol.ConnUp{Conn: c.conn})
 		}
@@ -1007,6 +1042,27 @@ func (c *connection) childGone(ctx actor.Context, pid *actor.PID) {
 			Address: c.subAddr[name], State: actors.StateFailed, LastError: err.Error()}
 		return
 	}
+}
+
+// adopt spawns the actor of m (see Adopt), or answers the one it has.
+func (c *connection) adopt(ctx actor.Context, m *Adopt) {
+	if c.isMember || c.stopping {
+		m.Adopted(nil, protocol.ErrStopped)
+		return
+	}
+	for _, a := range c.adopted {
+		if a.name == m.Name {
+			m.Adopted(a.pid, nil)
+			return
+		}
+	}
+	pid, err := ctx.SpawnNamed(m.Props(), m.Name)
+	if err != nil {
+		m.Adopted(nil, fmt.Errorf("amqpactor: spawning %s: %w", m.Name, err))
+		return
+	}
+	c.adopted = append(c.adopted, &adoptee{name: m.Name, pid: pid, props: m.Props})
+	m.Adopted(pid, nil)
 }
 
 // subNode is the node of this connection's subscription name.
@@ -1169,6 +1225,11 @@ func (c *connection) drain(ctx actor.Context, m *protocol.Drain) {
 	for _, n := range c.subOrder {
 		first = append(first, c.subs[n])
 	}
+	// The App's own actors publish through the publisher: they stop
+	// taking work before it drains.
+	for _, a := range c.adopted {
+		first = append(first, a.pid)
+	}
 	// Every connection of the pool drains its own subscriptions, in
 	// parallel with this one's.
 	for _, mb := range c.members {
@@ -1219,6 +1280,11 @@ func (c *connection) describe(ctx actor.Context) *protocol.Described {
 		// One failed for good is drawn from failed, below.
 		if _, gone := c.gaveUp[pid.Id[strings.LastIndex(pid.Id, "/")+1:]]; !gone || c.isMember {
 			children = append(children, pid)
+		}
+	}
+	for _, a := range c.adopted {
+		if _, gone := c.gaveUp[a.name]; !gone {
+			children = append(children, a.pid)
 		}
 	}
 	for _, mb := range c.members {
