@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/amqpactor/amqpactor/actors"
+	"github.com/amqpactor/amqpactor/actors/connection"
 	"github.com/amqpactor/amqpactor/internal/protocol"
 )
 
@@ -177,16 +180,23 @@ const maxActorPublishes = 256
 // 256 at once; more wait their turn), so a requesting actor goes on with its
 // own messages meanwhile.
 //
+// Once the App has started, the actor is in its tree: a child of the
+// connection actor (App.Tree draws it, kind "actor-publisher", with its
+// counters), its failures decided by the App's strategy; one its supervisor
+// stops is started again within a restart budget, past which Health names
+// it (requests are then still published, by the PID's own process). The
+// PID stays the same throughout: it forwards to the actor in the tree.
+//
 // Requests before Start are answered ErrNotStarted, those made while Start
-// runs wait for it. Before Start the actor runs on the system given by
+// runs wait for it. Before Start the PID answers on the system given by
 // WithActorSystem; an App with a system of its own has none until Start, and
 // Publisher returns nil then. It stops with the App: after Stop, Publisher
 // returns nil and requests to the old PID are dead letters. A nil Message or
 // a zero Address is answered with an error.
 func (a *App) Publisher() *actor.PID {
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	if a.pub != nil {
+		defer a.mu.Unlock()
 		return a.pub.pid
 	}
 	sys := a.sys
@@ -194,23 +204,38 @@ func (a *App) Publisher() *actor.PID {
 		sys = a.cfg.system
 	}
 	if sys == nil || a.state == stateStopped {
+		a.mu.Unlock()
 		return nil
 	}
 	p := &actorPublisher{app: a, sys: sys}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
-	p.pid = sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return p }))
+	p.pid, _ = sys.ProcessRegistry.Add(&publisherFront{p: p}, "amqpactor-publisher$"+sys.ProcessRegistry.NextId())
 	a.pub = p
+	started := a.state == stateStarted
+	root, env := a.root, a.env
+	a.mu.Unlock()
+	if started {
+		p.adopt(env, root)
+	}
 	return p.pid
 }
 
-// actorPublisher is the Publisher actor and the goroutines that run its
-// publishes.
+// actorPublisher is the Publisher: the PID App.Publisher returns (its
+// front), the actor in the tree it forwards to, and the goroutines that run
+// the publishes of both.
 type actorPublisher struct {
 	app    *App
 	sys    *actor.ActorSystem
-	pid    *actor.PID
+	pid    *actor.PID      // the front's: what Publisher returns
 	ctx    context.Context // publishes' context: ends when the App's stop gives up on them
 	cancel context.CancelFunc
+
+	// target is the actor in the tree, once spawned: written by the
+	// connection actor's goroutine (Adopt), read by any sender's.
+	target atomic.Pointer[actor.PID]
+	// started counts the incarnations of the actor in the tree (restarts
+	// and starts again), published and failed the publishes answered.
+	started, published, failed atomic.Uint64
 
 	mu      sync.Mutex
 	running int
@@ -223,20 +248,137 @@ type pubJob struct {
 	req *PublishRequest
 }
 
-func (p *actorPublisher) Receive(ctx actor.Context) {
-	req, ok := ctx.Message().(*PublishRequest)
-	if !ok {
+// actorPublisherName names the Publisher's actor in the tree, and its kind.
+const actorPublisherName = "actor-publisher"
+
+// adopt asks the connection actor under root to spawn the Publisher's
+// actor; until it has, the front runs the requests itself.
+func (p *actorPublisher) adopt(env *actors.Env, root *actor.PID) {
+	if root == nil || env == nil {
 		return
 	}
+	p.sys.Root.Send(root, &connection.Adopt{
+		Name: actorPublisherName,
+		Props: func() *actor.Props {
+			return env.Props(func() actor.Actor { return &publisherActor{p: p} })
+		},
+		Adopted: func(pid *actor.PID, err error) {
+			if err == nil {
+				p.target.Store(pid)
+			}
+		},
+	})
+}
+
+// publisherFront is the process of the PID App.Publisher returns: it hands
+// what it is sent to the actor in the tree, and takes a request itself
+// while that actor is not there (before Start, or between its end and its
+// start again), so none waits for an actor that is gone. It runs on the
+// sender's goroutine and never blocks.
+type publisherFront struct{ p *actorPublisher }
+
+func (f *publisherFront) SendUserMessage(_ *actor.PID, m any) {
+	if t := f.p.target.Load(); t != nil {
+		if proc, ok := f.p.sys.ProcessRegistry.Get(t); ok {
+			proc.SendUserMessage(t, m)
+			return
+		}
+	}
+	_, msg, sender := actor.UnwrapEnvelope(m)
+	if req, ok := msg.(*PublishRequest); ok {
+		f.p.take(sender, req)
+	}
+}
+
+func (f *publisherFront) SendSystemMessage(_ *actor.PID, m any) {
+	if t := f.p.target.Load(); t != nil {
+		if proc, ok := f.p.sys.ProcessRegistry.Get(t); ok {
+			proc.SendSystemMessage(t, m)
+		}
+	}
+}
+
+func (f *publisherFront) Stop(*actor.PID) {
+	if t := f.p.target.Load(); t != nil {
+		if proc, ok := f.p.sys.ProcessRegistry.Get(t); ok {
+			proc.Stop(t)
+		}
+	}
+}
+
+// publisherActor is the Publisher's actor in the tree. draining is its
+// own: set once its tree drains, after which it takes no request.
+type publisherActor struct {
+	p        *actorPublisher
+	draining bool
+}
+
+func (a *publisherActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		a.p.started.Add(1)
+	case *PublishRequest:
+		if a.draining {
+			a.p.answer(ctx.Sender(), fmt.Errorf("amqpactor: Publisher: %w", ErrStopped))
+			return
+		}
+		a.p.take(ctx.Sender(), m)
+	case *protocol.Describe:
+		ctx.Respond(a.describe(ctx))
+	case *protocol.Drain:
+		// The publishes in flight end with the publisher's drain, which
+		// follows, and the App's Stop waits for them.
+		a.draining = true
+		select {
+		case m.Done <- nil:
+		default:
+		}
+	case *actors.Crash:
+		panic("amqpactor: " + actorPublisherName + ": " + m.Reason)
+	}
+}
+
+func (a *publisherActor) describe(ctx actor.Context) *protocol.Described {
+	p := a.p
+	p.mu.Lock()
+	running, pending := p.running, len(p.pending)
+	p.mu.Unlock()
+	state := protocol.StateAttached
+	if a.draining {
+		state = protocol.StateDetached
+	}
+	n := &protocol.Node{Name: actorPublisherName, Kind: actorPublisherName, PID: ctx.Self().String(), State: state,
+		Restarts: int(max(p.started.Load(), 1) - 1),
+		Counters: map[string]uint64{"published": p.published.Load(), "failed": p.failed.Load(),
+			"in_flight": uint64(running), "pending": uint64(pending)}}
+	return &protocol.Described{Node: n, Self: ctx.Self()}
+}
+
+// answer sends the result of a request to who asked (nobody when to is
+// nil) and counts it.
+func (p *actorPublisher) answer(to *actor.PID, err error) {
+	if err != nil {
+		p.failed.Add(1)
+	} else {
+		p.published.Add(1)
+	}
+	if to != nil {
+		p.sys.Root.Send(to, &PublishResult{Err: err})
+	}
+}
+
+// take checks req and runs it on a goroutine of the publisher's, or queues
+// it when maxActorPublishes run. It never blocks.
+func (p *actorPublisher) take(to *actor.PID, req *PublishRequest) {
 	switch {
 	case req == nil || req.Message == nil:
-		ctx.Respond(&PublishResult{Err: errNil("Publisher", "message")})
+		p.answer(to, errNil("Publisher", "message"))
 		return
 	case req.Address.IsZero():
-		ctx.Respond(&PublishResult{Err: errors.New("amqpactor: Publisher: zero address")})
+		p.answer(to, errors.New("amqpactor: Publisher: zero address"))
 		return
 	}
-	j := pubJob{to: ctx.Sender(), req: req}
+	j := pubJob{to: to, req: req}
 	p.mu.Lock()
 	if p.running >= maxActorPublishes {
 		p.pending = append(p.pending, j)
@@ -253,10 +395,7 @@ func (p *actorPublisher) Receive(ctx actor.Context) {
 func (p *actorPublisher) run(j pubJob) {
 	defer p.wg.Done()
 	for {
-		err := p.app.Publish(p.ctx, j.req.Address, j.req.Message)
-		if j.to != nil {
-			p.sys.Root.Send(j.to, &PublishResult{Err: err})
-		}
+		p.answer(j.to, p.app.Publish(p.ctx, j.req.Address, j.req.Message))
 		p.mu.Lock()
 		if len(p.pending) == 0 {
 			p.running--
@@ -270,7 +409,8 @@ func (p *actorPublisher) run(j pubJob) {
 	}
 }
 
-// stopPublisher stops the Publisher actor, so no request is taken any more,
+// stopPublisher takes the Publisher's PID out of the registry, so no
+// request is taken any more (its actor in the tree stops with the tree),
 // and returns a function that waits, bounded by its context, for the
 // publishes in flight to end (Stop ends them), then cancels what is left.
 func (a *App) stopPublisher() func(context.Context) error {
@@ -281,7 +421,7 @@ func (a *App) stopPublisher() func(context.Context) error {
 	if p == nil {
 		return func(context.Context) error { return nil }
 	}
-	_ = p.sys.Root.StopFuture(p.pid).Wait()
+	p.sys.ProcessRegistry.Remove(p.pid)
 	return func(ctx context.Context) error {
 		done := make(chan struct{})
 		go func() { p.wg.Wait(); close(done) }()

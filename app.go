@@ -365,7 +365,12 @@ func (a *App) finishStart(ctx context.Context, connector Connector, root *actor.
 	a.state = stateStarted
 	a.live.Store(&liveApp{env: a.env, children: res.Children})
 	close(a.startDone)
+	pub, env := a.pub, a.env
 	a.mu.Unlock()
+	if pub != nil {
+		// Asked for before Start: its actor joins the tree now.
+		pub.adopt(env, root)
+	}
 	return nil
 }
 

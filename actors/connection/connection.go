@@ -75,14 +75,33 @@ type Started struct {
 // rebuild nothing: every session and link went with the old one. The root
 // holds no connection and never blocks.
 //
+// The root's own failures are decided by the App's strategy (Env.Supervisor,
+// or the default), not by whatever supervises the root (protoactor's
+// default, from the root context, or the actor of App.Props), which would
+// restart it and so stop the whole tree: the root recovers its own panic and
+// asks the App's strategy, as a parent would, what to do with it. Restart
+// and Resume both resume it (a restart would stop every session and link;
+// the root's state is one PID, which it reconciles), so a strategy's
+// restart budget still counts the root's panics and, once spent, answers
+// Stop. Stop, and Escalate (nothing is above the root that the App's
+// strategy decides for), end the App's tree as a connection actor past its
+// budget does: the connection's node turns failed with a
+// protocol.NodeError naming why, Health says so and every call fails at
+// once. Under App.Props the actor that owns the App then sees its child
+// stop and fails to its own supervisor.
+//
 // The connections of the pool are children of the connection actor, and
 // protoactor asks a parent's strategy about its children: the connection
 // actor's (pool) resumes them as the root resumes it, and hands every other
 // child's failure to the App's strategy.
 func New(env *actors.Env, c transport.Connector, started chan<- Started) *actor.Props {
 	budget := resumer{max: 10, within: time.Minute}
+	own := env.Supervisor
+	if own == nil {
+		own = actors.Supervisor()
+	}
 	return env.Props(func() actor.Actor {
-		return &root{env: env, connector: c, started: started, budget: budget}
+		return &root{env: env, connector: c, started: started, budget: budget, own: own, stats: actor.NewRestartStatistics()}
 	}, actor.WithSupervisor(budget))
 }
 
@@ -128,7 +147,28 @@ func (s resumer) HandleFailure(sys *actor.ActorSystem, sup actor.Supervisor, chi
 	sys.Root.Send(child, &resumed{reason: reason})
 }
 
-// root is the App's root actor (see New).
+// CrashRoot is for tests only: the App's root actor panics when it
+// receives one (every other message it forwards to the connection actor),
+// so a test can see how the root's failures are decided. Nothing in the
+// runtime sends it.
+type CrashRoot struct{ Reason string }
+
+// Adopt asks the first connection actor to spawn an actor of the App's
+// own (App.Publisher's) as its child, named Name, from Props: the App's
+// strategy decides its failures, the tree draws it, a drain reaches it with
+// the subscriptions (before the publisher it publishes through), and one
+// its supervisor stops is started again under its name within a restart
+// budget, past which its node turns failed. Adopted is called on the
+// connection actor's goroutine with its PID, or why it was not spawned:
+// it must not block.
+type Adopt struct {
+	Name    string
+	Props   func() *actor.Props
+	Adopted func(pid *actor.PID, err error)
+}
+
+// root is the App's root actor (see New). Its fields are its own: only its
+// Receive reads and writes them.
 type root struct {
 	env       *actors.Env
 	connector transport.Connector
@@ -136,31 +176,53 @@ type root struct {
 	conn      *actor.PID // the connection actor
 	stopping  bool
 	budget    resumer // the connection actor's supervisor
+	// own decides the root's own failures (the App's strategy), counted
+	// in stats; panics are those it resumed after.
+	own    actor.SupervisorStrategy
+	stats  *actor.RestartStatistics
+	panics int
+	// drain is a Drain taken and not yet forwarded: a panic between the
+	// two leaves it for reconcile.
+	drain *protocol.Drain
+	// failure is why the root ends the tree (its strategy said Stop or
+	// Escalate): once the connection actor has stopped, the connection's
+	// node turns failed with it and the root stops.
+	failure error
 }
 
+// rootResumed tells the root, after it recovered from a panic that its
+// strategy resumed (or restarted), to reconcile.
+type rootResumed struct{}
+
+// rootPanics tells the connection actor how many panics the root resumed
+// after, for its node's counters (the tree is drawn from it).
+type rootPanics struct{ n int }
+
 func (r *root) Receive(ctx actor.Context) {
+	defer func() {
+		if reason := recover(); reason != nil {
+			r.failed(ctx, reason)
+		}
+	}()
+	r.receive(ctx)
+}
+
+func (r *root) receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		r.conn = spawn(ctx, newConnection(r.env, r.connector, r.started), "connection")
+	case *CrashRoot:
+		panic("amqpactor: root: " + m.Reason)
+	case *rootResumed:
+		r.reconcile(ctx)
 	case *protocol.Drain:
 		r.stopping = true
+		r.drain = m
 		ctx.Forward(r.conn)
+		r.drain = nil
 	case *actor.Terminated:
-		if m.Who.Equal(r.conn) && !r.stopping {
-			// Its supervisor gave up on it (it kept panicking): without
-			// it nothing reconnects, so the App's tree ends here. The
-			// connection's node turns failed (App.Health names it) and
-			// the App, which watches this actor, fails every call at
-			// once (every session and link went with the connection
-			// actor, so starting a new one would rebuild nothing).
-			err := &protocol.NodeError{Path: actors.RootNode.Path, Kind: "connection", Address: r.connector.String(),
-				Err: fmt.Errorf("the connection actor was stopped by its supervisor after more than %d panics in %s", r.budget.max, r.budget.within)}
-			r.env.Log.Error("amqpactor: the connection actor stopped; stopping the App's tree", "connector", r.connector.String(), "error", err)
-			state := protocol.StateStopped
-			n := actors.RootNode
-			n.Address = r.connector.String()
-			r.env.SetState(&state, n, actors.StateFailed, err)
-			ctx.Stop(ctx.Self())
+		if m.Who.Equal(r.conn) {
+			r.connGone(ctx)
 		}
 	case *actor.Stopping, *actor.Stopped, *actor.Restarting, *actor.ReceiveTimeout:
 	default:
@@ -169,6 +231,99 @@ func (r *root) Receive(ctx actor.Context) {
 		ctx.Forward(r.conn)
 	}
 }
+
+// connGone handles the end of the connection actor: the App's own stop,
+// the root failing on its strategy's word, or the connection actor's
+// supervisor giving up on it (it kept panicking). Without it nothing
+// reconnects, so the App's tree ends here: the connection's node turns
+// failed (App.Health names it) and the App, which watches this actor,
+// fails every call at once (every session and link went with the
+// connection actor, so starting a new one would rebuild nothing).
+func (r *root) connGone(ctx actor.Context) {
+	if r.stopping {
+		return
+	}
+	err := r.failure
+	if err == nil {
+		err = &protocol.NodeError{Path: actors.RootNode.Path, Kind: "connection", Address: r.connector.String(),
+			Err: fmt.Errorf("the connection actor was stopped by its supervisor after more than %d panics in %s", r.budget.max, r.budget.within)}
+	}
+	r.env.Log.Error("amqpactor: the connection actor stopped; stopping the App's tree", "connector", r.connector.String(), "error", err)
+	state := protocol.StateStopped
+	n := actors.RootNode
+	n.Address = r.connector.String()
+	r.env.SetState(&state, n, actors.StateFailed, err)
+	r.stopping = true
+	ctx.Stop(ctx.Self())
+}
+
+// failed asks the App's strategy what to do about the root's panic (see
+// New) and does it. It runs in the deferred recover of Receive: it must not
+// panic itself, so what may (spawning) is left to rootResumed.
+func (r *root) failed(ctx actor.Context, reason any) {
+	switch ctx.Message().(type) {
+	case *actor.Stopping, *actor.Stopped:
+		r.env.Log.Error("amqpactor: the App's root actor panicked while stopping", "connector", r.connector.String(), "reason", fmt.Sprint(reason))
+		return
+	}
+	v := &verdict{self: ctx.Self()}
+	if !r.stopping {
+		r.own.HandleFailure(ctx.ActorSystem(), v, ctx.Self(), r.stats, reason, ctx.Message())
+	}
+	// While the App stops, the root is resumed whatever the strategy
+	// says: the drain under way ends the tree anyway, and must be answered.
+	if r.stopping || v.directive == actor.ResumeDirective || v.directive == actor.RestartDirective {
+		r.panics++
+		r.env.Log.Warn("amqpactor: the App's root actor panicked and was resumed", "connector", r.connector.String(),
+			"reason", fmt.Sprint(reason), "directive", v.directive.String())
+		ctx.Send(ctx.Self(), &rootResumed{})
+		return
+	}
+	r.failure = &protocol.NodeError{Path: actors.RootNode.Path, Kind: "connection", Address: r.connector.String(),
+		Err: fmt.Errorf("the App's root actor panicked (%v) and its supervisor strategy said %s", reason, v.directive)}
+	r.env.Log.Error("amqpactor: the App's root actor failed; stopping the App's tree", "connector", r.connector.String(), "error", r.failure)
+	if r.conn == nil {
+		r.connGone(ctx)
+		return
+	}
+	ctx.Stop(r.conn)
+}
+
+// reconcile finishes what the message the root panicked on left undone:
+// the connection actor spawned, a drain forwarded, the end of the
+// connection actor handled; and tells the connection actor its count.
+func (r *root) reconcile(ctx actor.Context) {
+	if r.drain != nil {
+		d := r.drain
+		r.drain = nil
+		ctx.Send(r.conn, d)
+	}
+	switch {
+	case r.conn == nil && !r.stopping:
+		r.conn = spawn(ctx, newConnection(r.env, r.connector, r.started), "connection")
+	case r.conn != nil:
+		if _, alive := ctx.ActorSystem().ProcessRegistry.GetLocal(r.conn.Id); !alive {
+			r.connGone(ctx)
+			return
+		}
+	}
+	if r.conn != nil {
+		ctx.Send(r.conn, &rootPanics{n: r.panics})
+	}
+}
+
+// verdict is the supervisor the App's strategy acts on for the root: it
+// records the directive instead of carrying it out.
+type verdict struct {
+	self      *actor.PID
+	directive actor.Directive
+}
+
+func (v *verdict) Children() []*actor.PID        { return []*actor.PID{v.self} }
+func (v *verdict) EscalateFailure(any, any)      { v.directive = actor.EscalateDirective }
+func (v *verdict) RestartChildren(...*actor.PID) { v.directive = actor.RestartDirective }
+func (v *verdict) StopChildren(...*actor.PID)    { v.directive = actor.StopDirective }
+func (v *verdict) ResumeChildren(...*actor.PID)  { v.directive = actor.ResumeDirective }
 
 type (
 	dialed struct {
@@ -280,8 +435,10 @@ type kept struct {
 	lastErr  error
 	restarts int // connections lost
 	panics   int
-	terminal int // terminal dial errors in a row (credentials refused)
-	stopping bool
+	// rootPanics are the panics the root resumed after, as it last said.
+	rootPanics int
+	terminal   int // terminal dial errors in a row (credentials refused)
+	stopping   bool
 	// connectedAt is when the current connection came up.
 	connectedAt time.Time
 	// broker is what the last connection's peer called itself (shown by
@@ -305,6 +462,16 @@ type kept struct {
 	again map[string]*actors.Restarts
 	// gaveUp are those of them past that budget, by name, drawn failed.
 	gaveUp map[string]*protocol.Node
+	// adopted are the actors of the App's own it spawned (Adopt), in
+	// order; again and gaveUp count them too.
+	adopted []*adoptee
+}
+
+// adoptee is an actor of the App's own, a child of the connection actor.
+type adoptee struct {
+	name  string
+	pid   *actor.PID
+	props func() *actor.Props
 }
 
 // connection is one incarnation: what it holds besides kept belongs to
@@ -338,6 +505,10 @@ func (c *connection) Receive(ctx actor.Context) {
 		c.panics++
 		c.let()
 		c.set(protocol.StateRestarting, nil)
+	case *rootPanics:
+		c.rootPanics = m.n
+	case *Adopt:
+		c.adopt(ctx, m)
 	case *resumed:
 		c.panics++
 		c.reconcile(ctx)
@@ -802,14 +973,20 @@ func (c *connection) childGone(ctx actor.Context, pid *actor.PID) {
 	// budget. Past it the fault recurs on every start: the node turns
 	// failed, and what is sent to its PID fails at once (the App answers
 	// work that lands in protoactor's dead letters with a NodeError).
-	for _, w := range []struct {
-		pid   *actor.PID
-		props func() *actor.Props
-	}{
-		{c.children.Publisher, func() *actor.Props { return session.NewPublisher(c.env, c.children.Senders) }},
-		{c.children.Requests, func() *actor.Props { return session.NewRequests(c.env, c.children.Replies) }},
-		{c.children.Txn, func() *actor.Props { return txn.New(c.env, c.connector.String()) }},
-	} {
+	type well struct {
+		pid     *actor.PID
+		props   func() *actor.Props
+		adopted bool
+	}
+	wells := []well{
+		{c.children.Publisher, func() *actor.Props { return session.NewPublisher(c.env, c.children.Senders) }, false},
+		{c.children.Requests, func() *actor.Props { return session.NewRequests(c.env, c.children.Replies) }, false},
+		{c.children.Txn, func() *actor.Props { return txn.New(c.env, c.connector.String()) }, false},
+	}
+	for _, a := range c.adopted {
+		wells = append(wells, well{a.pid, a.props, true})
+	}
+	for _, w := range wells {
 		if w.pid == nil || !w.pid.Equal(pid) {
 			continue
 		}
@@ -838,6 +1015,9 @@ func (c *connection) childGone(ctx actor.Context, pid *actor.PID) {
 		c.env.Log.Error("amqpactor: an actor of the connection spent its restarts; starting it again", "actor", pid.Id)
 		c.panics++
 		np := spawn(ctx, w.props(), name)
+		if w.adopted {
+			return
+		}
 		if c.conn != nil {
 			ctx.Send(np, &protocol.ConnUp{Conn: c.conn})
 		}
@@ -862,6 +1042,27 @@ func (c *connection) childGone(ctx actor.Context, pid *actor.PID) {
 			Address: c.subAddr[name], State: actors.StateFailed, LastError: err.Error()}
 		return
 	}
+}
+
+// adopt spawns the actor of m (see Adopt), or answers the one it has.
+func (c *connection) adopt(ctx actor.Context, m *Adopt) {
+	if c.isMember || c.stopping {
+		m.Adopted(nil, protocol.ErrStopped)
+		return
+	}
+	for _, a := range c.adopted {
+		if a.name == m.Name {
+			m.Adopted(a.pid, nil)
+			return
+		}
+	}
+	pid, err := ctx.SpawnNamed(m.Props(), m.Name)
+	if err != nil {
+		m.Adopted(nil, fmt.Errorf("amqpactor: spawning %s: %w", m.Name, err))
+		return
+	}
+	c.adopted = append(c.adopted, &adoptee{name: m.Name, pid: pid, props: m.Props})
+	m.Adopted(pid, nil)
 }
 
 // subNode is the node of this connection's subscription name.
@@ -1024,6 +1225,11 @@ func (c *connection) drain(ctx actor.Context, m *protocol.Drain) {
 	for _, n := range c.subOrder {
 		first = append(first, c.subs[n])
 	}
+	// The App's own actors publish through the publisher: they stop
+	// taking work before it drains.
+	for _, a := range c.adopted {
+		first = append(first, a.pid)
+	}
 	// Every connection of the pool drains its own subscriptions, in
 	// parallel with this one's.
 	for _, mb := range c.members {
@@ -1066,11 +1272,19 @@ func (c *connection) describe(ctx actor.Context) *protocol.Described {
 	if c.limit > 0 {
 		n.Counters["max-sessions"] = uint64(c.limit)
 	}
+	if c.rootPanics > 0 {
+		n.Counters["root_panics"] = uint64(c.rootPanics)
+	}
 	var children []*actor.PID
 	for _, pid := range c.all() {
 		// One failed for good is drawn from failed, below.
 		if _, gone := c.gaveUp[pid.Id[strings.LastIndex(pid.Id, "/")+1:]]; !gone || c.isMember {
 			children = append(children, pid)
+		}
+	}
+	for _, a := range c.adopted {
+		if _, gone := c.gaveUp[a.name]; !gone {
+			children = append(children, a.pid)
 		}
 	}
 	for _, mb := range c.members {
