@@ -483,19 +483,24 @@ func IsConnection(pid *actor.PID) bool {
 }
 
 // DrainAll sends a drain like d (its contexts, not its Done) to each pid
-// and waits until all have answered or d.Ctx ends. It blocks: call it from a
-// goroutine, never from Receive.
+// and waits until all have answered or d.Ctx ends. A pid that stops before
+// it answers counts as drained: protoactor drops what a stopping actor's
+// mailbox still holds (no dead letter either), and a stopped actor has
+// ended its links. It blocks: call it from a goroutine, never from Receive.
 func (e *Env) DrainAll(d *protocol.Drain, pids []*actor.PID) error {
+	gone, unwatch := e.watch(pids)
+	defer unwatch()
 	chans := make([]chan error, len(pids))
 	for i, pid := range pids {
 		chans[i] = make(chan error, 1)
 		e.Root.Send(pid, &protocol.Drain{Ctx: d.Ctx, Graceful: d.Graceful, Done: chans[i]})
 	}
 	var errs []error
-	for _, ch := range chans {
+	for i, ch := range chans {
 		select {
 		case err := <-ch:
 			errs = append(errs, err)
+		case <-gone[i]:
 		case <-d.Ctx.Done():
 			return d.Ctx.Err()
 		case <-e.Stopped():
@@ -503,6 +508,40 @@ func (e *Env) DrainAll(d *protocol.Drain, pids []*actor.PID) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// watch returns a channel per pid that is closed once that actor has
+// stopped (at once for one already gone), and the func that ends the
+// watch.
+func (e *Env) watch(pids []*actor.PID) ([]chan struct{}, func()) {
+	gone := make([]chan struct{}, len(pids))
+	for i := range gone {
+		gone[i] = make(chan struct{})
+	}
+	// The watcher's fields are ONLY touched by its mailbox run.
+	closed := make([]bool, len(pids))
+	w := e.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		switch m := c.Message().(type) {
+		case *actor.Started:
+			for _, pid := range pids {
+				c.Watch(pid)
+			}
+		case *actor.Terminated:
+			for i, pid := range pids {
+				if !closed[i] && pid.Equal(m.Who) {
+					closed[i] = true
+					close(gone[i])
+				}
+			}
+		case *actor.Stopping:
+			for i, pid := range pids {
+				if !closed[i] {
+					c.Unwatch(pid)
+				}
+			}
+		}
+	}))
+	return gone, func() { e.Root.Stop(w) }
 }
 
 // StateFailed is the state of a node that gave up: a terminal error
