@@ -3,10 +3,12 @@ package actors
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/Azure/go-amqp"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -120,4 +122,27 @@ func TestAttachCtx(t *testing.T) {
 	defer cancel()
 	got, _ = ctx.Deadline()
 	require.WithinDuration(t, time.Now().Add(DefaultAttachTimeout), got, time.Minute, "DefaultAttachTimeout without one")
+}
+
+// An attach that fails because the broker ended the connection or the
+// session (with a condition, as a broker shutting down does) is no refusal
+// of the attach: the sender must wait for the next connection, not fail
+// what waits on it.
+func TestRefusedIsTheCallsOwnAnswer(t *testing.T) {
+	forced := &amqp.Error{Condition: amqp.ErrCondConnectionForced, Description: "shutting down"}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"attach refused", &amqp.LinkError{RemoteErr: &amqp.Error{Condition: amqp.ErrCondNotFound}}, true},
+		{"broker's error", fmt.Errorf("declare: %w", &amqp.Error{Condition: amqp.ErrCondPreconditionFailed}), true},
+		{"connection ended with a condition", fmt.Errorf("attach queue:orders: %w", &amqp.ConnError{RemoteErr: forced}), false},
+		{"session ended with a condition", &amqp.SessionError{RemoteErr: forced}, false},
+		{"timeout", context.DeadlineExceeded, false},
+	} {
+		if got := Refused(tc.err); got != tc.want {
+			t.Errorf("%s: Refused = %v, want %v", tc.name, got, tc.want)
+		}
+	}
 }
