@@ -1186,18 +1186,17 @@ func (c *connection) unsubscribe(ctx actor.Context, m *protocol.Unsubscribe) {
 		return
 	}
 	self, env := ctx.Self(), c.env
-	done := make(chan error, 1)
-	ctx.Send(pid, &protocol.Drain{Ctx: m.Ctx, Graceful: m.Graceful, Done: done})
 	env.Go(func() {
-		var err error
+		// DrainAll counts a subscription that stops before it answers
+		// (its supervisor gave up on it meanwhile) as drained: its Drain
+		// would be dropped with its mailbox.
+		err := env.DrainAll(&protocol.Drain{Ctx: m.Ctx, Graceful: m.Graceful}, []*actor.PID{pid})
 		select {
-		case err = <-done:
-		case <-m.Ctx.Done():
-			err = m.Ctx.Err()
 		case <-env.Stopped():
 			// The tree has stopped: nobody will read unsubscribed.
 			m.Done <- protocol.ErrStopped
 			return
+		default:
 		}
 		env.Root.Send(self, &unsubscribed{name: m.Name, done: m.Done, err: err})
 	})
