@@ -31,3 +31,13 @@ func (r *Restarts) Spend(now time.Time) bool {
 	r.at = append(keep, now)
 	return len(r.at) <= max
 }
+
+// Idle reports that no start was recorded within the window before now:
+// the budget is whole again, and its keeper may forget it.
+func (r *Restarts) Idle(now time.Time) bool {
+	within := r.Within
+	if within <= 0 {
+		within = time.Minute
+	}
+	return len(r.at) == 0 || now.Sub(r.at[len(r.at)-1]) >= within
+}

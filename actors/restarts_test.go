@@ -20,3 +20,18 @@ func TestRestartsBudget(t *testing.T) {
 		t.Fatal("a start after the window refused")
 	}
 }
+
+func TestRestartsIdle(t *testing.T) {
+	var r Restarts
+	t0 := time.Now()
+	if !r.Idle(t0) {
+		t.Fatal("a budget never spent is not idle")
+	}
+	r.Spend(t0)
+	if r.Idle(t0.Add(time.Second)) {
+		t.Fatal("idle a second after a start")
+	}
+	if !r.Idle(t0.Add(time.Minute)) {
+		t.Fatal("not idle a window after the last start")
+	}
+}

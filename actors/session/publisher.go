@@ -434,28 +434,23 @@ func (p *publisher) childGone(ctx actor.Context, pid *actor.PID) {
 	} else if !e.retired && !e.addr.IsZero() {
 		p.nRetiring--
 	}
-	switch {
-	case p.restarting:
-		// The next incarnation routes them.
-		for _, q := range left {
-			ctx.Send(ctx.Self(), q)
-		}
+	if p.handBack(ctx, left) {
 		return
-	case p.draining || p.stopping:
-		for _, q := range left {
-			q.Answer(protocol.ErrStopped)
-		}
-		return
-	case !e.retiring:
+	}
+	if !e.retiring {
 		if p.kept.budgets == nil {
 			p.kept.budgets = map[address.Address]*actors.Restarts{}
 		}
+		now := time.Now()
 		b := p.kept.budgets[e.addr]
 		if b == nil {
+			// One budget per address whose sender was stopped within
+			// the window: whole ones are forgotten, so the map stays as
+			// small as the addresses failing now.
+			maps.DeleteFunc(p.kept.budgets, func(_ address.Address, r *actors.Restarts) bool { return r.Idle(now) })
 			b = &actors.Restarts{}
 			p.kept.budgets[e.addr] = b
 		}
-		now := time.Now()
 		if !b.Spend(now) {
 			p.senderFailed(e, pid, now, left)
 			return
@@ -465,6 +460,25 @@ func (p *publisher) childGone(ctx actor.Context, pid *actor.PID) {
 	for _, q := range left {
 		p.publish(ctx, q)
 	}
+}
+
+// handBack disposes of what a child that stopped left while this publisher
+// is restarting (the next incarnation routes it) or stopping (it fails with
+// ErrStopped); false means neither, and the caller routes it.
+func (p *publisher) handBack(ctx actor.Context, left []*protocol.Publish) bool {
+	switch {
+	case p.restarting:
+		for _, q := range left {
+			ctx.Send(ctx.Self(), q)
+		}
+		return true
+	case p.draining || p.stopping:
+		for _, q := range left {
+			q.Answer(protocol.ErrStopped)
+		}
+		return true
+	}
+	return false
 }
 
 // senderFailed reports e's sender failed: its restart budget is spent.
@@ -491,16 +505,7 @@ func (p *publisher) senderFailed(e *entry, pid *actor.PID, now time.Time, left [
 func (p *publisher) repliesGone(ctx actor.Context) {
 	p.child = nil
 	left := p.box.close()
-	switch {
-	case p.restarting:
-		for _, q := range left {
-			ctx.Send(ctx.Self(), q)
-		}
-		return
-	case p.draining || p.stopping:
-		for _, q := range left {
-			q.Answer(protocol.ErrStopped)
-		}
+	if p.handBack(ctx, left) {
 		return
 	}
 	now := time.Now()
