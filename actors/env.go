@@ -275,6 +275,14 @@ func (b Backoff) Delay(n int) time.Duration {
 	return d/2 + rand.N(d/2+1)
 }
 
+// Longest is the longest wait Delay returns: Max, or its default.
+func (b Backoff) Longest() time.Duration {
+	if b.Max <= 0 {
+		return 30 * time.Second
+	}
+	return b.Max
+}
+
 // After sends msg to pid after d, from a timer the caller owns and stops.
 func (e *Env) After(d time.Duration, pid *actor.PID, msg any) *time.Timer {
 	return time.AfterFunc(d, func() { e.Root.Send(pid, msg) })

@@ -12,8 +12,9 @@ import (
 
 // A link the broker detaches soon after every attach (within the settled
 // period, actors.Env.Settled) is flapping: each such end lengthens the
-// backoff of the next attach (flaps), the next link shows degraded until
-// it has stayed attached for the settled period, and the actor fails with
+// backoff of the next attach (flaps); from the second in a row
+// (shakyAfter) the next link shows degraded until it has stayed attached
+// for the settled period, and the actor fails with
 // an *actors.ShortLivedLink, which the default strategy counts against the
 // restart budget (actors.Supervisor). Only a link that stays attached
 // resets the count.
@@ -39,15 +40,27 @@ func (r *receiver) linkFailed(err error, up time.Duration) error {
 // attach and each short-lived link, the longest once degraded.
 func (r *receiver) backoff() time.Duration {
 	if r.degraded {
-		return r.env.Backoff.Delay(1 << 20)
+		// The longest backoff less the settled period, so that a link the
+		// broker stopped detaching is ready again within the longest
+		// backoff.
+		d := r.env.Backoff.Delay(1 << 20)
+		if lim := r.env.Backoff.Longest() - r.env.Settled(); lim > 0 && d > lim {
+			d = lim
+		}
+		return d
 	}
 	return r.env.Backoff.Delay(r.attempt + r.flaps + 1)
 }
 
+// shakyAfter is how many short-lived links in a row make the next one
+// degraded: one detach soon after an attach (a queue deleted and declared
+// again, a leader moving) is an ordinary event, two in a row are not.
+const shakyAfter = 2
+
 // shakyErr is why an attach after short-lived links is degraded, nil after
-// none.
+// too few.
 func (r *receiver) shakyErr() error {
-	if r.flaps == 0 {
+	if r.flaps < shakyAfter {
 		return nil
 	}
 	return r.lastErr

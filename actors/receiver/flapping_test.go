@@ -36,7 +36,8 @@ func (s *syncBuffer) String() string {
 }
 
 // A peer that detaches every link as soon as it is attached: each link
-// after the first shows degraded, never attached; past the restart budget
+// after the second shows degraded, never attached (one short-lived link is
+// an ordinary detach); past the restart budget
 // of the default strategy (10 a minute) the receiver is told so and waits
 // the longest backoff; the link that stays attached for the settled period
 // is attached again.
@@ -56,7 +57,7 @@ func TestFlappingLinkIsDegradedUntilALinkSettles(t *testing.T) {
 	for i := range flaps {
 		require.Eventually(t, func() bool { return len(fs.Receivers()) == i+1 }, faketransport.Bound, time.Millisecond,
 			"attach %d", i+1)
-		if i > 0 {
+		if i > 1 {
 			require.NotEqual(t, protocol.StateAttached, state(t, sys, pid), "attached while flapping (link %d)", i+1)
 		}
 		fs.Receivers()[i].Detach("amqp:link:detach-forced", "flapping")
@@ -72,8 +73,8 @@ func TestFlappingLinkIsDegradedUntilALinkSettles(t *testing.T) {
 			degraded++
 		}
 	}
-	require.Equal(t, 1, attached, "only the first link is attached at once: %v", seen.List())
-	require.GreaterOrEqual(t, degraded, flaps-1, "%v", seen.List())
+	require.Equal(t, 2, attached, "only the first two links are attached at once: %v", seen.List())
+	require.GreaterOrEqual(t, degraded, flaps-2, "%v", seen.List())
 
 	// The broker keeps the next link: attached once it has settled.
 	require.Eventually(t, func() bool { return len(fs.Receivers()) == flaps+1 }, 3*env.Backoff.Max+faketransport.Bound,

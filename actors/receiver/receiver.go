@@ -511,8 +511,8 @@ func (r *receiver) onAttach(ctx actor.Context, m *attachResult) {
 		return
 	}
 	ev := evAttached
-	if r.flaps > 0 {
-		// The last link ended soon after it attached: this one is not
+	if r.flaps >= shakyAfter {
+		// The last links ended soon after they attached: this one is not
 		// trusted (nor ready) until it has stayed attached a while.
 		ev = evShaky
 	}
