@@ -592,14 +592,14 @@ func Terminal(err error) bool {
 }
 
 // Refused reports an error that carries the broker's own condition (an
-// *amqp.Error) for the call itself: the broker answered and said no. A
-// session or connection the broker ended, with whatever condition (a
-// connection:forced as it shuts down), is lost, not a refusal, and so is
-// anything else (a timeout): transient.
+// *amqp.Error) for the call: the broker answered and said no. RabbitMQ 4
+// refuses an attach by ending its session with the condition, so a session
+// ended with one counts; a connection the broker ended (a connection:forced
+// as it shuts down) is lost, not a refusal, and so is anything else (a
+// timeout): transient.
 func Refused(err error) bool {
-	var se *amqp.SessionError
 	var ce *amqp.ConnError
-	if errors.As(err, &se) || errors.As(err, &ce) {
+	if errors.As(err, &ce) {
 		return false
 	}
 	var ae *amqp.Error

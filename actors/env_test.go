@@ -124,10 +124,10 @@ func TestAttachCtx(t *testing.T) {
 	require.WithinDuration(t, time.Now().Add(DefaultAttachTimeout), got, time.Minute, "DefaultAttachTimeout without one")
 }
 
-// An attach that fails because the broker ended the connection or the
-// session (with a condition, as a broker shutting down does) is no refusal
-// of the attach: the sender must wait for the next connection, not fail
-// what waits on it.
+// An attach that fails because the broker ended the connection (with a
+// condition, as a broker shutting down does) is no refusal of the attach:
+// the sender must wait for the next connection, not fail what waits on it.
+// A session ended with a condition is how RabbitMQ 4 refuses an attach.
 func TestRefusedIsTheCallsOwnAnswer(t *testing.T) {
 	forced := &amqp.Error{Condition: amqp.ErrCondConnectionForced, Description: "shutting down"}
 	for _, tc := range []struct {
@@ -138,7 +138,7 @@ func TestRefusedIsTheCallsOwnAnswer(t *testing.T) {
 		{"attach refused", &amqp.LinkError{RemoteErr: &amqp.Error{Condition: amqp.ErrCondNotFound}}, true},
 		{"broker's error", fmt.Errorf("declare: %w", &amqp.Error{Condition: amqp.ErrCondPreconditionFailed}), true},
 		{"connection ended with a condition", fmt.Errorf("attach queue:orders: %w", &amqp.ConnError{RemoteErr: forced}), false},
-		{"session ended with a condition", &amqp.SessionError{RemoteErr: forced}, false},
+		{"session ended with the attach's refusal", &amqp.SessionError{RemoteErr: &amqp.Error{Condition: amqp.ErrCondNotFound}}, true},
 		{"timeout", context.DeadlineExceeded, false},
 	} {
 		if got := Refused(tc.err); got != tc.want {
