@@ -169,10 +169,11 @@ func (b *Balance) MayHandOver(now time.Time, census int, held []int, surplus int
 	defer b.mu.Unlock()
 	g := &b.guard
 	if now.Before(g.until) {
-		if census >= g.census {
+		if census == g.census {
 			return false, nil
 		}
-		// A consumer of the census left: balance again.
+		// A consumer of the census came or left (a replica joined, one
+		// stopped): balance again, within the budget.
 		g.until = time.Time{}
 	}
 	if census != g.last {

@@ -80,8 +80,9 @@ func TestGuardTakesAReturnAfterALeaveForNoEvidence(t *testing.T) {
 }
 
 // More hand-overs in guardWindow than the budget pause the
-// replica; a census that drops (a consumer left) ends the pause.
-func TestGuardBudgetAndACensusThatDrops(t *testing.T) {
+// replica; a census that changes (a replica joined or left) ends the
+// pause, and the budget still bounds what follows.
+func TestGuardBudgetAndACensusThatChanges(t *testing.T) {
 	b := NewBalance(address.Queue("orders.replicas"), 4)
 	now := time.Unix(1000, 0)
 	for i := range budgetPer * 4 {
@@ -94,10 +95,15 @@ func TestGuardBudgetAndACensusThatDrops(t *testing.T) {
 	ok, p := b.MayHandOver(now, 5, nil, 1)
 	require.False(t, ok)
 	require.Equal(t, &HandoverPause{Part: -1, Census: 5, For: pauseFirst}, p)
-	ok, _ = b.MayHandOver(now.Add(time.Second), 6, nil, 1)
-	require.False(t, ok, "a census that grows does not end the pause")
-	// The census drops: balance again, within the window's budget.
-	ok, _ = b.MayHandOver(now.Add(2*time.Second), 4, nil, 0)
+	ok, _ = b.MayHandOver(now.Add(time.Second), 5, nil, 1)
+	require.False(t, ok, "the same census: paused")
+	// The census grows (a replica joined): the pause ends, but the
+	// window's budget is spent, so a surplus pauses again at once.
+	ok, p = b.MayHandOver(now.Add(2*time.Second), 6, nil, 1)
+	require.False(t, ok, "the budget still holds")
+	require.NotNil(t, p)
+	// The census drops: balance again; holding no surplus is always fine.
+	ok, _ = b.MayHandOver(now.Add(3*time.Second), 4, nil, 0)
 	require.True(t, ok)
 	ok, _ = b.MayHandOver(now.Add(guardWindow), 4, nil, budgetPer*4)
 	require.True(t, ok, "a window later the budget is whole again")
