@@ -24,13 +24,6 @@ import (
 // it took is settled, detaches, and attaches again at the back of the line,
 // so the broker activates the next replica waiting, never two at once. A
 // replica that got more than its share so hands the surplus on in turn.
-//
-// The census is only as true as the queue's consumers: any client that may
-// consume there can inflate it, and then no replica can hold its share and
-// the partitions go round. So a replica that sees a partition it handed
-// over come straight back, or hands over more than twice the partitions in a
-// minute, stops handing over for a while, keeps what it holds and warns,
-// naming the census queue (protocol.Balance.MayHandOver).
 
 // StateHandingOver is the state of a receiver giving its partition queue to
 // another replica: it takes no new deliveries and waits for what it took to
@@ -251,23 +244,9 @@ func (r *receiver) rebalance(ctx actor.Context, k int) {
 			held = append(held, i)
 		}
 	}
-	surplus := held[min(share, len(held)):]
-	ok, pause := r.spec.Balance.MayHandOver(now, k, held, len(surplus))
-	if pause != nil {
-		why := "a partition handed over came straight back, so the census queue counts consumers that are no replicas"
-		if pause.Part < 0 {
-			why = "more hand-overs in a minute than twice the partitions; the census queue may count consumers that are no replicas"
-		}
-		r.env.Log.Warn("amqpactor: partitions no longer handed over: "+why+" (is another client consuming from it?)",
-			"address", r.spec.Address.String(), "census", r.spec.Balance.Census.String(), "consumers", pause.Census,
-			"partition", pause.Part, "held", len(held), "for", pause.For)
-	}
-	if !ok {
-		return
-	}
 	// The last ones first: partition 0's receiver is the one that polls.
-	for _, i := range surplus {
-		r.spec.Balance.HandOver(i, now, k)
+	for _, i := range held[min(share, len(held)):] {
+		r.spec.Balance.Handing(i, now)
 		ctx.Send(parts[i].PID, &protocol.Handover{})
 	}
 }
@@ -293,9 +272,6 @@ func (r *receiver) onHandover() {
 // closed: the broker has by then made the next replica in line active.
 func (r *receiver) finishHandover(ctx actor.Context) {
 	link, q, cancelLink := r.link, r.settleQ, r.cancelLink
-	if b := r.spec.Balance; b != nil {
-		b.HandedOver(r.spec.Partition, time.Now())
-	}
 	r.leaveBalance()
 	r.link, r.settleQ, r.inflight = nil, nil, nil
 	closed := make(chan struct{})
