@@ -3,7 +3,6 @@ package receiver_test
 import (
 	"bytes"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,26 +13,9 @@ import (
 	"github.com/amqpactor/amqpactor/internal/faketransport"
 	"github.com/amqpactor/amqpactor/internal/protocol"
 	"github.com/amqpactor/amqpactor/internal/statetest"
+	"github.com/amqpactor/amqpactor/test/harness"
 	"github.com/amqpactor/amqpactor/transport"
 )
-
-// syncBuffer is a log the actors write and the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // A peer that detaches every link as soon as it is attached: each link
 // after the second shows degraded, never attached (one short-lived link is
@@ -44,7 +26,7 @@ func (s *syncBuffer) String() string {
 func TestFlappingLinkIsDegradedUntilALinkSettles(t *testing.T) {
 	sys, env := faketransport.NewSystem(t)
 	env.LinkSettled = time.Second
-	logs := &syncBuffer{}
+	logs := &harness.LogBuffer{}
 	env.Log = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	var seen statetest.Changes
 	env.OnState = seen.On
