@@ -24,6 +24,13 @@ import (
 // it took is settled, detaches, and attaches again at the back of the line,
 // so the broker activates the next replica waiting, never two at once. A
 // replica that got more than its share so hands the surplus on in turn.
+//
+// The census is only as true as the queue's consumers: any client that may
+// consume there can inflate it, and then no replica can hold its share and
+// the partitions go round. So a replica that sees a partition it handed
+// over come straight back, or hands over more than twice the partitions in a
+// minute, stops handing over for a while, keeps what it holds and warns,
+// naming the census queue (protocol.Balance.MayHandOver).
 
 // StateHandingOver is the state of a receiver giving its partition queue to
 // another replica: it takes no new deliveries and waits for what it took to
@@ -87,6 +94,21 @@ func (r *receiver) joinBalance(ctx actor.Context, la *linkActive) {
 	}
 }
 
+// inLine reports whether every partition queue has this replica's link:
+// only then does its census link count it, so that no replica hands a
+// partition to a newcomer the broker cannot yet activate, and sees it come
+// back as if the census were wrong.
+func (b balanceParts) inLine() bool {
+	for _, p := range b {
+		if p.PID == nil {
+			return false
+		}
+	}
+	return len(b) > 0
+}
+
+type balanceParts []protocol.BalancePart
+
 // deliveredSinceAttach reports whether the link got a delivery: on a
 // single-active-consumer queue whose broker does not say which consumer is
 // active (RabbitMQ 4.0), that it is.
@@ -115,12 +137,19 @@ func (r *receiver) closeCensus() {
 	}
 }
 
-// attachCensus attaches, beside partition 0's link, a receiver with one
-// credit and no reader to the subscription's census queue (Balance.Census, a plain
+// attachCensus attaches, beside partition 0's link and once this replica
+// has a link on every partition queue, a receiver with one credit and no
+// reader to the subscription's census queue (Balance.Census, a plain
 // queue nothing is sent to): its consumer count is the number of replicas,
 // which a single-active-consumer queue's is not (RabbitMQ counts only its
 // active consumer there).
 func (r *receiver) attachCensus(ctx actor.Context) {
+	if r.census != nil || r.censusGen == r.gen || !balanceParts(r.spec.Balance.Parts()).inLine() {
+		// Attached, on its way, or not yet in line on every queue: the
+		// next balance tick tries again.
+		return
+	}
+	r.censusGen = r.gen
 	self, sess, env, gen := ctx.Self(), r.sess, r.env, r.gen
 	o := transport.ReceiverOptions{Address: r.spec.Balance.Census, Credit: 1, ClassicQueue: true}
 	env.Go(func() {
@@ -176,6 +205,9 @@ func (r *receiver) onBalanceTick(ctx actor.Context, m *balanceTick) {
 		return
 	}
 	r.balTimer = nil
+	if r.link != nil && r.census == nil {
+		r.attachCensus(ctx)
+	}
 	cc, ok := r.census.(transport.ConsumerCounter)
 	if r.link == nil || r.census == nil || r.st == stHandingOver {
 		r.scheduleBalance(ctx)
@@ -244,9 +276,23 @@ func (r *receiver) rebalance(ctx actor.Context, k int) {
 			held = append(held, i)
 		}
 	}
+	surplus := held[min(share, len(held)):]
+	ok, pause := r.spec.Balance.MayHandOver(now, k, held, len(surplus))
+	if pause != nil {
+		why := "a partition handed over came straight back, so the census queue counts consumers that are no replicas"
+		if pause.Part < 0 {
+			why = "more hand-overs in a minute than twice the partitions; the census queue may count consumers that are no replicas"
+		}
+		r.env.Log.Warn("amqpactor: partitions no longer handed over: "+why+" (is another client consuming from it?)",
+			"address", r.spec.Address.String(), "census", r.spec.Balance.Census.String(), "consumers", pause.Census,
+			"partition", pause.Part, "held", len(held), "for", pause.For)
+	}
+	if !ok {
+		return
+	}
 	// The last ones first: partition 0's receiver is the one that polls.
-	for _, i := range held[min(share, len(held)):] {
-		r.spec.Balance.Handing(i, now)
+	for _, i := range surplus {
+		r.spec.Balance.HandOver(i, now, k)
 		ctx.Send(parts[i].PID, &protocol.Handover{})
 	}
 }
@@ -272,6 +318,9 @@ func (r *receiver) onHandover() {
 // closed: the broker has by then made the next replica in line active.
 func (r *receiver) finishHandover(ctx actor.Context) {
 	link, q, cancelLink := r.link, r.settleQ, r.cancelLink
+	if b := r.spec.Balance; b != nil {
+		b.HandedOver(r.spec.Partition, time.Now())
+	}
 	r.leaveBalance()
 	r.link, r.settleQ, r.inflight = nil, nil, nil
 	closed := make(chan struct{})

@@ -261,6 +261,9 @@ type receiver struct {
 	attachDelivered uint64
 	// census is partition 0's link to the census queue (balance.go).
 	census transport.Receiver
+	// censusGen is the link generation whose census attach was asked
+	// for: one attach per link, even when it is refused.
+	censusGen uint64
 	// countFailing: the last read of the census queue's consumers failed
 	// (warned once; balancing waits until a read works again).
 	countFailing bool
@@ -1024,6 +1027,9 @@ func (r *receiver) onDrain(ctx actor.Context, m *protocol.Drain) {
 	r.stopping = true
 	r.drain = m
 	r.pause()
+	// Out of the census before out of line: the other replicas must not
+	// count this one while its partitions come to them.
+	r.closeCensus()
 	if r.link == nil {
 		r.finishDrain(nil)
 		return

@@ -375,3 +375,29 @@ func TestArtemisPartitionsBalancedAcrossReplicas(t *testing.T) {
 	})
 	fleettest.RequireSound(t, res, 30000)
 }
+
+// TestArtemisForeignCensusConsumersCannotChurnPartitions is
+// TestForeignCensusConsumersCannotChurnPartitions on Artemis: 20 go-amqp
+// receivers of a client that is no replica on the census queue; at most 10
+// hand-overs in the 30 s after, nothing lost, no group out of order.
+func TestArtemisForeignCensusConsumersCannotChurnPartitions(t *testing.T) {
+	u := artemisURL(t)
+	addr := artemisPartitioned(t, u, "artemis.census", 4)
+	res := fleettest.RunForeignCensus(t, fleettest.CensusConfig{
+		Config: fleettest.Config{Addr: addr, AppName: unique("artemis-census-svc"), NewApp: artemisApp(u)},
+		Foreign: func(ctx context.Context, census amqpactor.Address) func() {
+			conn, err := amqp.Dial(ctx, u, nil)
+			require.NoError(t, err)
+			sess, err := conn.NewSession(ctx, nil)
+			require.NoError(t, err)
+			for range 20 {
+				_, err := sess.NewReceiver(ctx, census.Name(), &amqp.ReceiverOptions{Credit: 1, SourceCapabilities: []string{"queue"}})
+				require.NoError(t, err)
+			}
+			return func() { require.NoError(t, conn.Close()) }
+		},
+	})
+	fleettest.RequireSound(t, res, res.Published)
+	require.Positive(t, res.Published)
+	require.LessOrEqual(t, res.InWindow, 10, res.String())
+}

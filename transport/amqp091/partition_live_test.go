@@ -1,7 +1,10 @@
 package amqp091_test
 
 import (
+	"context"
 	"testing"
+
+	rmq "github.com/rabbitmq/amqp091-go"
 
 	"github.com/stretchr/testify/require"
 
@@ -60,4 +63,41 @@ func TestLivePartitionsBalanced091(t *testing.T) {
 		},
 	})
 	fleettest.RequireSound(t, res, 30000)
+}
+
+// TestLiveForeignCensusConsumers091 is test/live's
+// TestForeignCensusConsumersCannotChurnPartitions on Dial091: 20 consumers
+// of a 0-9-1 client that is no replica on the census queue; at most 10
+// hand-overs in the 30 s after, nothing lost, no group out of order.
+func TestLiveForeignCensusConsumers091(t *testing.T) {
+	url := livetest.URL(t, "the AMQP 0-9-1 census test")
+	addr := amqpactor.Partitioned(unique("amqp091-census"), 4)
+	s := newSide(t, url)
+	for i := range addr.Partitions() {
+		s.deleteQueue(addr.Partition(i).Name())
+	}
+	s.deleteQueue(amqpactor.CensusOf(addr).Name())
+	res := fleettest.RunForeignCensus(t, fleettest.CensusConfig{
+		Config: fleettest.Config{
+			Addr:    addr,
+			AppName: unique("amqp091-census-svc"),
+			NewApp: func(name string) *amqpactor.App {
+				return amqpactor.New(amqpactor.Dial091(url), amqpactor.WithName(name))
+			},
+		},
+		Foreign: func(_ context.Context, census amqpactor.Address) func() {
+			conn, err := rmq.Dial(url)
+			require.NoError(t, err)
+			ch, err := conn.Channel()
+			require.NoError(t, err)
+			for range 20 {
+				_, err := ch.Consume(census.Name(), "", false, false, false, false, nil)
+				require.NoError(t, err)
+			}
+			return func() { require.NoError(t, conn.Close()) }
+		},
+	})
+	fleettest.RequireSound(t, res, res.Published)
+	require.Positive(t, res.Published)
+	require.LessOrEqual(t, res.InWindow, 10, res.String())
 }
