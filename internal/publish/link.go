@@ -38,10 +38,13 @@ type Ended struct {
 	Written bool
 }
 
-// Counts are a sender's publish counters, which its describe reads.
+// Counts are a sender's publish counters: its describe and idle check
+// read them from the actor's goroutine.
 type Counts struct {
+	// Added by the writer and the confirmer.
 	Published, Confirmed, Failed atomic.Uint64
-	// Resent counts the written-but-unconfirmed publishes Start sent again.
+	// Resent counts the written-but-unconfirmed publishes Start sent
+	// again; added by the actor.
 	Resent atomic.Uint64
 }
 
