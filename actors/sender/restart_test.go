@@ -16,6 +16,7 @@ import (
 	"github.com/amqpactor/amqpactor/actors/sender"
 	"github.com/amqpactor/amqpactor/address"
 	"github.com/amqpactor/amqpactor/internal/protocol"
+	"github.com/amqpactor/amqpactor/internal/publish"
 	"github.com/amqpactor/amqpactor/transport"
 )
 
@@ -58,7 +59,7 @@ func (l *countingLink) Close(context.Context) error { return nil }
 type parent struct {
 	env   *actors.Env
 	sess  transport.Session
-	lane  *sender.Lane
+	lane  *publish.Lane
 	child *actor.PID
 	ready chan *actor.PID
 }
@@ -66,7 +67,7 @@ type parent struct {
 func (p *parent) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		p.lane = sender.NewLane()
+		p.lane = publish.NewLane()
 		p.child = ctx.Spawn(sender.New(p.env, sender.Config{Address: address.Queue("q"), Session: p.sess, Lane: p.lane}))
 		p.ready <- p.child
 	case *protocol.Publish:
@@ -158,17 +159,17 @@ func TestRestartAfterDrainStaysDrained(t *testing.T) {
 	pid := <-ready
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	publish := func() error {
+	publishOne := func() error {
 		done := make(chan error, 1)
 		sys.Root.Send(ppid, &protocol.Publish{Ctx: ctx, Address: address.Queue("q"), Message: amqp.NewMessage([]byte("x")), Done: done})
 		return <-done
 	}
-	require.NoError(t, publish())
+	require.NoError(t, publishOne())
 	drained := make(chan error, 1)
 	sys.Root.Send(pid, &protocol.Drain{Ctx: ctx, Done: drained})
 	require.NoError(t, <-drained)
 	sys.Root.Send(pid, &actors.Crash{Reason: "test"})
-	require.ErrorIs(t, publish(), protocol.ErrStopped)
+	require.ErrorIs(t, publishOne(), protocol.ErrStopped)
 	sess.mu.Lock()
 	links := sess.links
 	sess.mu.Unlock()
@@ -228,7 +229,7 @@ func TestHandOffLinkFailingAfterStopReachesHandTo(t *testing.T) {
 		}
 	}))
 	sess := &heldSession{fail: make(chan struct{})}
-	lane := sender.NewLane()
+	lane := publish.NewLane()
 	pid := sys.Root.Spawn(sender.New(env, sender.Config{Address: address.Queue("q"), Session: sess, Lane: lane,
 		HandTo: probe}))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -21,7 +21,7 @@ import (
 	"github.com/amqpactor/amqpactor/transport"
 )
 
-func publish(t *testing.T, sys *actor.ActorSystem, pid *actor.PID, body string) error {
+func publishBody(t *testing.T, sys *actor.ActorSystem, pid *actor.PID, body string) error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), faketransport.Bound)
 	defer cancel()
@@ -56,9 +56,9 @@ func TestLinkLifeStates(t *testing.T) {
 	}))
 	pid := <-spawned
 
-	require.NoError(t, publish(t, sys, pid, "one"))
+	require.NoError(t, publishBody(t, sys, pid, "one"))
 	fs.Senders()[0].Detach("amqp:link:detach-forced", "test")
-	require.NoError(t, publish(t, sys, pid, "two"), "sent again on the next link")
+	require.NoError(t, publishBody(t, sys, pid, "two"), "sent again on the next link")
 
 	ls := fs.Senders()
 	require.Len(t, ls, 2, "one link per incarnation")
@@ -168,7 +168,7 @@ func TestLateAnswerFromReplacedSessionKeepsAttached(t *testing.T) {
 	sys.Root.Send(pid, &sender.SessionDown{Err: &amqp.ConnError{}})
 	sys.Root.Send(pid, &sender.SessionUp{Session: next})
 	sys.Root.Send(pid, &actors.Crash{Reason: "test"})
-	require.NoError(t, publish(t, sys, pid, "y"), "the next incarnation attached on the new session")
+	require.NoError(t, publishBody(t, sys, pid, "y"), "the next incarnation attached on the new session")
 	require.Equal(t, protocol.StateAttached, faketransport.Describe(t, sys, pid).Node.State)
 
 	close(old.Release)
@@ -220,7 +220,7 @@ func TestLateAttachFailureKeepsAttached(t *testing.T) {
 	parent, pid := spawnUnder(t, sys, env, sender.Config{Address: address.Queue("q"), Session: sess})
 	require.Eventually(t, func() bool { return sess.Calls.Load() == 1 }, faketransport.Bound, faketransport.Bound/1000)
 	sys.Root.Send(pid, &actors.Crash{Reason: "test"})
-	require.NoError(t, publish(t, sys, pid, "y"), "the next incarnation attached")
+	require.NoError(t, publishBody(t, sys, pid, "y"), "the next incarnation attached")
 
 	close(sess.Release)
 	require.Eventually(t, logged.any, faketransport.Bound, faketransport.Bound/1000, "the late failure reached the sender")

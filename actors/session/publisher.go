@@ -17,6 +17,7 @@ import (
 	"github.com/amqpactor/amqpactor/address"
 	"github.com/amqpactor/amqpactor/internal/cowmap"
 	"github.com/amqpactor/amqpactor/internal/protocol"
+	"github.com/amqpactor/amqpactor/internal/publish"
 	"github.com/amqpactor/amqpactor/transport"
 )
 
@@ -39,9 +40,9 @@ type Senders struct {
 }
 
 type route struct {
-	lanes cowmap.Map[address.Address, *sender.Lane]
+	lanes cowmap.Map[address.Address, *publish.Lane]
 	mu    sync.RWMutex
-	anon  *sender.Lane // the anonymous sender's lane (replies only)
+	anon  *publish.Lane // the anonymous sender's lane (replies only)
 }
 
 // NewSenders returns an empty table.
@@ -178,7 +179,7 @@ type retrySession struct{ conn transport.Conn }
 type entry struct {
 	addr     address.Address // zero for the anonymous sender
 	pid      *actor.PID
-	lane     *sender.Lane
+	lane     *publish.Lane
 	seen     uint64    // lane.Used() when last looked at
 	at       time.Time // when seen last changed
 	retiring bool
@@ -245,7 +246,7 @@ func (p *publisher) node() actors.Node {
 func (p *publisher) set(to string, err error) { p.env.SetState(&p.state, p.node(), to, err) }
 
 func (p *publisher) spawn(ctx actor.Context, addr address.Address) *entry {
-	lane := sender.NewLane()
+	lane := publish.NewLane()
 	// What a sender hands back on a hand-over goes to the App's publisher,
 	// which outlives the replies publisher's restart too.
 	handTo := ctx.Self()
