@@ -74,7 +74,7 @@ func (r *receiver) joinBalance(ctx actor.Context, la *linkActive) {
 		return
 	}
 	r.self = ctx.Self()
-	delivered := &r.counters.delivered
+	delivered := &r.Delivered
 	base := delivered.Load()
 	r.attachDelivered = base
 	b.Set(r.spec.Partition, protocol.BalancePart{PID: r.self, Held: func() bool {
@@ -113,7 +113,7 @@ type balanceParts []protocol.BalancePart
 // single-active-consumer queue whose broker does not say which consumer is
 // active (RabbitMQ 4.0), that it is.
 func (r *receiver) deliveredSinceAttach() bool {
-	return r.link != nil && r.spec.Balance != nil && r.delivered.Load() > r.attachDelivered
+	return r.link != nil && r.spec.Balance != nil && r.Delivered.Load() > r.attachDelivered
 }
 
 // leaveBalance forgets the link in the Balance, and partition 0's receiver
@@ -298,7 +298,7 @@ func (r *receiver) rebalance(ctx actor.Context, k int) {
 }
 
 // onHandover stops taking deliveries; once every delivery the link took is
-// settled (inflightIdle), finishHandover detaches it and attaches anew.
+// settled (linkIdle), finishHandover detaches it and attaches anew.
 func (r *receiver) onHandover() {
 	if r.link == nil || r.st == stHandingOver || r.drain != nil || r.stopping {
 		if b := r.spec.Balance; b != nil && r.st != stHandingOver {
@@ -310,26 +310,26 @@ func (r *receiver) onHandover() {
 	if !r.set(evHandover, nil) {
 		return
 	}
-	r.stopPump()
+	r.dl.StopPump()
 }
 
 // finishHandover closes the link after its last settle (what the pump had
 // not taken goes back to the broker with it) and attaches again once it is
 // closed: the broker has by then made the next replica in line active.
 func (r *receiver) finishHandover(ctx actor.Context) {
-	link, q, cancelLink := r.link, r.settleQ, r.cancelLink
+	link, dl := r.link, r.dl
 	if b := r.spec.Balance; b != nil {
 		b.HandedOver(r.spec.Partition, time.Now())
 	}
 	r.leaveBalance()
-	r.link, r.settleQ, r.inflight = nil, nil, nil
+	r.link, r.dl = nil, nil
 	closed := make(chan struct{})
 	r.kept.closed = closed
-	if !q.PushClose(settleItem{close: true, ctx: context.Background(), done: func(error) {
-		cancelLink()
+	if !dl.Close(context.Background(), func(error) {
+		dl.Cancel()
 		close(closed)
-	}}) {
-		cancelLink()
+	}) {
+		dl.Cancel()
 		r.closeLink(link, context.Background(), nil)
 	}
 	r.set(evDetached, nil)

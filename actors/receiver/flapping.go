@@ -100,12 +100,3 @@ func (r *receiver) stopSettleTimer() {
 		r.settleTimer = nil
 	}
 }
-
-// pause holds back credit from now on; the settler hears it in order with
-// the settles.
-func (r *receiver) pause() {
-	r.paused = true
-	if r.settleQ != nil {
-		r.settleQ.Push(settleItem{pause: true})
-	}
-}

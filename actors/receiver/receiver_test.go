@@ -77,30 +77,20 @@ func (l *fakeLink) Close(context.Context) error {
 // the test shuts down.
 func spawnReceiver(t *testing.T, link *fakeLink, spec *protocol.SubscriptionSpec, route func(*protocol.Delivery)) (*actor.ActorSystem, *actors.Env, *actor.PID) {
 	t.Helper()
-	sys, env, pid, _ := spawnReceiverRouted(t, link, spec, route)
-	return sys, env, pid
-}
-
-// spawnReceiverRouted is spawnReceiver, and the PID of the actor standing
-// in for the dispatcher, which a test stops to know route has seen every
-// delivery the receiver sent it.
-func spawnReceiverRouted(t *testing.T, link *fakeLink, spec *protocol.SubscriptionSpec, route func(*protocol.Delivery)) (*actor.ActorSystem, *actors.Env, *actor.PID, *actor.PID) {
-	t.Helper()
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(slog.DiscardHandler)
 	}))
 	t.Cleanup(sys.Shutdown)
 	env := &actors.Env{Root: sys.Root, Log: slog.New(slog.DiscardHandler), CloseTimeout: 5 * time.Second,
 		Base: context.Background()}
-	router := routeActor(sys, route)
-	props := receiver.New(env, &fakeSession{link: link}, spec, router, false, false)
+	props := receiver.New(env, &fakeSession{link: link}, spec, routeActor(sys, route), false, false)
 	spawned := make(chan *actor.PID, 1)
 	sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
 		if _, ok := c.Message().(*actor.Started); ok {
 			spawned <- c.Spawn(props)
 		}
 	}))
-	return sys, env, <-spawned, router
+	return sys, env, <-spawned
 }
 
 // routeActor stands in for the dispatcher: it calls route for each delivery
@@ -182,4 +172,35 @@ func TestDrainReleasesWhatHandlersHold(t *testing.T) {
 	require.Equal(t, []string{"settle held released", "close"}, link.events(), "the handler's late accept is dropped")
 	require.NoError(t, sys.Root.PoisonFuture(pid).Wait())
 	require.NoError(t, env.Wait(hard))
+}
+
+// A transaction finds a delivery the receiver's link holds by its message
+// (receiver.Find, through the App's Env), until it is settled.
+func TestFindSeesTheReceiversDeliveries(t *testing.T) {
+	link := &fakeLink{msgs: make(chan *amqp.Message, 1), done: make(chan struct{})}
+	link.msgs <- amqp.NewMessage([]byte("a"))
+	spec := &protocol.SubscriptionSpec{Address: address.Queue("q"), Credit: 8, Partitions: 1}
+	got := make(chan *protocol.Delivery, 1)
+	sys, env, pid := spawnReceiver(t, link, spec, func(d *protocol.Delivery) { got <- d })
+	var d *protocol.Delivery
+	select {
+	case d = <-got:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the delivery never reached the handler")
+	}
+	_, err := receiver.Find(nil, d.Message)
+	require.ErrorIs(t, err, receiver.ErrNotHeld, "no App")
+	h, err := receiver.Find(env, d.Message)
+	require.NoError(t, err)
+	require.Same(t, link, h.Link())
+	m := d.Message
+	d.Settle(messages.Outcome{Kind: messages.Accepted})
+	require.Eventually(t, func() bool {
+		_, err := receiver.Find(env, m)
+		return errors.Is(err, receiver.ErrNotHeld)
+	}, 5*time.Second, time.Millisecond, "a settled delivery")
+	require.NoError(t, sys.Root.PoisonFuture(pid).Wait())
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	require.NoError(t, env.Wait(ctx))
 }

@@ -164,3 +164,35 @@ func (s linkState) on(ev linkEvent) (linkState, bool) {
 	}
 	return s, false
 }
+
+// set moves the receiver's state on ev (linkState.on) and reports a change
+// of its public name (see actors.Env.SetState). An illegal transition is a
+// bug of this package: it is logged at Error and the state kept, since a panic
+// would restart the receiver (and its link) for bookkeeping.
+func (r *receiver) set(ev linkEvent, err error) bool {
+	to, ok := r.st.on(ev)
+	if !ok {
+		r.env.Log.Error("amqpactor: receiver: illegal state transition", "address", r.spec.Address.String(),
+			"state", r.st.String(), "event", ev.String())
+		return false
+	}
+	from := r.st.String()
+	r.st = to
+	n := actors.SpecNode(r.spec).Child("receiver", "receiver", r.spec.Address.String())
+	r.env.SetState(&from, n, to.String(), err)
+	return true
+}
+
+// showActive shows what the broker said of the link's activity (see
+// linkActive.said): RabbitMQ 4.3 says whether this replica consumes the
+// partition queue or stands by.
+func (r *receiver) showActive(said int32) {
+	switch said {
+	case 1:
+		r.activeKnown, r.isActive = true, true
+		r.set(evActive, nil)
+	case 2:
+		r.activeKnown, r.isActive = true, false
+		r.set(evStandby, nil)
+	}
+}

@@ -1,4 +1,4 @@
-package receiver_test
+package deliver_test
 
 import (
 	"context"
@@ -6,16 +6,13 @@ import (
 	"math/rand/v2"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/Azure/go-amqp"
 	"github.com/stretchr/testify/require"
 
-	"github.com/amqpactor/amqpactor/actors"
-	"github.com/amqpactor/amqpactor/actors/receiver"
-	"github.com/amqpactor/amqpactor/address"
+	"github.com/amqpactor/amqpactor/internal/deliver"
 	"github.com/amqpactor/amqpactor/internal/protocol"
 	"github.com/amqpactor/amqpactor/messages"
 )
@@ -29,27 +26,28 @@ func TestHeldDeliveriesUnderAConcurrentCut(t *testing.T) {
 	for run := range 5 {
 		t.Run(fmt.Sprint(run), func(t *testing.T) {
 			const n = 2000
-			link := &fakeLink{msgs: make(chan *amqp.Message, n), done: make(chan struct{})}
+			fl := &fakeLink{msgs: make(chan *amqp.Message, n), done: make(chan struct{})}
 			for i := range n {
-				link.msgs <- amqp.NewMessage([]byte(fmt.Sprint("m", i)))
+				fl.msgs <- amqp.NewMessage([]byte(fmt.Sprint("m", i)))
 			}
-			spec := &protocol.SubscriptionSpec{Address: address.Queue("q"), Credit: 64, Partitions: 4}
 			var (
 				mu       sync.Mutex
 				taken    = map[string]bool{}
 				claimed  = map[string]bool{}
 				handlers sync.WaitGroup
+				hs       deliver.Holders // set once started; deliveries may come before
+				started  = make(chan struct{})
 			)
-			var renv atomic.Pointer[actors.Env] // set once spawned; deliveries may come before
 			route := func(d *protocol.Delivery) {
 				body := string(d.Raw.GetData())
 				mu.Lock()
 				taken[body] = true
 				mu.Unlock()
 				handlers.Go(func() {
+					<-started
 					rng := rand.New(rand.NewPCG(uint64(len(body)), uint64(time.Now().UnixNano())))
 					if rng.IntN(10) == 0 {
-						if h, err := receiver.Find(renv.Load(), d.Message); err == nil && h.Claim() == nil {
+						if h, err := deliver.Find(hs, d.Message); err == nil && h.Claim() == nil {
 							mu.Lock()
 							claimed[body] = true
 							mu.Unlock()
@@ -61,8 +59,9 @@ func TestHeldDeliveriesUnderAConcurrentCut(t *testing.T) {
 					d.Settle(messages.Outcome{Kind: messages.Accepted})
 				})
 			}
-			sys, env, pid, router := spawnReceiverRouted(t, link, spec, route)
-			renv.Store(env)
+			l := start(t, fl, 64, route)
+			hs = l.hs
+			close(started)
 			require.Eventually(t, func() bool {
 				mu.Lock()
 				defer mu.Unlock()
@@ -70,26 +69,15 @@ func TestHeldDeliveriesUnderAConcurrentCut(t *testing.T) {
 			}, 5*time.Second, time.Millisecond)
 			hard, cancelHard := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancelHard()
-			grace, cancelGrace := context.WithTimeout(hard, time.Millisecond)
-			defer cancelGrace()
-			done := make(chan error, 1)
-			sys.Root.Send(pid, &protocol.Drain{Ctx: hard, Graceful: grace, Done: done})
-			select {
-			case <-done:
-			case <-hard.Done():
-				t.Fatal("the drain was not answered by its Ctx")
-			}
-			require.NoError(t, sys.Root.PoisonFuture(pid).Wait())
-			require.NoError(t, env.Wait(hard))
-			// Deliveries the receiver sent before the cut may still be on
-			// their way to the dispatcher (released by the cut all the
-			// same): once the stand-in has taken them all, no handler can
-			// start after the wait.
-			require.NoError(t, sys.Root.PoisonFuture(router).Wait())
+			time.Sleep(time.Millisecond) // the drain's graceful part
+			l.cut(t, hard)
+			// Once the pump has returned, no handler can start after the
+			// wait.
+			l.wg.Wait()
 			handlers.Wait()
 
 			settled := map[string]int{}
-			for _, e := range link.events() {
+			for _, e := range fl.events() {
 				if f := strings.Fields(e); len(f) == 3 && f[0] == "settle" {
 					settled[f[1]]++
 				}
