@@ -12,10 +12,9 @@
 // call; the socket it gets coalesces them instead (the write coalescer both
 // transports share, transport/internal/coalesce): frames written while a
 // write is under way go out together in the next one, which under load
-// saves the client a system call per frame (docs/BENCHMARKS.md has the
-// figures) and costs an idle connection nothing measurable. Its Folder
-// here folds a session's dispositions into first..last ranges, holding a
-// growing range back for at most 1 ms (dispmerge.go). Credentials come from the URL (SASL PLAIN) unless
+// saves the client a system call per frame. Its Folder here folds a
+// session's dispositions into first..last ranges, holding a growing range
+// back for at most 1 ms (dispmerge.go). Credentials come from the URL (SASL PLAIN) unless
 // Config.SASL says ANONYMOUS or EXTERNAL. PLAIN over plain TCP is refused for
 // any host that is not a loopback address unless Config.InsecurePlain is set;
 // the refusal happens before anything is dialled. Credentials never appear in
