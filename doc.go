@@ -1,4 +1,4 @@
-// Package amqpactor is a runtime for AMQP 1.0 messaging in which every
+// Package amqpactor is a runtime for AMQP messaging in which every
 // connection, session and link is a protoactor-go actor.
 //
 // A service declares subscriptions (handlers on addresses) and publishes;
@@ -7,9 +7,10 @@
 // supervises all of it, so that a detached link or a lost connection is
 // re-attached without losing a message.
 //
-// The same App runs on a live broker (Dial, with go-amqp on the wire) or on
-// the in-process broker of package inproc, for tests and as a zero-setup
-// default.
+// The same App runs on any of three transports: an AMQP 1.0 broker (Dial,
+// with go-amqp on the wire: transport/amqpwire), RabbitMQ over AMQP 0-9-1
+// (Dial091, with amqp091-go on the wire: transport/amqp091), or the
+// in-process broker of package inproc, for tests and as a zero-setup default.
 //
 // What a handler returns decides the outcome of its delivery: nil accepts,
 // Reject rejects, Release releases, Undeliverable modifies with

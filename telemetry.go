@@ -156,7 +156,7 @@ func newTelemetry(cfg otelConfig, onErr func(error)) *telemetry {
 	if cfg.tracerProvider == nil && unsetGlobal(tp) {
 		// Nobody set a global provider before Start: OTel's own stand-in
 		// would build a non-recording span and a context per message for
-		// nothing (seven allocations a delivery). Set the global provider
+		// nothing, allocating on every delivery. Set the global provider
 		// before Start, or pass WithTracerProvider, to get spans.
 		t.noTracer = true
 	}

@@ -7,9 +7,9 @@
 // The actors own the life of connections, sessions and links: attaching,
 // re-attaching with backoff, draining, supervision. A published message and
 // a reply do not pass through their mailboxes once the link is up, because
-// each mailbox hand-over was a measurable share of a message's cost
-// (docs/BENCHMARKS.md, items 11 and 14); a delivery and its disposition do,
-// in batches:
+// each mailbox hand-over is a goroutine to wake on the path of every
+// message; a delivery and its disposition do, in batches, so that a hop is
+// paid once per batch rather than once per message:
 //
 //   - publish: App.Publish puts the Publish on the sender's Lane (found in
 //     the publishers' table, session.Senders), the queue of the attached

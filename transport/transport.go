@@ -1,7 +1,8 @@
 // Package transport is the seam between the actors and the wire: small
-// interfaces for a connection, a session and the two kinds of link. The
-// go-amqp implementation lives in transport/amqpwire; the in-process broker
-// (package inproc) implements the same interfaces.
+// interfaces for a connection, a session and the two kinds of link. Three
+// packages implement them: transport/amqpwire (AMQP 1.0 brokers, go-amqp on
+// the wire), transport/amqp091 (RabbitMQ over AMQP 0-9-1, amqp091-go on the
+// wire) and inproc (the in-process broker).
 //
 // Every method that talks to a peer may block, so actors call them only from
 // goroutines they own, never from Receive. Every such method takes a context

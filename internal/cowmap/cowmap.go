@@ -1,8 +1,8 @@
 // Package cowmap is a map for many concurrent readers and rare writers,
 // such as the per-address tables every publish looks up: a read is a plain
 // lookup in an immutable map (hashed by the key type's own hash function,
-// where sync.Map hashes an interface through the type's metadata, a few
-// percent of the in-process publish path), and a write copies the map. It
+// where sync.Map hashes an interface through the type's metadata, on the
+// path of every publish), and a write copies the map. It
 // suits tables with a bound on their size.
 package cowmap
 

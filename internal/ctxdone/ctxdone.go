@@ -133,7 +133,8 @@ var (
 
 // Waiter is a goroutine that waits for one answer on Done alone, where it
 // would otherwise select on its answer, its context and its owner's stop: a
-// select cost a publish a tenth of its CPU. Whoever answers calls Answered
+// plain receive is cheaper than a select, and a publish waits once per
+// message. Whoever answers calls Answered
 // first, so that only one answer is ever sent. The zero value is ready once
 // Done is set (capacity 1); reuse it only after its answer is read and it is
 // delisted.

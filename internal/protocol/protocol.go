@@ -83,8 +83,9 @@ type Settler interface {
 	Settle(ds []*Delivery, from *actor.PID)
 }
 
-// deliveries recycles Deliveries: one per message was a tenth of what the
-// in-process path allocates, and allocation is what bounds it.
+// deliveries recycles Deliveries: a fresh one per message would be garbage
+// on every delivery, and the collector's work is what bounds the in-process
+// path.
 var deliveries = sync.Pool{New: func() any { return new(Delivery) }}
 
 // NewDelivery returns a zero Delivery, possibly one released before.

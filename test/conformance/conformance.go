@@ -12,7 +12,9 @@
 // broker's own API is used only under Features.FaultHooks.
 //
 // inproc_test.go runs it on the in-process broker, rabbitmq4_test.go on a
-// live RabbitMQ 4 (AMQP_URL); a new broker needs only a Factory:
+// live RabbitMQ 4 (AMQP_URL), rabbitmq091_test.go on the same broker over
+// AMQP 0-9-1 (Dial091) and artemis_test.go on ActiveMQ Artemis
+// (ARTEMIS_URL); a new broker needs only a Factory:
 //
 //	conformance.Run(t, conformance.Factory{
 //		Name: "rabbitmq4",

@@ -12,10 +12,9 @@
 // call; the socket it gets coalesces them instead (the write coalescer both
 // transports share, transport/internal/coalesce): frames written while a
 // write is under way go out together in the next one, which under load
-// saves the client a system call per frame (docs/BENCHMARKS.md has the
-// figures) and costs an idle connection nothing measurable. Its Folder
-// here folds a session's dispositions into first..last ranges, holding a
-// growing range back for at most 1 ms (dispmerge.go). Credentials come from the URL (SASL PLAIN) unless
+// saves the client a system call per frame. Its Folder here folds a
+// session's dispositions into first..last ranges, holding a growing range
+// back for at most 1 ms (dispmerge.go). Credentials come from the URL (SASL PLAIN) unless
 // Config.SASL says ANONYMOUS or EXTERNAL. PLAIN over plain TCP is refused for
 // any host that is not a loopback address unless Config.InsecurePlain is set;
 // the refusal happens before anything is dialled. Credentials never appear in
@@ -144,12 +143,22 @@
 // NewSession waits 100 ms after a session the broker ended before it begins
 // the next one.
 //
-// RabbitMQ 4.0 has no dynamic nodes, so a receiver with ReceiverOptions.Dynamic
-// gets a private reply queue instead: named "amqpactor.reply." plus a random
-// suffix, classic, exclusive, auto-delete, not durable; Receiver.Address
-// reports its /queues/ address. Features().DynamicSource is false for this
-// dialect. No dialect reports transactions: go-amqp v1.7 has no coordinator
-// link, and Conn does not implement transport.Transactional.
+// A receiver with ReceiverOptions.Dynamic gets the reply node the broker's
+// release has (Conn.ReplyNode, read from its open): direct reply-to on 4.2
+// and later (a dynamic source with capability rabbitmq:volatile-queue, no
+// queue at all), a temporary-queue dynamic source on 4.1, and on 4.0, which
+// has no dynamic nodes, a private reply queue instead: named
+// "amqpactor.reply." plus a random suffix, classic, exclusive, auto-delete,
+// not durable; Receiver.Address reports its /queues/ address.
+// Features().DynamicSource is false for this dialect, since a transport user
+// cannot count on a dynamic node on every release. No dialect reports
+// transactions: go-amqp v1.7 has no coordinator link, and Conn does not
+// implement transport.Transactional.
+//
+// On Artemis, which ignores ?exclusive=true on an AMQP address, the partition
+// queues of a Partitioned address are created exclusive through the broker's
+// management address (ArtemisManagement, activemq.management) before a link
+// first reaches one.
 //
 // # go-amqp pitfalls guarded here
 //

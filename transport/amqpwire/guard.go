@@ -109,10 +109,10 @@ const framingError = "amqp:connection:framing-error"
 // mux goroutine and again in each link's, so the width is work a peer
 // orders with a few bytes (first 0, last 4294967295 never ends). The guard
 // sees only inbound frames, so it cannot know what was sent and is still
-// unsettled. A range of 65,536 ids takes go-amqp 0.2 ms (one of a single id
-// 1.8 µs). A peer that settles more at once loses the connection and the
-// runtime reconnects: publishes not yet confirmed are sent again, deliveries
-// not settled come again.
+// unsettled. The bound is far above what an honest peer settles at once and
+// small enough that go-amqp's walk stays short. A peer that settles more at
+// once loses the connection and the runtime reconnects: publishes not yet
+// confirmed are sent again, deliveries not settled come again.
 const maxDispositionRange = 1 << 16
 
 // dispositionHonest refuses a disposition (b at its field list) whose range

@@ -5,10 +5,12 @@
 // b.ResetTimer and b.StopTimer as Params.OnStart and Params.OnStop so that
 // go test's own ns/op, B/op and allocs/op cover exactly the measured part.
 //
-// The live runs (ThroughputActor, ThroughputRaw, RequestActor, RequestRaw,
-// Backlog) need a RabbitMQ 4 broker; they compare amqpactor with a raw
-// go-amqp pipeline of the same shape on the same broker, queue type, body
-// size, credit and in-flight window. Each run:
+// The live runs (ThroughputActor, ThroughputActorAsync, ThroughputRaw,
+// RequestActor, RequestRaw, Backlog, and ThroughputActor091 and
+// ThroughputRaw091 over AMQP 0-9-1) need a RabbitMQ 4 broker; they compare
+// amqpactor with a raw go-amqp (or amqp091-go) pipeline of the same shape on
+// the same broker, queue type, body size, credit and in-flight window. Each
+// run:
 //
 //   - uses queues of its own (a random suffix) and deletes them afterwards
 //     through the management node, whatever happened;
