@@ -9,7 +9,7 @@
 //
 // Usage, from the module root (make check runs it):
 //
-//	go run ./internal/tools/docrefs [-root DIR] [FILE.md ...]
+//	go run ./tools/docrefs [-root DIR] [FILE.md ...]
 //
 // Without files it reads README.md and docs/*.md.
 package main
