@@ -15,6 +15,11 @@
 SHELL := /bin/bash
 GO ?= go
 
+# The tests, test/ and its kit build with go_test.mod: go.mod's requirements
+# and what only they use. go.mod is the library's alone (tools/librarymod.sh
+# checks it), so every go command here that builds test code takes TESTMOD.
+TESTMOD = -modfile=go_test.mod
+
 # The live packages: those whose tests read AMQP_URL. Fault injection and
 # the cluster tests run on their own, after them.
 LIVE_PKGS = $(shell grep -rlE --include='*_test.go' 'AMQP_URL|livetest\.URL|livetest\.ArtemisURL' . | grep -v '/node_modules/' | xargs -n1 dirname | sort -u | grep -v -E '^\./test/(faults|cluster)$$')
@@ -52,19 +57,19 @@ test: check
 	fi; \
 	if [ "$$(id -u)" = 0 ]; then bash test/interop/setup.sh; else echo "make test: not root, so the interop peers (Qpid Proton, rhea, pika, fe2o3-amqp) are not installed: where they are missing the interop tests will SKIP" >&2; fi; \
 	bash test/browser/setup.sh; \
-	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v -E '/test/(faults|cluster)$$'); \
-	$(GO) test -run '^$$' -timeout 5m -fuzz '^FuzzCheck$$' -fuzztime 1000000x ./internal/amqpscan; \
-	$(GO) test -run '^$$' -timeout 5m -fuzz '^FuzzCheckGenerated$$' -fuzztime 500000x ./internal/amqpscan; \
-	$(GO) test -run '^$$' -timeout 5m -fuzz '^FuzzGuard$$' -fuzztime 100000x ./transport/amqpwire; \
-	$(GO) test -run '^$$' -timeout 5m -fuzz '^FuzzGuardHeader$$' -fuzztime 100000x ./transport/amqp091; \
+	$(GO) test $(TESTMOD) -race -count=1 $$($(GO) list $(TESTMOD) ./... | grep -v -E '/test/(faults|cluster)$$'); \
+	$(GO) test $(TESTMOD) -run '^$$' -timeout 5m -fuzz '^FuzzCheck$$' -fuzztime 1000000x ./internal/amqpscan; \
+	$(GO) test $(TESTMOD) -run '^$$' -timeout 5m -fuzz '^FuzzCheckGenerated$$' -fuzztime 500000x ./internal/amqpscan; \
+	$(GO) test $(TESTMOD) -run '^$$' -timeout 5m -fuzz '^FuzzGuard$$' -fuzztime 100000x ./transport/amqpwire; \
+	$(GO) test $(TESTMOD) -run '^$$' -timeout 5m -fuzz '^FuzzGuardHeader$$' -fuzztime 100000x ./transport/amqp091; \
 	if [ -d test/faults ]; then \
 		echo "make test: fault injection (cuts, broker restarts) runs alone, after the suites that share the broker" >&2; \
-		ARTEMIS_FAULTS_PORT="$${ARTEMIS_FAULTS_PORT:-5683}" $(GO) test -race -count=1 -p 1 ./test/faults/; \
+		ARTEMIS_FAULTS_PORT="$${ARTEMIS_FAULTS_PORT:-5683}" $(GO) test $(TESTMOD) -race -count=1 -p 1 ./test/faults/; \
 		if [ "$$(id -u)" = 0 ]; then AMQPACTOR_ARTEMIS_PORT="$${ARTEMIS_FAULTS_PORT:-5683}" bash test/broker/artemis.sh stop; fi; \
 	fi; \
 	if [ -n "$${AMQP_URL:-}" ]; then \
 		echo "make test: the soak: $${SOAK_FOR:-3m} of traffic through a fault proxy, with broker restarts as root" >&2; \
-		$(GO) run -race ./test/soak -for "$${SOAK_FOR:-3m}" -sample 1m; \
+		$(GO) run $(TESTMOD) -race ./test/soak -for "$${SOAK_FOR:-3m}" -sample 1m; \
 	elif [ "$${REQUIRE_LIVE:-}" = 1 ]; then \
 		echo "make test: REQUIRE_LIVE=1 but no AMQP_URL for the soak" >&2; exit 1; \
 	else \
@@ -73,20 +78,20 @@ test: check
 	$(MAKE) --no-print-directory test-live43; \
 	if [ -d test/cluster ]; then \
 		if [ -n "$${AMQP_CLUSTER_URLS:-}" ]; then \
-			$(GO) test -race -count=1 -p 1 -timeout 10m ./test/cluster/; \
+			$(GO) test $(TESTMOD) -race -count=1 -p 1 -timeout 10m ./test/cluster/; \
 			echo "make test: the cluster soak: $${CLUSTER_SOAK_FOR:-2m} through a fault proxy a node, with node kills as root" >&2; \
-			$(GO) run -race ./test/soak -for "$${CLUSTER_SOAK_FOR:-2m}" -sample 1m; \
+			$(GO) run $(TESTMOD) -race ./test/soak -for "$${CLUSTER_SOAK_FOR:-2m}" -sample 1m; \
 		elif [ "$$(id -u)" = 0 ]; then \
 			echo "make test: the cluster tests and the cluster soak kill and restart nodes of a 3-node RabbitMQ 4 cluster started for them alone" >&2; \
 			trap 'bash test/broker/rabbitmq4.sh cluster-stop' EXIT; \
 			bash test/broker/rabbitmq4.sh cluster-start; \
 			export AMQP_CLUSTER_URLS="$$(bash test/broker/rabbitmq4.sh cluster-urls)"; \
-			$(GO) test -race -count=1 -p 1 -timeout 10m ./test/cluster/; \
+			$(GO) test $(TESTMOD) -race -count=1 -p 1 -timeout 10m ./test/cluster/; \
 			echo "make test: the cluster soak: $${CLUSTER_SOAK_FOR:-2m} through a fault proxy a node, with node kills" >&2; \
-			$(GO) run -race ./test/soak -for "$${CLUSTER_SOAK_FOR:-2m}" -sample 1m; \
+			$(GO) run $(TESTMOD) -race ./test/soak -for "$${CLUSTER_SOAK_FOR:-2m}" -sample 1m; \
 		else \
 			echo "make test: not root, so no RabbitMQ 4 cluster: the cluster tests will SKIP (set AMQP_CLUSTER_URLS to use one)" >&2; \
-			$(GO) test -race -count=1 -p 1 ./test/cluster/; \
+			$(GO) test $(TESTMOD) -race -count=1 -p 1 ./test/cluster/; \
 		fi; \
 	fi
 
@@ -110,19 +115,20 @@ test-live43:
 	fi; \
 	echo "make test: the live suites again, on RabbitMQ 4.3 (the Artemis subtests ran in the first pass)" >&2; \
 	export AMQP_URL="$$u" AMQPACTOR_RABBIT_VERSION=4.3; \
-	$(GO) test -race -count=1 -skip '/artemis' $(filter-out ./test/artemis,$(LIVE_PKGS)); \
+	$(GO) test $(TESTMOD) -race -count=1 -skip '/artemis' $(filter-out ./test/artemis,$(LIVE_PKGS)); \
 	if [ -d test/faults ]; then \
 		echo "make test: fault injection on RabbitMQ 4.3" >&2; \
-		$(GO) test -race -count=1 -p 1 -skip '/artemis' ./test/faults/; \
+		$(GO) test $(TESTMOD) -race -count=1 -p 1 -skip '/artemis' ./test/faults/; \
 	fi
 
 check:
 	@bad="$$(gofmt -l . | grep -v '/node_modules/' || true)"; \
 	if [ -n "$$bad" ]; then echo "gofmt would change:"; echo "$$bad"; exit 1; fi
-	$(GO) vet ./...
-	$(GO) mod tidy -diff
-	$(GO) build ./...
-	$(GO) run ./internal/tools/docrefs
+	$(GO) vet $(TESTMOD) ./...
+	$(GO) mod tidy $(TESTMOD) -diff
+	$(GO) build $(TESTMOD) ./...
+	GO=$(GO) bash tools/librarymod.sh
+	cd tools/docrefs && $(GO) vet ./... && $(GO) mod tidy -diff && $(GO) test -count=1 ./... && $(GO) run . -root ../..
 	cd test/bench/critpath && $(GO) vet ./... && $(GO) mod tidy -diff && $(GO) test -race -count=1 ./...
 
 broker-start:
@@ -144,4 +150,4 @@ cluster-stop:
 	bash test/broker/rabbitmq4.sh cluster-stop
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./test/bench/
+	$(GO) test $(TESTMOD) -run '^$$' -bench . -benchmem ./test/bench/

@@ -15,7 +15,7 @@ import (
 
 	"github.com/amqpactor/amqpactor"
 	"github.com/amqpactor/amqpactor/inproc"
-	"github.com/amqpactor/amqpactor/internal/fleettest"
+	"github.com/amqpactor/amqpactor/test/kit/fleettest"
 )
 
 // Three replicas share Partitioned("orders", 12) on the in-process broker:

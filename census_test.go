@@ -11,8 +11,8 @@ import (
 
 	"github.com/amqpactor/amqpactor"
 	"github.com/amqpactor/amqpactor/inproc"
-	"github.com/amqpactor/amqpactor/internal/fleettest"
 	"github.com/amqpactor/amqpactor/test/harness"
+	"github.com/amqpactor/amqpactor/test/kit/fleettest"
 	"github.com/amqpactor/amqpactor/transport"
 )
 

@@ -13,8 +13,8 @@ import (
 
 	"github.com/amqpactor/amqpactor"
 	"github.com/amqpactor/amqpactor/inproc"
-	"github.com/amqpactor/amqpactor/internal/fleettest"
 	"github.com/amqpactor/amqpactor/internal/protocol"
+	"github.com/amqpactor/amqpactor/test/kit/fleettest"
 )
 
 // Three replicas, 16 groups × 500 messages, the busiest replica stopped

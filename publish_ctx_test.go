@@ -12,7 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/amqpactor/amqpactor"
-	"github.com/amqpactor/amqpactor/internal/faketransport"
+	"github.com/amqpactor/amqpactor/test/kit/faketransport"
 )
 
 // TestPublishersSharingAContextAllEndWithIt: publishes that nobody answers

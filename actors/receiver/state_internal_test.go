@@ -7,7 +7,7 @@ import (
 
 	"github.com/amqpactor/amqpactor/actors"
 	"github.com/amqpactor/amqpactor/internal/protocol"
-	"github.com/amqpactor/amqpactor/internal/statetest"
+	"github.com/amqpactor/amqpactor/test/kit/statetest"
 )
 
 var allStates = []linkState{stNew, stAttaching, stAttached, stStandby, stDegraded, stHandingOver, stDetached,

@@ -6,7 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/amqpactor/amqpactor/internal/protocol"
-	"github.com/amqpactor/amqpactor/internal/statetest"
+	"github.com/amqpactor/amqpactor/test/kit/statetest"
 )
 
 var allStates = []linkState{stNew, stDetached, stRefused, stAttaching, stAttached, stBackoff, stRestarting, stRetiring, stStopped}

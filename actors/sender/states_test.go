@@ -15,9 +15,9 @@ import (
 	"github.com/amqpactor/amqpactor/actors"
 	"github.com/amqpactor/amqpactor/actors/sender"
 	"github.com/amqpactor/amqpactor/address"
-	"github.com/amqpactor/amqpactor/internal/faketransport"
 	"github.com/amqpactor/amqpactor/internal/protocol"
-	"github.com/amqpactor/amqpactor/internal/statetest"
+	"github.com/amqpactor/amqpactor/test/kit/faketransport"
+	"github.com/amqpactor/amqpactor/test/kit/statetest"
 	"github.com/amqpactor/amqpactor/transport"
 )
 

@@ -8,9 +8,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/amqpactor/amqpactor/actors/session"
-	"github.com/amqpactor/amqpactor/internal/faketransport"
 	"github.com/amqpactor/amqpactor/internal/protocol"
 	"github.com/amqpactor/amqpactor/messages"
+	"github.com/amqpactor/amqpactor/test/kit/faketransport"
 )
 
 // An error reply (application-property x-amqpactor-error) reaches its

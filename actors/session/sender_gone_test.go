@@ -16,8 +16,8 @@ import (
 	"github.com/amqpactor/amqpactor/actors"
 	"github.com/amqpactor/amqpactor/actors/session"
 	"github.com/amqpactor/amqpactor/address"
-	"github.com/amqpactor/amqpactor/internal/faketransport"
 	"github.com/amqpactor/amqpactor/internal/protocol"
+	"github.com/amqpactor/amqpactor/test/kit/faketransport"
 )
 
 // stopOnCrash is a strategy whose decider stops a child that panicked on

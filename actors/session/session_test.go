@@ -17,9 +17,9 @@ import (
 	"github.com/amqpactor/amqpactor/actors"
 	"github.com/amqpactor/amqpactor/actors/session"
 	"github.com/amqpactor/amqpactor/address"
-	"github.com/amqpactor/amqpactor/internal/faketransport"
 	"github.com/amqpactor/amqpactor/internal/protocol"
 	"github.com/amqpactor/amqpactor/messages"
+	"github.com/amqpactor/amqpactor/test/kit/faketransport"
 	"github.com/amqpactor/amqpactor/transport"
 )
 

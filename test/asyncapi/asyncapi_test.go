@@ -23,7 +23,7 @@ import (
 
 	"github.com/amqpactor/amqpactor"
 
-	"github.com/amqpactor/amqpactor/internal/livetest"
+	"github.com/amqpactor/amqpactor/test/kit/livetest"
 )
 
 // protoactor's dead-letter log throttle is a goroutine of its own that ends

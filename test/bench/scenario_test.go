@@ -6,7 +6,7 @@ import (
 
 	"github.com/amqpactor/amqpactor/test/bench/scenario"
 
-	"github.com/amqpactor/amqpactor/internal/livetest"
+	"github.com/amqpactor/amqpactor/test/kit/livetest"
 )
 
 // The tests here run every scenario once with tiny numbers, so that the code

@@ -33,7 +33,7 @@ import (
 	"github.com/amqpactor/amqpactor/debug"
 	"github.com/amqpactor/amqpactor/inproc"
 	"github.com/amqpactor/amqpactor/inproc/inproctest"
-	"github.com/amqpactor/amqpactor/internal/livetest"
+	"github.com/amqpactor/amqpactor/test/kit/livetest"
 )
 
 var update = flag.Bool("update", false, "write the screenshot to docs/img/debug.png, for the README")

@@ -15,10 +15,10 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/amqpactor/amqpactor"
-	"github.com/amqpactor/amqpactor/internal/brokeradmin"
-	"github.com/amqpactor/amqpactor/internal/clusterctl"
-	"github.com/amqpactor/amqpactor/internal/livetest"
 	"github.com/amqpactor/amqpactor/test/harness"
+	"github.com/amqpactor/amqpactor/test/kit/brokeradmin"
+	"github.com/amqpactor/amqpactor/test/kit/clusterctl"
+	"github.com/amqpactor/amqpactor/test/kit/livetest"
 	"github.com/amqpactor/amqpactor/transport/amqpwire"
 )
 

@@ -4,8 +4,8 @@ import (
 	"testing"
 
 	"github.com/amqpactor/amqpactor"
-	"github.com/amqpactor/amqpactor/internal/livetest"
 	"github.com/amqpactor/amqpactor/test/conformance"
+	"github.com/amqpactor/amqpactor/test/kit/livetest"
 )
 
 // TestArtemis runs the suite on a live ActiveMQ Artemis (ARTEMIS_URL), the

@@ -6,7 +6,7 @@ import (
 	"github.com/amqpactor/amqpactor"
 	"github.com/amqpactor/amqpactor/test/conformance"
 
-	"github.com/amqpactor/amqpactor/internal/livetest"
+	"github.com/amqpactor/amqpactor/test/kit/livetest"
 )
 
 // TestRabbitMQ091 runs the suite on a live RabbitMQ 4 over AMQP 0-9-1

@@ -7,11 +7,11 @@ import (
 
 	"github.com/amqpactor/amqpactor"
 	"github.com/amqpactor/amqpactor/address"
-	"github.com/amqpactor/amqpactor/internal/brokeradmin"
 	"github.com/amqpactor/amqpactor/test/conformance"
+	"github.com/amqpactor/amqpactor/test/kit/brokeradmin"
 	"github.com/amqpactor/amqpactor/transport/amqpwire"
 
-	"github.com/amqpactor/amqpactor/internal/livetest"
+	"github.com/amqpactor/amqpactor/test/kit/livetest"
 )
 
 // TestRabbitMQ4 runs the same suite on a live RabbitMQ 4 (AMQP_URL, guest

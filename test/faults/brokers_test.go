@@ -13,10 +13,10 @@ import (
 
 	"github.com/amqpactor/amqpactor"
 	"github.com/amqpactor/amqpactor/address"
-	"github.com/amqpactor/amqpactor/internal/brokeradmin"
-	"github.com/amqpactor/amqpactor/internal/livetest"
-	"github.com/amqpactor/amqpactor/internal/testproxy"
 	"github.com/amqpactor/amqpactor/test/harness"
+	"github.com/amqpactor/amqpactor/test/kit/brokeradmin"
+	"github.com/amqpactor/amqpactor/test/kit/livetest"
+	"github.com/amqpactor/amqpactor/test/kit/testproxy"
 	"github.com/amqpactor/amqpactor/transport/amqpwire"
 )
 

@@ -15,7 +15,7 @@ import (
 	"github.com/amqpactor/amqpactor/test/harness"
 	"github.com/amqpactor/amqpactor/transport/amqpwire"
 
-	"github.com/amqpactor/amqpactor/internal/livetest"
+	"github.com/amqpactor/amqpactor/test/kit/livetest"
 )
 
 // TestLiveCuts: 10,000 uniquely identified messages published to a queue

@@ -15,10 +15,10 @@ import (
 	"github.com/Azure/go-amqp"
 
 	"github.com/amqpactor/amqpactor"
-	"github.com/amqpactor/amqpactor/internal/brokeradmin"
+	"github.com/amqpactor/amqpactor/test/kit/brokeradmin"
 	"github.com/amqpactor/amqpactor/transport/amqpwire"
 
-	"github.com/amqpactor/amqpactor/internal/livetest"
+	"github.com/amqpactor/amqpactor/test/kit/livetest"
 )
 
 // The AMQP 1.0 peers run against both test brokers, each case once per

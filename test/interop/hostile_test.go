@@ -15,7 +15,7 @@ import (
 
 	"github.com/amqpactor/amqpactor"
 	"github.com/amqpactor/amqpactor/internal/amqpscan"
-	"github.com/amqpactor/amqpactor/internal/livetest"
+	"github.com/amqpactor/amqpactor/test/kit/livetest"
 )
 
 // Hostile input, live: Qpid Proton sends, as raw bytes, a message that

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/amqpactor/amqpactor/internal/livetest"
+	"github.com/amqpactor/amqpactor/test/kit/livetest"
 )
 
 // A peer is an AMQP 1.0 client that we did not write, driven through a

@@ -3,7 +3,7 @@ package live
 import (
 	"testing"
 
-	"github.com/amqpactor/amqpactor/internal/fleettest"
+	"github.com/amqpactor/amqpactor/test/kit/fleettest"
 )
 
 // TestPartitionsBalancedAcrossReplicas: three replicas on RabbitMQ 4 share

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/amqpactor/amqpactor"
-	"github.com/amqpactor/amqpactor/internal/fleettest"
+	"github.com/amqpactor/amqpactor/test/kit/fleettest"
 )
 
 // TestForeignCensusConsumersCannotChurnPartitions: two replicas on RabbitMQ 4

@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/amqpactor/amqpactor"
-	"github.com/amqpactor/amqpactor/internal/brokeradmin"
-	"github.com/amqpactor/amqpactor/internal/testproxy"
+	"github.com/amqpactor/amqpactor/test/kit/brokeradmin"
+	"github.com/amqpactor/amqpactor/test/kit/testproxy"
 	"github.com/amqpactor/amqpactor/transport/amqpwire"
 )
 

@@ -41,9 +41,9 @@ import (
 	"time"
 
 	"github.com/amqpactor/amqpactor"
-	"github.com/amqpactor/amqpactor/internal/brokeradmin"
-	"github.com/amqpactor/amqpactor/internal/clusterctl"
-	"github.com/amqpactor/amqpactor/internal/testproxy"
+	"github.com/amqpactor/amqpactor/test/kit/brokeradmin"
+	"github.com/amqpactor/amqpactor/test/kit/clusterctl"
+	"github.com/amqpactor/amqpactor/test/kit/testproxy"
 	"github.com/amqpactor/amqpactor/transport/amqpwire"
 )
 

@@ -8,7 +8,7 @@ import (
 	rmq "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
-	"github.com/amqpactor/amqpactor/internal/livetest"
+	"github.com/amqpactor/amqpactor/test/kit/livetest"
 )
 
 // TestLiveBrokerAcksBeforeClose measures, with amqp091-go alone, what

@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/amqpactor/amqpactor"
-	"github.com/amqpactor/amqpactor/internal/livetest"
-	"github.com/amqpactor/amqpactor/internal/testproxy"
+	"github.com/amqpactor/amqpactor/test/kit/livetest"
+	"github.com/amqpactor/amqpactor/test/kit/testproxy"
 )
 
 // TestLiveCuts is test/faults' TestLiveCuts on Dial091: 10,000 uniquely

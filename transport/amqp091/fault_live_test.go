@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/amqpactor/amqpactor"
-	"github.com/amqpactor/amqpactor/internal/livetest"
-	"github.com/amqpactor/amqpactor/internal/testproxy"
+	"github.com/amqpactor/amqpactor/test/kit/livetest"
+	"github.com/amqpactor/amqpactor/test/kit/testproxy"
 )
 
 // TestLiveCutRedeliversAndResends: the network under both Apps is cut

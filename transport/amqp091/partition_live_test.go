@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/amqpactor/amqpactor"
-	"github.com/amqpactor/amqpactor/internal/fleettest"
-	"github.com/amqpactor/amqpactor/internal/livetest"
+	"github.com/amqpactor/amqpactor/test/kit/fleettest"
+	"github.com/amqpactor/amqpactor/test/kit/livetest"
 )
 
 // TestLivePartitionedFleet091 is test/live's TestPartitionedFleet on

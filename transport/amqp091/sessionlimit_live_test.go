@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/amqpactor/amqpactor/internal/livetest"
+	"github.com/amqpactor/amqpactor/test/kit/livetest"
 	"github.com/amqpactor/amqpactor/transport"
 	"github.com/amqpactor/amqpactor/transport/amqp091"
 )

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/amqpactor/amqpactor/internal/livetest"
+	"github.com/amqpactor/amqpactor/test/kit/livetest"
 	"github.com/amqpactor/amqpactor/transport/amqpwire"
 )
 

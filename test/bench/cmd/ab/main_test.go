@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/amqpactor/amqpactor/internal/livetest"
+	"github.com/amqpactor/amqpactor/test/kit/livetest"
 )
 
 func TestRedactedCommandLine(t *testing.T) {

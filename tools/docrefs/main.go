@@ -7,11 +7,13 @@
 // library package such as `sync.Map`, a type whose members may come from an
 // embedded one) it leaves alone: a check that cries wolf is soon ignored.
 //
-// Usage, from the module root (make check runs it):
+// It is a module of its own, so that the library's go.mod does not carry
+// what only it and its tests use. Usage, from the repository root (make
+// check runs it):
 //
-//	go run ./internal/tools/docrefs [-root DIR] [FILE.md ...]
+//	go -C tools/docrefs run . -root ../.. [FILE.md ...]
 //
-// Without files it reads README.md and docs/*.md.
+// Without files it reads README.md and docs/*.md under the root.
 package main
 
 import (
