@@ -32,7 +32,7 @@ type (
 // StateRetiring is the state of a sender that is retiring.
 const StateRetiring = "retiring"
 
-// Wake tells a sender that its Lane has publishes parked for it (Park).
+// Wake tells a sender that its publish.Lane has publishes parked for it (Park).
 type Wake struct{}
 
 // What a sender sends itself. The writer and the confirmer of its link

@@ -13,10 +13,6 @@ import (
 	"github.com/amqpactor/amqpactor/transport"
 )
 
-// Lane is the lane a sender's spawner keeps for it (Config.Lane): see
-// publish.Lane. The name stays here because the documents cite it.
-type Lane = publish.Lane
-
 // Config says what a sender sends to.
 type Config struct {
 	// Address is the target; the zero Address is the anonymous terminus,
