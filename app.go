@@ -784,12 +784,11 @@ func (a *App) treeStopped(env *actors.Env) {
 	if a.stopCtx.Err() != nil {
 		return // the App's own Stop, or a failed Start
 	}
-	var ne *NodeError
-	if st, ok := a.nodes.get(actors.RootNode.Path); !ok || !errors.As(st.err, &ne) {
-		ne = &NodeError{Path: actors.RootNode.Path, Kind: "connection", Address: a.Connector().String(),
-			Err: errors.New("the App's actor tree stopped")}
+	err, ok := a.rootFailed()
+	if !ok {
+		err = fmt.Errorf("%w: %w", ErrStopped, &NodeError{Path: actors.RootNode.Path, Kind: "connection",
+			Address: a.Connector().String(), Err: errors.New("the App's actor tree stopped")})
 	}
-	err := fmt.Errorf("%w: %w", ErrStopped, ne)
 	a.gone.Store(&err)
 	a.live.Store(nil)
 	env.MarkStopped()
@@ -851,11 +850,26 @@ func (a *App) deadNode(rootID string, pid *actor.PID) error {
 	if path == "" {
 		path = actors.RootNode.Path
 	}
-	why := errors.New("its actor is gone")
+	// A node gone with the whole tree answers as every call does then: with
+	// the connection's error. The tree may be stopping and not yet have told
+	// the App (treeStopped), since the connection's children go first.
 	if g := a.gone.Load(); g != nil {
-		why = *g
+		return *g
 	}
-	return &NodeError{Path: path, Err: why}
+	if err, ok := a.rootFailed(); ok {
+		return err
+	}
+	return &NodeError{Path: path, Err: errors.New("its actor is gone")}
+}
+
+// rootFailed returns, when the connection's node is failed, the error every
+// call fails with: ErrStopped wrapping the connection's *NodeError.
+func (a *App) rootFailed() (error, bool) {
+	var ne *NodeError
+	if st, ok := a.nodes.get(actors.RootNode.Path); !ok || st.state != actors.StateFailed || !errors.As(st.err, &ne) {
+		return nil, false
+	}
+	return fmt.Errorf("%w: %w", ErrStopped, ne), true
 }
 
 // goneNode draws a child whose actor protoactor knows no more: failed.
