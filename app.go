@@ -90,11 +90,18 @@ type App struct {
 	// ran (its connection actor kept panicking): set once, by the watch of
 	// the root (treeWatch), on the root's goroutine; read by every call.
 	gone atomic.Pointer[error]
+	// failing is the same error from the moment the connection's node
+	// turns failed with a *NodeError, the root's last word before it stops
+	// the tree (the children go first, and the root reports stopped after):
+	// set by Env.OnState, read by every call.
+	failing atomic.Pointer[error]
 	// watch is the process that watches the root for its end, and dead
 	// the EventStream subscription that answers what was sent to a gone
 	// actor of the tree; both under mu.
 	watch *actor.PID
 	dead  *eventstream.Subscription
+	// treeEnded is closed when the root has terminated; under mu.
+	treeEnded <-chan struct{}
 
 	tel   *telemetry   // OpenTelemetry (telemetry.go)
 	dests destinations // what is kept per address sent to (destination.go)
@@ -304,6 +311,11 @@ func (a *App) begin(ctx context.Context, sys *actor.ActorSystem, parent actor.Sp
 		Publish:      a.publishRaw,
 		OnState: func(m protocol.StateChange) {
 			a.nodes.record(m)
+			var ne *NodeError
+			if m.Path == actors.RootNode.Path && m.To == actors.StateFailed && errors.As(m.Err, &ne) {
+				err := fmt.Errorf("%w: %w", ErrStopped, ne)
+				a.failing.Store(&err)
+			}
 			a.events.put(m)
 		},
 	}
@@ -317,7 +329,7 @@ func (a *App) begin(ctx context.Context, sys *actor.ActorSystem, parent actor.Sp
 		return nil, a.failStart(ctx, err)
 	}
 	a.root = root
-	a.watch = watchTree(a, root)
+	a.watch, a.treeEnded = watchTree(a, root)
 	a.dead = a.sys.EventStream.Subscribe(a.answerDeadLetters(root.Id))
 	subs := append([]*Subscription(nil), a.subs...)
 	a.mu.Unlock()
@@ -535,7 +547,7 @@ func (a *App) teardown(ctx context.Context) error {
 	waitPublishes := a.stopPublisher()
 	a.mu.Lock()
 	a.live.Store(nil)
-	root, env, sys, own, pool, events, watch, dead := a.root, a.env, a.sys, a.ownSys, a.pool, a.events, a.watch, a.dead
+	root, env, sys, own, pool, events, watch, dead, ended := a.root, a.env, a.sys, a.ownSys, a.pool, a.events, a.watch, a.dead, a.treeEnded
 	a.root, a.watch, a.dead = nil, nil, nil
 	a.mu.Unlock()
 	if watch != nil {
@@ -563,6 +575,9 @@ func (a *App) teardown(ctx context.Context) error {
 		select {
 		case err := <-done:
 			errs = append(errs, err)
+		case <-ended:
+			// It stopped by itself meanwhile, dropping the drain.
+			errs = append(errs, fmt.Errorf("amqpactor: stop: the App's actor tree had already stopped"))
 		case <-hard.Done():
 			errs = append(errs, fmt.Errorf("amqpactor: stop: %w", hard.Err()))
 		}
@@ -748,19 +763,21 @@ func describe(ctx context.Context, sys *actor.ActorSystem, pid *actor.PID) (*Nod
 // its own in the registry that the root counts among its watchers, so the
 // App learns it without an actor to receive Terminated.
 type treeWatch struct {
-	app  *App
-	env  *actors.Env
-	sys  *actor.ActorSystem
-	self *actor.PID
+	app   *App
+	env   *actors.Env
+	sys   *actor.ActorSystem
+	self  *actor.PID
+	ended chan struct{} // closed when the root has terminated
 }
 
 // watchTree watches root for a (called with a.mu held, after spawning it).
-func watchTree(a *App, root *actor.PID) *actor.PID {
-	w := &treeWatch{app: a, env: a.env, sys: a.sys}
+// The channel is closed when the root has terminated.
+func watchTree(a *App, root *actor.PID) (*actor.PID, <-chan struct{}) {
+	w := &treeWatch{app: a, env: a.env, sys: a.sys, ended: make(chan struct{})}
 	w.self, _ = a.sys.ProcessRegistry.Add(w, "amqpactor-treewatch$"+a.sys.ProcessRegistry.NextId())
 	p, _ := a.sys.ProcessRegistry.Get(root)
 	p.SendSystemMessage(root, &actor.Watch{Watcher: w.self})
-	return w.self
+	return w.self, w.ended
 }
 
 func (*treeWatch) SendUserMessage(*actor.PID, any) {}
@@ -774,6 +791,7 @@ func (w *treeWatch) SendSystemMessage(_ *actor.PID, m any) {
 	}
 	w.sys.ProcessRegistry.Remove(w.self)
 	w.app.treeStopped(w.env)
+	close(w.ended)
 }
 
 // treeStopped fails the App's calls at once when its tree stopped while
@@ -784,8 +802,8 @@ func (a *App) treeStopped(env *actors.Env) {
 	if a.stopCtx.Err() != nil {
 		return // the App's own Stop, or a failed Start
 	}
-	err, ok := a.rootFailed()
-	if !ok {
+	err := a.treeErr()
+	if err == nil {
 		err = fmt.Errorf("%w: %w", ErrStopped, &NodeError{Path: actors.RootNode.Path, Kind: "connection",
 			Address: a.Connector().String(), Err: errors.New("the App's actor tree stopped")})
 	}
@@ -853,23 +871,25 @@ func (a *App) deadNode(rootID string, pid *actor.PID) error {
 	// A node gone with the whole tree answers as every call does then: with
 	// the connection's error. The tree may be stopping and not yet have told
 	// the App (treeStopped), since the connection's children go first.
-	if g := a.gone.Load(); g != nil {
-		return *g
-	}
-	if err, ok := a.rootFailed(); ok {
+	if err := a.treeErr(); err != nil {
 		return err
+	}
+	if a.stopCtx.Err() != nil {
+		return &NodeError{Path: path, Err: ErrStopped} // the App's own Stop took it
 	}
 	return &NodeError{Path: path, Err: errors.New("its actor is gone")}
 }
 
-// rootFailed returns, when the connection's node is failed, the error every
-// call fails with: ErrStopped wrapping the connection's *NodeError.
-func (a *App) rootFailed() (error, bool) {
-	var ne *NodeError
-	if st, ok := a.nodes.get(actors.RootNode.Path); !ok || st.state != actors.StateFailed || !errors.As(st.err, &ne) {
-		return nil, false
+// treeErr is the error every call fails with once the App's tree has
+// stopped or its connection has failed for good; nil while it runs.
+func (a *App) treeErr() error {
+	if g := a.gone.Load(); g != nil {
+		return *g
 	}
-	return fmt.Errorf("%w: %w", ErrStopped, ne), true
+	if g := a.failing.Load(); g != nil {
+		return *g
+	}
+	return nil
 }
 
 // goneNode draws a child whose actor protoactor knows no more: failed.

@@ -31,6 +31,7 @@ func TestConnectionGivenUpFailsEveryCallAtOnce(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	require.NoError(t, app.Start(ctx))
+	defer func() { _ = app.Stop(context.Background()) }() // a failed assertion leaks no App into the next test's goleak
 	tree, err := app.Tree(ctx)
 	require.NoError(t, err)
 	for range 11 { // the root resumes it at most 10 times a minute

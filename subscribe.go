@@ -309,6 +309,9 @@ func (a *App) subName(name string, addr Address) string {
 // bounded by ctx. With undo a subscription whose first attach failed is taken
 // down again here; Start passes false, since its teardown takes down all.
 func (a *App) attach(ctx context.Context, root *actor.PID, s *Subscription, undo bool) error {
+	if err := a.treeErr(); err != nil {
+		return fmt.Errorf("amqpactor: subscribing to %s: %w", s.spec.Address, err)
+	}
 	done := make(chan error, 1)
 	a.mu.Lock()
 	s.spec.Paused = s.paused
@@ -320,6 +323,12 @@ func (a *App) attach(ctx context.Context, root *actor.PID, s *Subscription, undo
 	case err = <-done:
 	case <-ctx.Done():
 		err = ctx.Err()
+	case <-a.env.Stopped():
+		// The tree stopped: a stopping root drops what its mailbox holds,
+		// so no answer may come.
+		if err = a.treeErr(); err == nil {
+			err = ErrStopped
+		}
 	}
 	if err != nil {
 		if a.stopCtx.Err() != nil || !undo {
