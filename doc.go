@@ -1,5 +1,5 @@
-// Package amqpactor is a runtime for AMQP messaging in which every
-// connection, session and link is a protoactor-go actor.
+// Package amqpactor is a runtime for AMQP messaging in which protoactor-go
+// actors own an App's connections, sessions and links.
 //
 // A service declares subscriptions (handlers on addresses) and publishes;
 // the runtime owns the connection, the links, credit, settlement,

@@ -96,10 +96,11 @@ type RetryPolicy struct {
 	// x-dead-letter-routing-key DeadLetter, x-dead-letter-strategy
 	// at-least-once, x-overflow reject-publish and x-delivery-limit
 	// MaxDeliveries. Everywhere else the runtime publishes a copy there,
-	// with the failure in its message annotations (DeadLetterAnnotations),
-	// and accepts the original once the copy is accepted. Without it a
-	// message rejected after its last attempt is logged at warn, and the
-	// broker drops it unless its queue dead-letters by itself.
+	// with the failure in its message annotations (FailureAnnotation,
+	// DeliveriesAnnotation, DeadLetterFromAnnotation), and accepts the
+	// original once the copy is accepted. Without it a message rejected
+	// after its last attempt is logged at warn, and the broker drops it
+	// unless its queue dead-letters by itself.
 	DeadLetter Address
 }
 

@@ -18,7 +18,7 @@ import (
 
 // An idle subscription keeps at most 3 goroutines of ours in-process: its
 // partitions' workers return once idle (they had work: every partition of
-// every subscription handled a message), leaving the receiver's pump and
+// every subscription handled a message), leaving its link's pump and
 // settler. IDLE_SUBSCRIPTIONS raises the count (docs/BENCHMARKS.md).
 func TestIdleSubscriptionGoroutines(t *testing.T) {
 	defer goleak.VerifyNone(t, ignoreThrottle)

@@ -139,7 +139,7 @@ const (
 // relay, the least recently used dedicated sender retires to make room),
 // and a sender unused for idle retires (its link, actor and goroutines go).
 // Zero values mean DefaultMaxSenders (64) and DefaultSenderIdle (1 minute).
-// See the README's "Sender links" for what goes where.
+// See docs/GUIDE.md, "Sender links", for what goes where.
 func WithSenderLimits(maxSenders int, idle time.Duration) Option {
 	return func(c *appConfig) { c.maxSenders, c.senderIdle = maxSenders, idle }
 }

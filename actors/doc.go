@@ -1,47 +1,51 @@
-// Package actors holds what every actor of the tree shares: the environment
-// an App hands down (logger, goroutine accounting, backoff) and small helpers.
-// The actors themselves live in the sub-packages, one per kind of node.
+// Package actors holds what every actor of an App's tree shares: the
+// environment the App hands down (Env: logger, goroutine accounting with
+// Env.Go, link generations with Env.Gen, backoff, the attach and close
+// bounds, the byte budget, the links holding deliveries), the mailbox every
+// actor gets from Env.Props (mailbox.go) and the Pool of goroutines that
+// runs those mailboxes, the default supervisor strategy (Supervisor) and
+// the wrapper of a user's (UserStrategy), and a parent's restart budget
+// (Restarts). The actors themselves live in the sub-packages, one per kind
+// of node.
 //
-// # Where a message goes
+// # Lifecycle here, messages elsewhere
 //
 // The actors own the life of connections, sessions and links: attaching,
-// re-attaching with backoff, draining, supervision. A published message and
-// a reply do not pass through their mailboxes once the link is up, because
-// each mailbox hand-over is a goroutine to wake on the path of every
-// message; a delivery and its disposition do, in batches, so that a hop is
-// paid once per batch rather than once per message:
+// re-attaching with backoff, draining, supervising, describing. What moves
+// the messages is the data plane, which an actor starts once per link
+// generation and stops when the link ends:
 //
-//   - publish: App.Publish puts the Publish on the sender's Lane (found in
-//     the publishers' table, session.Senders), the queue of the attached
-//     link's writer goroutine; the writer sends, a confirmer goroutine
-//     awaits the outcome and answers the caller. With no link attached (or
-//     no dedicated sender for the address) the Publish goes to the
-//     publisher, which routes it: to the address's sender, which keeps it
-//     until the next link, to the anonymous sender, or to a new sender
-//     (package session says which, and how senders retire).
-//   - receive: the receiver's pump goroutine takes each transfer, with what
-//     else the link has prefetched, and sends them to the dispatcher actor
-//     in one message; the dispatcher sends each partition actor its share
-//     by group-id; the partition queues it for its worker goroutine (started
-//     when work comes, gone when idle), which runs the handler and sends the
-//     outcomes back to the receiver actor as one disposition message; the
-//     receiver queues them for its settler goroutine, which sends the
-//     dispositions and re-grants credit. A new link gets a new inflight; a
-//     disposition for an ended link is dropped. The App's mailboxes
-//     (mailbox.go) allocate nothing per post, so these hops cost no garbage.
-//   - request/reply: while the reply link is attached, App.Request registers
-//     in the requests actor's book (session.Replies) and the reply pump
-//     hands each reply straight to its caller.
+//   - publish: the sender actor (package sender) starts a publish.Link of
+//     package internal/publish for each link it attaches. Callers offer
+//     publishes on the sender's publish.Lane, which the publishers' table
+//     (session.Senders) finds by address, straight onto the link's writer
+//     goroutine; a confirmer goroutine answers each caller. With no link
+//     up, or no sender for the address, a publish goes to the publisher
+//     actor, which routes it (package session).
+//   - deliver and settle: the receiver actor (package receiver) makes a
+//     deliver.Link of package internal/deliver for each link it attaches.
+//     Its pump goroutine sends what the link delivers to the dispatcher
+//     actor in batches; the dispatcher sends each partition actor its share
+//     by group-id; a partition's worker goroutine runs the handler and
+//     sends the outcomes back to the receiver actor, which hands them to
+//     the link's settler goroutine for the dispositions and credit. A
+//     settle for a link that has ended is dropped. These hops are actor
+//     messages, in batches, and the mailbox allocates nothing per post.
+//   - request/reply: while the reply link is attached, App.Request
+//     registers in the requests actor's book (session.Replies) and the
+//     reply pump hands each reply straight to its caller.
 //
 // # State changes
 //
 // An actor never assigns its node's state: it calls Env.SetState with its
 // Node (its path as App.Tree names it, kind and address), which reports the
 // change to Env.OnState without blocking. The App queues it and hands it to
-// the EventStream and WithStateChanges from a goroutine of its own. Every
-// node reports protocol.StateStopped when its actor stops.
+// the EventStream and WithStateChanges from a goroutine of its own. The
+// connection, session, sender and receiver nodes report their states, and
+// protocol.StateStopped when their actor stops; the dispatcher, partition
+// and txn nodes report none.
 //
-// docs/ARCHITECTURE.md draws the tree and these paths ("Where a published
-// message goes", "Where a delivery goes"), says which goroutine owns what and
-// what a restart does at each level.
+// docs/ARCHITECTURE.md maps these paths ("The publish path", "The deliver
+// path", "The settle path"), says which goroutine owns what, the lock
+// order, and what a restart does at each level.
 package actors

@@ -34,8 +34,9 @@ type Env struct {
 	// AttachTimeout bounds every dial, begin and attach by itself (see
 	// AttachCtx); zero means DefaultAttachTimeout.
 	AttachTimeout time.Duration
-	// Publish sends a message on the app's publisher; workers use it for
-	// retries, Responder for replies.
+	// Publish sends a mapped message through the App's publisher. The App
+	// sets it; no actor package calls it (retries, dead letters and
+	// replies publish through the App itself).
 	Publish func(ctx context.Context, a address.Address, m *amqp.Message, settled bool) error
 	// Base is the parent of every handler context (it carries the App for
 	// Responder), so a handler's context costs nothing per delivery.
@@ -63,8 +64,9 @@ type Env struct {
 	// mailboxes with it. Nil adds nothing.
 	Middleware []actor.ReceiverMiddleware
 	// Holders is every receiver link of the App holding unsettled
-	// deliveries (package receiver registers them), for Tx.Accept to find
-	// the link of the message it accepts.
+	// deliveries (a deliver.Link adds itself when it starts and leaves when
+	// its settler returns), for Tx.Accept to find the link of the message
+	// it accepts.
 	Holders Holders
 	// IdleAfter is how long a partition's worker waits with nothing queued
 	// before it ends (package dispatcher); zero means one second.

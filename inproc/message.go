@@ -99,9 +99,9 @@ type storedFull struct {
 	propBox
 }
 
-// The broker's copies are recycled once accepted: at a few hundred thousand
-// messages a second the collector is the largest cost of the in-process
-// path. Each kind has its own pool, so a reused one has the same shape.
+// The broker's copies are recycled once accepted: with no network in the
+// way, garbage collection is what bounds the in-process path. Each kind has
+// its own pool, so a reused one has the same shape.
 var (
 	storedPool     = sync.Pool{New: func() any { return new(stored) }}
 	storedFullPool = sync.Pool{New: func() any { return new(storedFull) }}

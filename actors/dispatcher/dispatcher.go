@@ -5,8 +5,9 @@
 //
 // # Messages
 //
-// The receiver actor sends the dispatcher actor a *Deliveries with every
-// delivery its pump had at hand; the dispatcher splits it by partition and
+// A receiver link's pump (package internal/deliver, through the receiver
+// actor's relay) sends the dispatcher actor a *Deliveries with every
+// delivery it had at hand; the dispatcher splits it by partition and
 // sends each partition actor its share as one *Deliveries; the partition
 // actor puts them on its queue, which its worker goroutine takes from, so a
 // handler never runs in a mailbox. The worker hands the outcomes back to
@@ -91,7 +92,7 @@ import (
 // starts a new one.
 const defaultIdleAfter = time.Second
 
-// Deliveries is a batch of deliveries in arrival order: from the receiver
+// Deliveries is a batch of deliveries in arrival order: from a link's pump
 // to the dispatcher (any partitions), and from the dispatcher to one
 // partition (its own). The actor that receives it owns it, and recycles it
 // once done (NewDeliveries).

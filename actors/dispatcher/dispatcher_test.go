@@ -29,8 +29,8 @@ func TestMain(m *testing.M) {
 }
 
 // rig runs a dispatcher with its partitions on the App's pool, sends it
-// deliveries as the receiver does, and settles like the receiver's
-// inflight: it recycles the Delivery and calls onVerdict.
+// deliveries as a link's pump does, and settles like a deliver.Link: it
+// recycles the Delivery and calls onVerdict.
 type rig struct {
 	sys  *actor.ActorSystem
 	pool *actors.Pool

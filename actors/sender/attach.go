@@ -17,8 +17,8 @@ import (
 // flight on it already. Two at once would both succeed, and the second
 // link's writer would replace the first's without closing its queue: the
 // first writer (and its confirmer) would then wait for ever, and Stop with
-// them. That happened when a retry timer armed before a lost connection
-// fired after the new session's SessionUp had started an attach.
+// them. A retry timer armed before a lost connection that fires after the
+// new session's SessionUp started an attach is such a second attach.
 func (s *sender) attach(ctx actor.Context) {
 	if s.attaching != nil && s.attaching == s.sess {
 		return

@@ -28,18 +28,21 @@
 //
 // # Restarts
 //
-// A sender that panics is restarted by its parent's strategy, and the dying
-// incarnation lets go of everything it owns on Restarting, as a retirement
-// does: it closes its lane, hands the publishes waiting for a link back to
-// its parent (which routes them again, to the next incarnation), and lets
-// the writer and the confirmer finish what was handed to them on the old
-// link, which closes after them. Whatever they give back reaches the next
-// incarnation, which sends it again. Restart, rather than stop and rebuild
-// from the spec: the PID, the Lane and the parent's routing stay valid, and
-// no publish is answered with an error. The next incarnation is a new
-// struct (built by the props' producer) that starts from the session its
-// predecessor had; link generations come from one counter per App (Env.Gen), so
-// no report of a dead incarnation's goroutines is taken for the new link's.
+// A sender fails on a panic, and when its link ends with publishes waiting
+// (it then panics with the *transport.LinkError). Its parent's strategy
+// restarts it, and the dying incarnation lets go of everything it owns on
+// Restarting, as a retirement does: it closes its lane, hands the publishes
+// waiting for a link back to its parent, which routes them again to the
+// next incarnation (when its link ended, it keeps them for that incarnation
+// instead, which re-attaches after a backoff), and lets the writer and the
+// confirmer finish what was handed to them on the old link, which closes
+// after them. Whatever they give back reaches the next incarnation, which
+// sends it again. Restart, rather than stop and rebuild from the spec: the
+// PID, the Lane and the parent's routing stay valid, and no publish is
+// answered with an error. The next incarnation is a new struct (built by
+// the props' producer) that starts from the session its predecessor had;
+// link generations come from one counter per App (Env.Gen), so no report of
+// a dead incarnation's goroutines is taken for the new link's.
 // Node.Restarts counts the panics too ("panics" counter).
 //
 // # Stops

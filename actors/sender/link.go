@@ -78,7 +78,8 @@ func (s *sender) endLink(ctx actor.Context, err error, unsent []*protocol.Publis
 		// A link that ends with publishes waiting is a failure of this
 		// actor, which its parent's strategy decides (by default: restart,
 		// and the next incarnation re-attaches after a backoff; see
-		// actors.Supervisor). What waits goes to it through the parent.
+		// actors.Supervisor). What waits goes to it in kept.detached
+		// (onRestarting), not through the parent.
 		s.set(evBackoff, err)
 		s.restarts++
 		s.attempt++

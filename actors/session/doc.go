@@ -3,7 +3,8 @@
 // one session per subscription (its receiver and dispatcher), and the
 // requests session (the reply receiver of request/reply). Each opens its
 // session off the actor when the connection comes up (the replies session
-// on the first reply) and drops it when the connection goes.
+// on the first reply, the requests session on the first request) and drops
+// it when the connection goes.
 //
 // # Bounded sending
 //

@@ -1,7 +1,9 @@
-// Package txn owns the transaction controller of an App: it declares
-// transactions on the broker's coordinator and counts their outcomes. The
-// transactional publishes and the discharge run in the caller's goroutine
-// (the App's Transaction), which is not an actor and may block.
+// Package txn owns the transaction controller of an App: it begins
+// transactions on a connection that has them (transport.Transactional: the
+// in-process broker, and RabbitMQ over AMQP 0-9-1), off the actor, and
+// counts their outcomes. The transactional publishes and the discharge run
+// in the caller's goroutine (the App's Transaction), which is not an actor
+// and may block.
 package txn
 
 import (

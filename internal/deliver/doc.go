@@ -15,7 +15,7 @@
 //   - the handler goroutines (the partitions' workers) give each verdict to
 //     Delivery.To, the Owner's protocol.Settler, which sends it to the actor;
 //   - the actor calls Settle with those verdicts, in order, and Pause,
-//     Resume, StopPump, Close, Cut and End as the link's life goes on;
+//     Resume, StopPump, Close, Cut, Cancel and End as the link's life goes on;
 //   - the settler takes what Settle queued, sends the dispositions in order
 //     and grants credit only for deliveries whose disposition is on the
 //     wire, and only what the App's byte budget has room for; it closes the

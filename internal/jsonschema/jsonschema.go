@@ -43,7 +43,7 @@ type Schema struct {
 // Generator describes types, collecting the definitions of named structs.
 // The zero value is not ready: use New.
 type Generator struct {
-	// RefPrefix is put before a definition's name in a $ref, e.g.
+	// refPrefix is put before a definition's name in a $ref, e.g.
 	// "#/components/schemas/".
 	refPrefix string
 	defs      map[string]*Schema

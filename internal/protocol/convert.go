@@ -128,9 +128,9 @@ func ToAMQP(m *messages.Message) (*amqp.Message, error) {
 
 // Outgoing is the memory of one mapped message, for a caller that knows when
 // the transport is done with it and can map the next message into the same
-// memory (App.Publish keeps them in a sync.Pool: at a few hundred thousand
-// messages a second the garbage collector is the largest cost). The zero
-// value is ready to use.
+// memory (App.Publish keeps them in a sync.Pool: on a fast path the garbage
+// collector's work is what bounds the rate). The zero value is ready to
+// use.
 type Outgoing struct {
 	f convFull
 	// props: the last Map used f.props, which Reset then clears.

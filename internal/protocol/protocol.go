@@ -38,10 +38,10 @@ type ConnDown struct{ Err error }
 // again: a child's escalation when new sessions fail like the old ones.
 type Reconnect struct{ Err error }
 
-// Delivery is one transfer, handed from the receiver actor to the
-// dispatcher and its partition by message; the partition's worker runs the
-// handler and gives the outcome back to To, which sends it to the receiver
-// actor as a disposition message.
+// Delivery is one transfer, handed from its link's pump to the dispatcher
+// and its partition by message; the partition's worker runs the handler
+// and gives the outcome back to To, which sends it to the receiver actor as
+// a disposition message.
 type Delivery struct {
 	// ID numbers the delivery within its receiver; Link numbers the link it
 	// came on.
@@ -62,11 +62,11 @@ type Delivery struct {
 	// waiting. Nil never closes.
 	Draining <-chan struct{}
 
-	// Held links the delivery into its Settler's list of deliveries not
-	// settled yet, and Claimed says a transaction settles it. Only the
-	// Settler touches them, under its own lock: a list through the pooled
-	// Deliveries costs a hand-over nothing, where a map of them cost a
-	// hash and its growth per message.
+	// Held links the delivery into its link's list of deliveries not
+	// settled yet, and Claimed says a transaction settles it. Only that
+	// link (a deliver.Link) touches them, under its own lock: a list
+	// through the pooled Deliveries costs a hand-over nothing, where a map
+	// would cost a hash and its growth per message.
 	HeldPrev, HeldNext *Delivery
 	HeldIn             any
 	Claimed            bool

@@ -1,7 +1,7 @@
 // Package artemis proves, on a live ActiveMQ Artemis 2.40 (ARTEMIS_URL;
 // without it the tests skip loudly, under REQUIRE_LIVE=1 they fail), the
-// behaviours DESIGN.md promises for the default dialect, and pins the
-// broker behaviour they rest on:
+// behaviours the runtime promises for the default dialect (docs/GUIDE.md,
+// "Brokers"), and pins the broker behaviour they rest on:
 //
 //   - topics: every service gets every message; the replicas of one
 //     service share one durable subscription queue (TOPIC::NAME) that

@@ -15,5 +15,6 @@
 //	go test -race ./test/chaos -run-for 10m          # as many seeds as fit
 //	go test -race ./test/chaos -seed 1234 -v         # one seed, its schedule logged
 //
-// docs/RELIABILITY.md ("Chaos") tabulates the runs.
+// docs/RELIABILITY.md ("Chaos: generated fault schedules") tabulates the
+// runs.
 package chaos

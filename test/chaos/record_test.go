@@ -202,7 +202,8 @@ func (r *recorder) done(c, id string, inc int64, ok bool) {
 	if m.group == "" || r.failed[k] {
 		// Without Backoff a failure goes back to the broker and later
 		// messages of its group may run first: order is promised only for
-		// messages that succeed at once (README, "Retries").
+		// messages that succeed at once (docs/GUIDE.md, "A tour of the
+		// API"; "Retries and dead letters" for Backoff).
 		return
 	}
 	gk := fmt.Sprintf("%s|%s|%d", c, m.group, inc)

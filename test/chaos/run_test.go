@@ -436,8 +436,10 @@ func (r *run) decide(c, id string, count uint32, b behaviour) (int, time.Duratio
 // decides in its Receive (a panic restarts the actor, a hang never answers
 // and the handler's timeout fails the delivery) and answers a slow delivery
 // from a timer, so the mailbox goes on. It never answers after the
-// delivery's timeout: a late answer to a protoactor future races with the
-// future's own timeout (fixed since; see docs/RELIABILITY.md, "Chaos").
+// delivery's timeout, as a well-behaved actor does: ActorHandler drops a
+// late answer, while a late answer to a protoactor Future races with the
+// Future's own timeout (docs/RELIABILITY.md, "Known gaps", says where the
+// runtime still asks through one).
 func (r *run) actorHandler(inc *incarnation, c string, b behaviour) actor.ReceiveFunc {
 	return func(ctx actor.Context) {
 		d, ok := ctx.Message().(*amqpactor.Delivery)

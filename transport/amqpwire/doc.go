@@ -163,15 +163,17 @@
 // # go-amqp pitfalls guarded here
 //
 //   - Credit above the link's buffer could hang a receiver in old go-amqp
-//     (issue 227). IssueCredit never lets the credit outstanding (granted but
-//     not yet returned by Receive) exceed ReceiverOptions.Credit when that is
-//     set; a grant that would is refused with ErrCreditWindow.
-//   - go-amqp may send a flow frame for a link it has already detached (issue
-//     367), which RabbitMQ answers by ending the whole session. Receiver.Close
-//     first refuses further IssueCredit, then drains the link's credit (bounded
-//     to one second) so no credit is pending when the detach goes out.
+//     (go-amqp issue 227). IssueCredit never lets the credit outstanding
+//     (granted but not yet returned by Receive) exceed
+//     ReceiverOptions.Credit when that is set; a grant that would is
+//     refused with ErrCreditWindow.
+//   - go-amqp may send a flow frame for a link it has already detached
+//     (go-amqp issue 367), which RabbitMQ answers by ending the whole
+//     session. Receiver.Close first refuses further IssueCredit, then
+//     drains the link's credit (bounded to one second) so no credit is
+//     pending when the detach goes out.
 //   - Closing a link, session or connection can hang when the peer never
-//     answers (issue 310). Every Close here runs under a deadline: the
-//     caller's, or five seconds when the caller's context has none. Conn.Close
-//     shuts the socket itself when the deadline passes.
+//     answers (go-amqp issue 310). Every Close here runs under a deadline:
+//     the caller's, or DefaultCloseTimeout when the caller's context has
+//     none. Conn.Close shuts the socket itself when the deadline passes.
 package amqpwire
