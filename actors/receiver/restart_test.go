@@ -17,6 +17,7 @@ import (
 	"github.com/amqpactor/amqpactor/actors/receiver"
 	"github.com/amqpactor/amqpactor/address"
 	"github.com/amqpactor/amqpactor/internal/protocol"
+	"github.com/amqpactor/amqpactor/internal/testhook"
 	"github.com/amqpactor/amqpactor/messages"
 	"github.com/amqpactor/amqpactor/transport"
 )
@@ -149,7 +150,7 @@ func TestRestartMidStream(t *testing.T) {
 	}
 	for c := range crashes {
 		require.Eventually(t, func() bool { return accepted() >= (c+1)*n/(crashes+1) }, 10*time.Second, time.Millisecond)
-		sys.Root.Send(pid, &actors.Crash{Reason: "test"})
+		sys.Root.Send(pid, &testhook.Crash{Reason: "test"})
 	}
 	require.Eventually(t, func() bool { return accepted() == n }, 20*time.Second, time.Millisecond, "every message accepted")
 

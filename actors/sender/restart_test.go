@@ -17,6 +17,7 @@ import (
 	"github.com/amqpactor/amqpactor/address"
 	"github.com/amqpactor/amqpactor/internal/protocol"
 	"github.com/amqpactor/amqpactor/internal/publish"
+	"github.com/amqpactor/amqpactor/internal/testhook"
 	"github.com/amqpactor/amqpactor/transport"
 )
 
@@ -104,7 +105,7 @@ func TestRestartMidStream(t *testing.T) {
 		// Twice close together: the second incarnation panics while
 		// its attach is in flight, with publishes waiting for it.
 		if j := i % (n / crashes); j == n/(2*crashes) || j == n/(2*crashes)+300 {
-			sys.Root.Send(pid, &actors.Crash{Reason: "test"})
+			sys.Root.Send(pid, &testhook.Crash{Reason: "test"})
 		}
 	}
 	for range n {
@@ -168,7 +169,7 @@ func TestRestartAfterDrainStaysDrained(t *testing.T) {
 	drained := make(chan error, 1)
 	sys.Root.Send(pid, &protocol.Drain{Ctx: ctx, Done: drained})
 	require.NoError(t, <-drained)
-	sys.Root.Send(pid, &actors.Crash{Reason: "test"})
+	sys.Root.Send(pid, &testhook.Crash{Reason: "test"})
 	require.ErrorIs(t, publishOne(), protocol.ErrStopped)
 	sess.mu.Lock()
 	links := sess.links
