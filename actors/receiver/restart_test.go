@@ -77,14 +77,14 @@ func (l *queueLink) Receive(ctx context.Context) (*amqp.Message, error) {
 	}
 }
 
-func (l *queueLink) Settle(_ context.Context, m *amqp.Message, o transport.Outcome) error {
+func (l *queueLink) Settle(_ context.Context, m *amqp.Message, o messages.Outcome) error {
 	l.b.mu.Lock()
 	defer l.b.mu.Unlock()
 	if l.closed || !l.held[m] {
 		return &amqp.LinkError{}
 	}
 	delete(l.held, m)
-	if o.Kind == transport.Accepted {
+	if o.Kind == messages.Accepted {
 		l.b.accepted[string(m.GetData())]++
 	} else {
 		l.b.q <- m

@@ -18,6 +18,7 @@ import (
 	"github.com/amqpactor/amqpactor/internal/protocol"
 	"github.com/amqpactor/amqpactor/internal/publish"
 	"github.com/amqpactor/amqpactor/internal/testhook"
+	"github.com/amqpactor/amqpactor/messages"
 	"github.com/amqpactor/amqpactor/transport"
 )
 
@@ -203,12 +204,12 @@ func (l *heldLink) Close(context.Context) error { return nil }
 
 type heldReceipt struct{ fail chan struct{} }
 
-func (r heldReceipt) Wait(ctx context.Context) (transport.Outcome, error) {
+func (r heldReceipt) Wait(ctx context.Context) (messages.Outcome, error) {
 	select {
 	case <-r.fail:
-		return transport.Outcome{}, &transport.LinkError{Address: "q", Op: "send", Err: &amqp.LinkError{}}
+		return messages.Outcome{}, &transport.LinkError{Address: "q", Op: "send", Err: &amqp.LinkError{}}
 	case <-ctx.Done():
-		return transport.Outcome{}, ctx.Err()
+		return messages.Outcome{}, ctx.Err()
 	}
 }
 

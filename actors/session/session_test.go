@@ -21,7 +21,6 @@ import (
 	"github.com/amqpactor/amqpactor/internal/testhook"
 	"github.com/amqpactor/amqpactor/messages"
 	"github.com/amqpactor/amqpactor/test/kit/faketransport"
-	"github.com/amqpactor/amqpactor/transport"
 )
 
 func TestMain(m *testing.M) {
@@ -316,7 +315,7 @@ func TestSubscriptionReplacesAnEndedSessionWithoutLoss(t *testing.T) {
 	require.True(t, l1.Deliver(amqp.NewMessage([]byte("m1"))))
 	require.Eventually(t, got.handled("m1"), faketransport.Bound, tick)
 	require.Eventually(t, func() bool { return len(l1.Settlements()) == 1 }, faketransport.Bound, tick)
-	require.Equal(t, transport.Accepted, l1.Settlements()[0].Outcome.Kind)
+	require.Equal(t, messages.Accepted, l1.Settlements()[0].Outcome.Kind)
 
 	first.End("amqp:internal-error", "session gone")
 	require.Eventually(t, func() bool {
