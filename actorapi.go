@@ -13,6 +13,7 @@ import (
 	"github.com/amqpactor/amqpactor/actors"
 	"github.com/amqpactor/amqpactor/actors/connection"
 	"github.com/amqpactor/amqpactor/internal/protocol"
+	"github.com/amqpactor/amqpactor/internal/testhook"
 )
 
 // Delivery is what ActorHandler sends its actor for each delivery, as a
@@ -333,7 +334,7 @@ func (a *publisherActor) Receive(ctx actor.Context) {
 		case m.Done <- nil:
 		default:
 		}
-	case *actors.Crash:
+	case *testhook.Crash:
 		panic("amqpactor: " + actorPublisherName + ": " + m.Reason)
 	}
 }

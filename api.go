@@ -57,9 +57,6 @@ const (
 // Message is one AMQP message; see messages.Message for the field mapping.
 type Message = messages.Message
 
-// Outcome is how a delivery was settled.
-type Outcome = messages.Outcome
-
 // OutcomeError reports a publish that the broker did not accept.
 type OutcomeError = messages.OutcomeError
 

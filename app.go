@@ -23,6 +23,8 @@ import (
 	"github.com/amqpactor/amqpactor/internal/budget"
 	"github.com/amqpactor/amqpactor/internal/ctxdone"
 	"github.com/amqpactor/amqpactor/internal/protocol"
+	"github.com/amqpactor/amqpactor/internal/testhook"
+	"github.com/amqpactor/amqpactor/transport"
 )
 
 // App is one service: its subscriptions, its publisher, request/reply and
@@ -157,10 +159,11 @@ func (a *App) Connector() Connector {
 	return a.connector
 }
 
-// ReplaceConnector puts the App on c instead, before Start. It is for tests
+// replaceConnector puts the App on c instead, before Start. It is for tests
 // of a service: the App is built as production builds it and run on a test
-// connector instead (inproctest.Start does this with the in-process broker).
-func (a *App) ReplaceConnector(c Connector) error {
+// connector instead (inproctest.Start does this with the in-process broker,
+// through testhook.ReplaceConnector).
+func (a *App) replaceConnector(c Connector) error {
 	if c == nil {
 		return errNil("ReplaceConnector", "connector")
 	}
@@ -174,6 +177,14 @@ func (a *App) ReplaceConnector(c Connector) error {
 	a.addrCache.Clear()
 	a.addrN.Store(0)
 	return nil
+}
+
+// The hook is set here, not exported, so that only the module's own test
+// helpers can put an App on another connector.
+func init() {
+	testhook.ReplaceConnector = func(app any, c transport.Connector) error {
+		return app.(*App).replaceConnector(c)
+	}
 }
 
 // messageChecker is implemented by a Connector whose wire cannot carry

@@ -138,9 +138,9 @@ type (
 	}
 )
 
-// BindingName is the key of amqpactor's binding object in the bindings of
+// bindingName is the key of amqpactor's binding object in the bindings of
 // every channel and operation of an AsyncAPI document.
-const BindingName = "x-amqpactor-amqp1"
+const bindingName = "x-amqpactor-amqp1"
 
 // bindingVersion is the version of the binding objects' shape.
 const bindingVersion = "0.1.0"
@@ -238,7 +238,7 @@ const genericMessage = "AMQPMessage"
 // from the first one on; a RetryPolicy.RetryAddress counts as published to),
 // its operations, its messages with the JSON schema of each Typed payload,
 // and the connector as the server (without credentials). Every channel and
-// operation carries an "x-amqpactor-amqp1" binding object (BindingName) with
+// operation carries an "x-amqpactor-amqp1" binding object with
 // what AsyncAPI's reserved amqp1 binding cannot say: the address kind, its
 // spelling in the connector's dialect, capabilities, credit, partitions,
 // settle modes, batching and the retry policy.
@@ -261,7 +261,7 @@ func (a *App) AsyncAPI() ([]byte, error) {
 		AsyncAPI: "3.0.0",
 		Info: apiInfo{Title: name, Version: "1.0.0",
 			Description: "The addresses the amqpactor App " + strconv.Quote(name) + " subscribes on and publishes to, " +
-				"generated at run time. Each channel's and operation's " + BindingName + " binding says how the App " +
+				"generated at run time. Each channel's and operation's " + bindingName + " binding says how the App " +
 				"uses the address over AMQP 1.0."},
 		Servers:    map[string]*apiServer{"broker": protocolOf(connector, serverOf(connector.String(), dialect))},
 		Channels:   map[string]*apiChannel{},
@@ -366,7 +366,7 @@ func (a *App) AsyncAPI() ([]byte, error) {
 			op := &apiOperation{Action: "receive", Channel: chRef, Messages: msgRefs(),
 				Title:       "Subscription " + s.spec.Name,
 				Description: describeSubscription(s),
-				Bindings:    map[string]any{BindingName: rb}}
+				Bindings:    map[string]any{bindingName: rb}}
 			if s.info.responder {
 				op.Reply = &apiReply{Address: apiReplyAddress{Location: "$message.header#/reply-to",
 					Description: "The request's reply-to, from the AMQP properties section (not an application-property). " +
@@ -400,7 +400,7 @@ func (a *App) AsyncAPI() ([]byte, error) {
 			}
 			doc.Operations[opIDs.make("send", cs.id)] = &apiOperation{Action: "send", Channel: chRef, Messages: msgRefs(),
 				Title: "Publish to " + cs.addr.String(), Description: desc,
-				Bindings: map[string]any{BindingName: b.Publish}}
+				Bindings: map[string]any{bindingName: b.Publish}}
 		}
 		if uses&useRequest != 0 {
 			doc.Operations[opIDs.make("request", cs.id)] = &apiOperation{Action: "send", Channel: chRef, Messages: msgRefs(),
@@ -408,9 +408,9 @@ func (a *App) AsyncAPI() ([]byte, error) {
 				Description: "App.Request: the App sends a request here and waits for the reply whose correlation-id matches.",
 				Reply: &apiReply{Address: apiReplyAddress{Location: "$message.header#/reply-to",
 					Description: "The App's private reply node, in the request's reply-to (AMQP properties section)."}},
-				Bindings: map[string]any{BindingName: b.Publish}}
+				Bindings: map[string]any{bindingName: b.Publish}}
 		}
-		ch.Bindings = map[string]any{BindingName: b}
+		ch.Bindings = map[string]any{bindingName: b}
 		doc.Channels[cs.id] = ch
 	}
 	if defs := gen.Definitions(); len(defs) > 0 {
@@ -569,7 +569,7 @@ func protocolOf(c Connector, srv *apiServer) *apiServer {
 // user name is dropped too, so the document holds no credentials at all.
 func serverOf(s string, d Dialect) *apiServer {
 	srv := &apiServer{Protocol: "amqp", ProtocolVersion: "1.0",
-		Bindings: map[string]any{BindingName: map[string]any{"bindingVersion": bindingVersion, "dialect": d.String()}}}
+		Bindings: map[string]any{bindingName: map[string]any{"bindingVersion": bindingVersion, "dialect": d.String()}}}
 	u, err := url.Parse(s)
 	if err != nil || u.Scheme == "" || u.Host == "" {
 		srv.Host = s

@@ -11,6 +11,7 @@ import (
 
 	"github.com/amqpactor/amqpactor"
 	"github.com/amqpactor/amqpactor/inproc"
+	"github.com/amqpactor/amqpactor/internal/protocol"
 	"github.com/amqpactor/amqpactor/test/harness"
 	"github.com/amqpactor/amqpactor/test/kit/fleettest"
 	"github.com/amqpactor/amqpactor/transport"
@@ -44,7 +45,7 @@ func TestForeignCensusConsumersCannotChurnPartitionsInProcess(t *testing.T) {
 	fleettest.RequireSound(t, res, res.Published)
 	require.Positive(t, res.Published)
 	require.LessOrEqual(t, res.InWindow, 10, res.String())
-	require.True(t, strings.Contains(logs.String(), "census="+amqpactor.CensusOf(addr).String()), "a warning names the census queue:\n%s", logs)
+	require.True(t, strings.Contains(logs.String(), "census="+protocol.CensusOf(addr).String()), "a warning names the census queue:\n%s", logs)
 }
 
 // foreignConsumers attaches n receivers to census on the in-process broker,

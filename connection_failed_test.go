@@ -12,6 +12,7 @@ import (
 	"github.com/amqpactor/amqpactor"
 	"github.com/amqpactor/amqpactor/actors"
 	"github.com/amqpactor/amqpactor/inproc"
+	"github.com/amqpactor/amqpactor/internal/testhook"
 )
 
 // A connection actor its supervisor gives up on ends the App's tree: the
@@ -35,7 +36,7 @@ func TestConnectionGivenUpFailsEveryCallAtOnce(t *testing.T) {
 	tree, err := app.Tree(ctx)
 	require.NoError(t, err)
 	for range 11 { // the root resumes it at most 10 times a minute
-		sys.Root.Send(tree.ActorPID(), &actors.Crash{Reason: "test"})
+		sys.Root.Send(tree.ActorPID(), &testhook.Crash{Reason: "test"})
 	}
 	select {
 	case sc := <-failed:

@@ -16,6 +16,7 @@ import (
 	"github.com/amqpactor/amqpactor"
 	"github.com/amqpactor/amqpactor/actors"
 	"github.com/amqpactor/amqpactor/inproc"
+	"github.com/amqpactor/amqpactor/internal/testhook"
 )
 
 // crashKinds are the kinds of node an App's tree holds, each as a crash
@@ -119,7 +120,7 @@ func crashTwelve(t *testing.T, sys *actor.ActorSystem, kind string, strategy act
 	require.NotNil(t, node, "no %s node in the tree", kind)
 	pid := node.ActorPID()
 	for range 12 {
-		sys.Root.Send(pid, &actors.Crash{Reason: "test"})
+		sys.Root.Send(pid, &testhook.Crash{Reason: "test"})
 		time.Sleep(20 * time.Millisecond) // the pace the issue measured at; nothing is awaited
 	}
 

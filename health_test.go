@@ -11,8 +11,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/amqpactor/amqpactor"
-	"github.com/amqpactor/amqpactor/actors"
 	"github.com/amqpactor/amqpactor/inproc"
+	"github.com/amqpactor/amqpactor/internal/testhook"
 )
 
 // A receiver that spends its restart budget (12 panics in a row; the
@@ -40,7 +40,7 @@ func TestReceiverOutOfRestartsIsRebuilt(t *testing.T) {
 	require.NoError(t, err)
 	rcv := find(tree, "receiver", "orders").ActorPID()
 	for range 12 {
-		sys.Root.Send(rcv, &actors.Crash{Reason: "test"})
+		sys.Root.Send(rcv, &testhook.Crash{Reason: "test"})
 	}
 	// The old receiver is gone and a new one attached in its place.
 	require.Eventually(t, func() bool {
@@ -90,7 +90,7 @@ func TestSubscriptionOutOfRestartsIsFailed(t *testing.T) {
 	require.NoError(t, err)
 	sub := find(tree, "subscription", "orders").ActorPID()
 	for range 12 {
-		sys.Root.Send(sub, &actors.Crash{Reason: "test"})
+		sys.Root.Send(sub, &testhook.Crash{Reason: "test"})
 	}
 	select {
 	case sc := <-failed:

@@ -16,6 +16,7 @@ import (
 	"github.com/amqpactor/amqpactor"
 	"github.com/amqpactor/amqpactor/debug"
 	"github.com/amqpactor/amqpactor/inproc"
+	"github.com/amqpactor/amqpactor/internal/testhook"
 )
 
 // TestNilArguments: every exported function and method of the package (and
@@ -52,7 +53,7 @@ func TestNilArguments(t *testing.T) {
 		"New(nil).AsyncAPI":  func() error { _, err := noConnector.AsyncAPI(); return err },
 		"New(nil).Tree":      func() error { _, err := noConnector.Tree(ctx); return err },
 		"ReplaceConnector(nil)": func() error {
-			return amqpactor.New(inproc.New()).ReplaceConnector(nil)
+			return testhook.ReplaceConnector(amqpactor.New(inproc.New()), nil)
 		},
 		"Dial(\"\", nil).Start": func() error {
 			return amqpactor.New(amqpactor.Dial("", nil)).Start(ctx)

@@ -7,7 +7,6 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/amqpactor/amqpactor/actors"
-	"github.com/amqpactor/amqpactor/actors/connection"
 	"github.com/amqpactor/amqpactor/actors/session"
 )
 
@@ -54,17 +53,13 @@ func WithMaxInFlightBytes(n int64) Option { return func(c *appConfig) { c.maxInF
 // WithMaxSessionsPerConnection caps the sessions the App begins on one
 // connection at n. Every subscription has a session of its own, and the App
 // opens as many connections as they need, each holding at most the broker's
-// channel-max plus one (RabbitMQ 4 allows 64; DefaultMaxSessions when the
+// channel-max plus one (RabbitMQ 4 allows 64, the figure taken when the
 // broker does not say) or n, whichever is lower; the first also keeps room
 // for the publisher, requests and transactions. Zero, the default, means the
 // broker's figure: n is for a broker that advertises more than it allows.
 func WithMaxSessionsPerConnection(n int) Option {
 	return func(c *appConfig) { c.maxSessions = max(n, 0) }
 }
-
-// DefaultMaxSessions is the sessions per connection the App plans with when
-// the broker does not advertise its limit: RabbitMQ 4's.
-const DefaultMaxSessions = connection.DefaultMaxSessions
 
 // DefaultStopTimeout bounds the stop of Run without WithStopTimeout.
 const DefaultStopTimeout = 30 * time.Second

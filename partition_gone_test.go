@@ -13,8 +13,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/amqpactor/amqpactor"
-	"github.com/amqpactor/amqpactor/actors"
 	"github.com/amqpactor/amqpactor/inproc"
+	"github.com/amqpactor/amqpactor/internal/testhook"
 )
 
 // Partitions that their supervisor stops for good mid-stream (here at their
@@ -68,7 +68,7 @@ func TestPartitionsStoppedMidStreamAreReplaced(t *testing.T) {
 		require.Eventually(t, func() bool { return handled.Load() >= int64((c+1)*n/(crashes+2)) }, 10*time.Second, time.Millisecond)
 		d := dispatcherNode()
 		require.Len(t, d.Children, 2)
-		sys.Root.Send(d.Children[c%2].ActorPID(), &actors.Crash{Reason: "test"})
+		sys.Root.Send(d.Children[c%2].ActorPID(), &testhook.Crash{Reason: "test"})
 		require.Eventually(t, func() bool { return dispatcherNode().Counters["replaced"] == uint64(c+1) }, 10*time.Second,
 			time.Millisecond, "crash %d: the partition was not started again", c+1)
 	}

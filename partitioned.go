@@ -36,7 +36,7 @@ func partitionSubs(s *Subscription) []*Subscription {
 	parts := make([]*Subscription, addr.Partitions())
 	// The partitions' receivers share what they hold, to hand over what is
 	// more than this replica's share (actors/receiver, balance.go).
-	bal := protocol.NewBalance(CensusOf(addr), len(parts))
+	bal := protocol.NewBalance(protocol.CensusOf(addr), len(parts))
 	for i := range parts {
 		spec := *s.spec
 		spec.Address = addr.Partition(i)
@@ -45,8 +45,3 @@ func partitionSubs(s *Subscription) []*Subscription {
 	}
 	return parts
 }
-
-// CensusOf is the queue by whose consumer count the replicas subscribed to
-// the Partitioned address addr count themselves: NAME.replicas, a plain
-// queue nothing is sent to.
-func CensusOf(addr Address) Address { return Queue(addr.Name() + ".replicas") }

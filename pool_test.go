@@ -17,8 +17,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/amqpactor/amqpactor"
-	"github.com/amqpactor/amqpactor/actors"
 	"github.com/amqpactor/amqpactor/inproc"
+	"github.com/amqpactor/amqpactor/internal/testhook"
 	"github.com/amqpactor/amqpactor/transport"
 )
 
@@ -298,7 +298,7 @@ func TestPoolMemberIsAConnectionOfItsOwn(t *testing.T) {
 	})
 	defer sys.EventStream.Unsubscribe(es)
 	sub := byName(member, "subscription:pool-member.member-9").ActorPID()
-	sys.Root.Send(member.ActorPID(), &actors.Crash{Reason: "test"})
+	sys.Root.Send(member.ActorPID(), &testhook.Crash{Reason: "test"})
 	select {
 	case <-resumed:
 	case <-ctx.Done():

@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/amqpactor/amqpactor"
-	"github.com/amqpactor/amqpactor/actors"
 	"github.com/amqpactor/amqpactor/inproc"
+	"github.com/amqpactor/amqpactor/internal/testhook"
 	"github.com/amqpactor/amqpactor/transport"
 )
 
@@ -257,7 +257,7 @@ func TestPropsFailedSubscriptionEscalates(t *testing.T) {
 		return true
 	}, 10*time.Second, 10*time.Millisecond)
 	for range 12 {
-		sys.Root.Send(sub, &actors.Crash{Reason: "test"})
+		sys.Root.Send(sub, &testhook.Crash{Reason: "test"})
 	}
 	rerr := d.failure(t, 20*time.Second)
 	require.Contains(t, rerr.Error(), "subscription:props-sub-failed.orders")

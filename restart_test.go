@@ -17,8 +17,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/amqpactor/amqpactor"
-	"github.com/amqpactor/amqpactor/actors"
 	"github.com/amqpactor/amqpactor/inproc"
+	"github.com/amqpactor/amqpactor/internal/testhook"
 )
 
 // find returns the first node of kind whose address mentions addr; a
@@ -49,7 +49,7 @@ func crashNode(t *testing.T, ctx context.Context, sys *actor.ActorSystem, app *a
 	require.NoError(t, err)
 	node := find(tree, kind, addr)
 	require.NotNil(t, node, "no %s node for %q", kind, addr)
-	sys.Root.Send(node.ActorPID(), &actors.Crash{Reason: "test"})
+	sys.Root.Send(node.ActorPID(), &testhook.Crash{Reason: "test"})
 	return node
 }
 
@@ -339,7 +339,7 @@ func TestPublisherRestartMidStream(t *testing.T) {
 				node = node.Children[len(node.Children)-1]
 				require.Equal(t, "replies", node.Name)
 			}
-			sys.Root.Send(node.ActorPID(), &actors.Crash{Reason: "test"})
+			sys.Root.Send(node.ActorPID(), &testhook.Crash{Reason: "test"})
 		})
 	tree, err := app.Tree(ctx)
 	require.NoError(t, err)
@@ -428,7 +428,7 @@ func TestConnectionRestartMidStream(t *testing.T) {
 			tree, err := app.Tree(ctx)
 			require.NoError(t, err)
 			require.Equal(t, "connection", tree.Kind)
-			sys.Root.Send(tree.ActorPID(), &actors.Crash{Reason: "test"})
+			sys.Root.Send(tree.ActorPID(), &testhook.Crash{Reason: "test"})
 		})
 	tree, err := app.Tree(ctx)
 	require.NoError(t, err)
@@ -453,7 +453,7 @@ func TestConnectionGivenUpStopsTheTree(t *testing.T) {
 	require.NoError(t, err)
 	conn := tree.ActorPID()
 	for range 11 { // actors.Supervisor restarts at most 10 a minute
-		sys.Root.Send(conn, &actors.Crash{Reason: "test"})
+		sys.Root.Send(conn, &testhook.Crash{Reason: "test"})
 	}
 	require.Eventually(t, func() bool {
 		tctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)

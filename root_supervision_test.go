@@ -15,8 +15,8 @@ import (
 
 	"github.com/amqpactor/amqpactor"
 	"github.com/amqpactor/amqpactor/actors"
-	"github.com/amqpactor/amqpactor/actors/connection"
 	"github.com/amqpactor/amqpactor/inproc"
+	"github.com/amqpactor/amqpactor/internal/testhook"
 )
 
 // rootPID is the PID of app's root actor: the parent of the connection
@@ -98,7 +98,7 @@ func TestRootActorUnderTheAppStrategy(t *testing.T) {
 	root := rootPID(t, app, ctx)
 
 	for i := range 3 {
-		sys.Root.Send(root, &connection.CrashRoot{Reason: fmt.Sprintf("root test %d", i)})
+		sys.Root.Send(root, &testhook.CrashRoot{Reason: fmt.Sprintf("root test %d", i)})
 	}
 	require.Eventually(t, func() bool { return d.asked("root test") == 3 }, 10*time.Second, time.Millisecond,
 		"the App's decider was asked about the root's panics")
@@ -129,7 +129,7 @@ func TestRootActorCrashDefaultStrategy(t *testing.T) {
 	app, _, handled, ctx := startRootApp(t, sys, "root-default", nil)
 	root := rootPID(t, app, ctx)
 	for range 3 {
-		sys.Root.Send(root, &connection.CrashRoot{Reason: "test"})
+		sys.Root.Send(root, &testhook.CrashRoot{Reason: "test"})
 	}
 	require.Eventually(t, func() bool {
 		tree, err := app.Tree(ctx)
@@ -167,7 +167,7 @@ func TestRootActorStoppedByTheAppStrategy(t *testing.T) {
 			defer cancel()
 			require.NoError(t, app.Start(ctx))
 			t.Cleanup(func() { _ = app.Stop(context.Background()) })
-			sys.Root.Send(rootPID(t, app, ctx), &connection.CrashRoot{Reason: "root test"})
+			sys.Root.Send(rootPID(t, app, ctx), &testhook.CrashRoot{Reason: "root test"})
 			require.Eventually(t, func() bool { return app.Health() != nil && failed.Load() > 0 }, 10*time.Second, time.Millisecond)
 			require.Contains(t, app.Health().Error(), "root test")
 			require.Equal(t, 1, d.asked("root test"))
@@ -257,7 +257,7 @@ func TestPublisherActorCrashedTwelveTimes(t *testing.T) {
 				return err == nil && find(tree, "actor-publisher", "") != nil
 			}, 5*time.Second, time.Millisecond)
 			for range 12 {
-				sys.Root.Send(publisher, &actors.Crash{Reason: "test"})
+				sys.Root.Send(publisher, &testhook.Crash{Reason: "test"})
 				time.Sleep(20 * time.Millisecond) // the pace of the crash matrix; nothing is awaited
 			}
 			t0 := time.Now()
@@ -318,7 +318,7 @@ func TestPublisherActorPastItsBudgetIsReported(t *testing.T) {
 	require.Eventually(t, func() bool { return node() != nil }, 5*time.Second, time.Millisecond)
 	for i := 1; failed.Load() == 0; i++ {
 		require.LessOrEqual(t, i, 20, "never reported")
-		sys.Root.Send(publisher, &actors.Crash{Reason: "test"})
+		sys.Root.Send(publisher, &testhook.Crash{Reason: "test"})
 		require.Eventually(t, func() bool {
 			n := node()
 			return failed.Load() > 0 || n != nil && n.Restarts == i

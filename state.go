@@ -43,18 +43,18 @@ type StateChange struct {
 	At time.Time
 }
 
-// StateChangeQueue bounds the state changes that wait to be delivered. They
+// stateChangeQueue bounds the state changes that wait to be delivered. They
 // are delivered, in the order they happened, by one goroutine per App,
 // never by an actor: so a slow callback or EventStream subscriber delays
 // only the changes after it. When that many are waiting, further changes
 // are dropped (and counted: App.DroppedStateChanges) rather than block the
 // actor that reports them.
-const StateChangeQueue = 4096
+const stateChangeQueue = 4096
 
 // WithStateChanges hands every state change of the App's tree to fn, in
 // the order the changes happened (see StateChange). fn runs on one
 // goroutine of the App, never on an actor's; it may be slow, but while it
-// runs the changes after it wait (up to StateChangeQueue of them).
+// runs the changes after it wait (up to 4096 of them).
 func WithStateChanges(fn func(StateChange)) Option {
 	return func(c *appConfig) { c.onState = fn }
 }
@@ -83,7 +83,7 @@ func (a *App) WatchStateChanges(fn func(StateChange)) (stop func()) {
 }
 
 // DroppedStateChanges counts the state changes dropped because
-// StateChangeQueue of them were waiting to be delivered.
+// 4096 of them were waiting to be delivered.
 func (a *App) DroppedStateChanges() uint64 { return a.stateDropped.Load() }
 
 // stateEvents delivers an App's state changes: actors put them on ch (never
@@ -100,7 +100,7 @@ type stateEvents struct {
 // running on sys; its put is what the actors report them to (Env.OnState).
 func (a *App) startStateEvents(sys *actor.ActorSystem) *stateEvents {
 	e := &stateEvents{
-		ch:      make(chan protocol.StateChange, StateChangeQueue),
+		ch:      make(chan protocol.StateChange, stateChangeQueue),
 		dropped: &a.stateDropped,
 		quit:    make(chan struct{}),
 		done:    make(chan struct{}),

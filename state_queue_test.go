@@ -31,7 +31,7 @@ func TestStateQueueDropsWhenFullAndKeepsOrder(t *testing.T) {
 	}))
 	e := a.startStateEvents(sys)
 	const extra = 10
-	n := StateChangeQueue + extra
+	n := stateChangeQueue + extra
 	start := time.Now()
 	for i := range n {
 		e.put(protocol.StateChange{Path: "connection", To: strconv.Itoa(i)})

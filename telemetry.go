@@ -432,7 +432,7 @@ func (a *App) instrument(spec *protocol.SubscriptionSpec, retry RetryPolicy) {
 		spec.BatchHandler = t.batchHandler(st, bh)
 	}
 	if o := spec.Outcome; o != nil && !spec.Settled {
-		spec.Outcome = func(ctx context.Context, err error, m *Message) Outcome {
+		spec.Outcome = func(ctx context.Context, err error, m *Message) messages.Outcome {
 			out := o(ctx, err, m)
 			if out.Kind >= messages.Accepted && out.Kind <= messages.Modified {
 				t.settled.Add(ctx, 1, st.settled[out.Kind]...)

@@ -14,8 +14,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/amqpactor/amqpactor"
-	"github.com/amqpactor/amqpactor/actors"
 	"github.com/amqpactor/amqpactor/inproc"
+	"github.com/amqpactor/amqpactor/internal/testhook"
 )
 
 // WithSupervisorStrategy decides for every actor under the connection: a
@@ -43,7 +43,7 @@ func TestWithSupervisorStrategyDecides(t *testing.T) {
 	require.NoError(t, err)
 	for _, kind := range []string{"receiver", "subscription", "publisher"} {
 		before := decisions.Load()
-		sys.Root.Send(find(tree, kind, "").ActorPID(), &actors.Crash{Reason: "test"})
+		sys.Root.Send(find(tree, kind, "").ActorPID(), &testhook.Crash{Reason: "test"})
 		require.Eventually(t, func() bool { return decisions.Load() > before }, 5*time.Second, time.Millisecond,
 			"the strategy decides for the %s", kind)
 		tree, err = app.Tree(ctx)

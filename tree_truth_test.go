@@ -12,6 +12,7 @@ import (
 	"github.com/amqpactor/amqpactor"
 	"github.com/amqpactor/amqpactor/actors"
 	"github.com/amqpactor/amqpactor/inproc"
+	"github.com/amqpactor/amqpactor/internal/testhook"
 )
 
 // crashUntilFailed crashes the actor at pid (whichever incarnation holds
@@ -28,7 +29,7 @@ func crashUntilFailed(t *testing.T, sys *actor.ActorSystem, pid *actor.PID, path
 				return sc
 			}
 		case <-tick.C:
-			sys.Root.Send(pid, &actors.Crash{Reason: "test: a fault on every start"})
+			sys.Root.Send(pid, &testhook.Crash{Reason: "test: a fault on every start"})
 		case <-bound:
 			t.Fatalf("%s never failed", path)
 		}
@@ -143,7 +144,7 @@ func TestTreeDrawsNoDeadNodeAlive(t *testing.T) {
 	}
 	for range 12 {
 		for _, pid := range pids {
-			sys.Root.Send(pid, &actors.Crash{Reason: "test"})
+			sys.Root.Send(pid, &testhook.Crash{Reason: "test"})
 		}
 		time.Sleep(5 * time.Millisecond) // a pace, as an operator's faults come; nothing is awaited
 	}

@@ -10,8 +10,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/amqpactor/amqpactor"
-	"github.com/amqpactor/amqpactor/actors"
 	"github.com/amqpactor/amqpactor/inproc"
+	"github.com/amqpactor/amqpactor/internal/testhook"
 )
 
 // A subscription closed just as its strategy stops it: the Drain its
@@ -32,7 +32,7 @@ func TestCloseWhileTheSubscriptionIsStopped(t *testing.T) {
 		tree, err := app.Tree(ctx)
 		require.NoError(t, err)
 		pid := find(tree, "subscription", "orders").ActorPID()
-		sys.Root.Send(pid, &actors.Crash{Reason: "test"})
+		sys.Root.Send(pid, &testhook.Crash{Reason: "test"})
 		t0 := time.Now()
 		_ = sub.Close(ctx)
 		require.Less(t, time.Since(t0), 2*time.Second, "run %d: Close waited for a subscription being stopped", i)

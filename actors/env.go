@@ -617,12 +617,6 @@ func LinkGone(err error) bool {
 	return errors.As(err, &le) || errors.As(err, &se) || errors.As(err, &ce)
 }
 
-// Crash is for tests only: the sender, receiver, dispatcher, partition,
-// subscription, publisher, requests, txn and connection actors panic when they receive one,
-// so a test can make its supervisor restart it mid-stream. Nothing in the
-// runtime sends it.
-type Crash struct{ Reason string }
-
 // Holders is a set of the App's links that hold deliveries. The zero value
 // is empty and ready to use.
 type Holders struct {

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/amqpactor/amqpactor/address"
+	"github.com/amqpactor/amqpactor/messages"
 	"github.com/amqpactor/amqpactor/transport"
 )
 
@@ -351,7 +352,7 @@ func TestDeliveryCountAndFirstAcquirer(t *testing.T) {
 	m = recv(t, r)
 	require.EqualValues(t, 2, m.Header.DeliveryCount)
 
-	settle(t, r, m, transport.Outcome{Kind: transport.Modified}) // modified without delivery-failed
+	settle(t, r, m, messages.Outcome{Kind: messages.Modified}) // modified without delivery-failed
 	m = recv(t, r)
 	require.EqualValues(t, 2, m.Header.DeliveryCount)
 	settle(t, r, m, accept)
@@ -518,7 +519,7 @@ func TestLateSettleAfterDetachIsRefusedAndChangesNothing(t *testing.T) {
 	require.NoError(t, r.Close(context.Background()))
 	require.Equal(t, 1, e.b.QueueDepth("late"))
 
-	for _, o := range []transport.Outcome{accept, rejected, failed} {
+	for _, o := range []messages.Outcome{accept, rejected, failed} {
 		err := r.Settle(context.Background(), m, o)
 		var le *transport.LinkError
 		require.ErrorAs(t, err, &le)
@@ -615,7 +616,7 @@ func TestSenderSettledAndUnsettledTransfers(t *testing.T) {
 	require.NoError(t, err)
 	o, err := rc.Wait(ctx)
 	require.NoError(t, err)
-	require.Equal(t, transport.Outcome{Kind: transport.Accepted}, o)
+	require.Equal(t, messages.Outcome{Kind: messages.Accepted}, o)
 
 	for _, want := range []string{"settled", "unsettled"} {
 		require.Equal(t, want, recvBody(t, r))
@@ -776,7 +777,7 @@ func TestMixedOutcomesUnderConcurrency(t *testing.T) {
 					if err != nil {
 						break
 					}
-					var o transport.Outcome
+					var o messages.Outcome
 					switch (i + w + round) % 5 {
 					case 0:
 						o = release
@@ -785,7 +786,7 @@ func TestMixedOutcomesUnderConcurrency(t *testing.T) {
 					default:
 						o = accept
 					}
-					if r.Settle(context.Background(), m, o) == nil && o.Kind == transport.Accepted {
+					if r.Settle(context.Background(), m, o) == nil && o.Kind == messages.Accepted {
 						mu.Lock()
 						accepted[string(m.GetData())]++
 						mu.Unlock()

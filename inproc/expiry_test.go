@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/amqpactor/amqpactor/address"
-	"github.com/amqpactor/amqpactor/transport"
+	"github.com/amqpactor/amqpactor/messages"
 )
 
 func withTTL(body string, ttl time.Duration) *amqp.Message {
@@ -56,7 +56,7 @@ func TestTTLExpiresAWaitingMessage(t *testing.T) {
 	require.NoError(t, err)
 	o, err := rc.Wait(t.Context())
 	require.NoError(t, err)
-	require.Equal(t, transport.Accepted, o.Kind)
+	require.Equal(t, messages.Accepted, o.Kind)
 	require.Eventually(t, func() bool { return e.b.QueueDepth("ttl") == 0 }, wait, time.Millisecond)
 	require.Equal(t, 1, e.b.Expired("ttl"))
 	nothing(t, e.sub(q, 10))

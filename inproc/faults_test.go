@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/amqpactor/amqpactor/address"
+	"github.com/amqpactor/amqpactor/messages"
 	"github.com/amqpactor/amqpactor/transport"
 )
 
@@ -203,7 +204,7 @@ func TestRejectPublish(t *testing.T) {
 	require.NoError(t, err)
 	o, err := rc.Wait(ctx)
 	require.NoError(t, err)
-	require.Equal(t, transport.Outcome{Kind: transport.Rejected, Condition: "amqp:resource-limit-exceeded", Description: "queue full"}, o)
+	require.Equal(t, messages.Outcome{Kind: messages.Rejected, Condition: "amqp:resource-limit-exceeded", Description: "queue full"}, o)
 
 	rc, err = s.Send(ctx, amqp.NewMessage([]byte("y")), true)
 	require.NoError(t, err)

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/amqpactor/amqpactor/address"
+	"github.com/amqpactor/amqpactor/messages"
 	"github.com/amqpactor/amqpactor/transport"
 )
 
@@ -27,11 +28,11 @@ const wait = 5 * time.Second
 const quiet = 30 * time.Millisecond
 
 var (
-	accept   = transport.Outcome{Kind: transport.Accepted}
-	release  = transport.Outcome{Kind: transport.Released}
-	failed   = transport.Outcome{Kind: transport.Modified, DeliveryFailed: true}
-	notHere  = transport.Outcome{Kind: transport.Modified, DeliveryFailed: true, UndeliverableHere: true}
-	rejected = transport.Outcome{Kind: transport.Rejected, Condition: "app:bad", Description: "bad order"}
+	accept   = messages.Outcome{Kind: messages.Accepted}
+	release  = messages.Outcome{Kind: messages.Released}
+	failed   = messages.Outcome{Kind: messages.Modified, DeliveryFailed: true}
+	notHere  = messages.Outcome{Kind: messages.Modified, DeliveryFailed: true, UndeliverableHere: true}
+	rejected = messages.Outcome{Kind: messages.Rejected, Condition: "app:bad", Description: "bad order"}
 )
 
 type env struct {
@@ -83,7 +84,7 @@ func (e *env) send(s transport.Sender, body string) {
 	require.NotNil(e.t, rc)
 	o, err := rc.Wait(context.Background())
 	require.NoError(e.t, err)
-	require.Equal(e.t, transport.Accepted, o.Kind)
+	require.Equal(e.t, messages.Accepted, o.Kind)
 }
 
 func (e *env) sendN(s transport.Sender, prefix string, n int) {
@@ -119,7 +120,7 @@ func nothing(t *testing.T, r transport.Receiver) {
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 }
 
-func settle(t *testing.T, r transport.Receiver, m *amqp.Message, o transport.Outcome) {
+func settle(t *testing.T, r transport.Receiver, m *amqp.Message, o messages.Outcome) {
 	t.Helper()
 	require.NoError(t, r.Settle(context.Background(), m, o))
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/Azure/go-amqp"
 
 	"github.com/amqpactor/amqpactor/address"
+	"github.com/amqpactor/amqpactor/messages"
 	"github.com/amqpactor/amqpactor/transport"
 )
 
@@ -58,15 +59,15 @@ func (s *session) NewSender(ctx context.Context, o transport.SenderOptions) (tra
 func (l *senderLink) Address() string { return l.addr.Name() }
 
 // receipt is an outcome known when the transfer is stored.
-type receipt struct{ o transport.Outcome }
+type receipt struct{ o messages.Outcome }
 
-func (r *receipt) Wait(context.Context) (transport.Outcome, error) { return r.o, nil }
+func (r *receipt) Wait(context.Context) (messages.Outcome, error) { return r.o, nil }
 
 // Resolved: the broker decided before Send returned.
-func (r *receipt) Resolved() (transport.Outcome, bool) { return r.o, true }
+func (r *receipt) Resolved() (messages.Outcome, bool) { return r.o, true }
 
 // accepted is shared by every accepted send: no allocation per send.
-var accepted transport.Receipt = &receipt{o: transport.Outcome{Kind: transport.Accepted}}
+var accepted transport.Receipt = &receipt{o: messages.Outcome{Kind: messages.Accepted}}
 
 // Send copies m and routes it before it returns, so the outcome is known at
 // once: the Receipt is pre-resolved (accepted, or rejected under
@@ -87,7 +88,7 @@ func (l *senderLink) Send(ctx context.Context, m *amqp.Message, settled bool) (t
 		if settled {
 			return nil, nil
 		}
-		return &receipt{o: transport.Outcome{Kind: transport.Rejected, Condition: string(rej.Condition), Description: rej.Description}}, nil
+		return &receipt{o: messages.Outcome{Kind: messages.Rejected, Condition: string(rej.Condition), Description: rej.Description}}, nil
 	}
 	if l.t != nil {
 		l.t.publish(st)
@@ -339,12 +340,12 @@ func (r *receiverLink) popLocked() *amqp.Message {
 var _ transport.Prefetcher = (*receiverLink)(nil)
 
 // Settle applies o to the delivery m. For a settled link it does nothing.
-func (r *receiverLink) Settle(ctx context.Context, m *amqp.Message, o transport.Outcome) error {
+func (r *receiverLink) Settle(ctx context.Context, m *amqp.Message, o messages.Outcome) error {
 	if r.settled {
 		return nil
 	}
 	switch o.Kind {
-	case transport.Accepted, transport.Rejected, transport.Released, transport.Modified:
+	case messages.Accepted, messages.Rejected, messages.Released, messages.Modified:
 	default:
 		return fmt.Errorf("inproc: settle: unknown outcome %v", o.Kind)
 	}
@@ -368,18 +369,18 @@ func (r *receiverLink) Settle(ctx context.Context, m *amqp.Message, o transport.
 
 	q := r.q
 	switch o.Kind {
-	case transport.Accepted:
+	case messages.Accepted:
 		q.out.Add(-1)
 		e.msg.release()
-	case transport.Rejected:
+	case messages.Rejected:
 		q.out.Add(-1)
 		q.mu.Lock()
 		if !q.deleted {
 			q.dead = append(q.dead, deadLetter{e: e, condition: o.Condition, description: o.Description})
 		}
 		q.mu.Unlock()
-	case transport.Released, transport.Modified:
-		if o.Kind == transport.Modified {
+	case messages.Released, messages.Modified:
+		if o.Kind == messages.Modified {
 			if o.DeliveryFailed {
 				e.count++
 			}

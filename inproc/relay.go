@@ -11,6 +11,7 @@ import (
 
 	"github.com/amqpactor/amqpactor/address"
 	"github.com/amqpactor/amqpactor/internal/amqptypes"
+	"github.com/amqpactor/amqpactor/messages"
 	"github.com/amqpactor/amqpactor/transport"
 )
 
@@ -42,7 +43,7 @@ var _ transport.Relay = (*relayLink)(nil)
 
 // released is the outcome of a transfer to a node that does not exist, as
 // RabbitMQ 4 answers it on the anonymous terminus: that transfer only.
-var released transport.Receipt = &receipt{o: transport.Outcome{Kind: transport.Released}}
+var released transport.Receipt = &receipt{o: messages.Outcome{Kind: messages.Released}}
 
 func (s *session) newRelay(ctx context.Context, o transport.SenderOptions) (transport.Sender, error) {
 	if err := ctx.Err(); err != nil {
@@ -99,7 +100,7 @@ func (l *relayLink) Send(ctx context.Context, m *amqp.Message, settled bool) (tr
 		if settled {
 			return nil, nil
 		}
-		return &receipt{o: transport.Outcome{Kind: transport.Rejected, Condition: string(rej.Condition), Description: rej.Description}}, nil
+		return &receipt{o: messages.Outcome{Kind: messages.Rejected, Condition: string(rej.Condition), Description: rej.Description}}, nil
 	}
 	if a.Kind() == address.KindTopic {
 		l.b.topic(a.Name()).publish(st)

@@ -8,12 +8,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/amqpactor/amqpactor/address"
+	"github.com/amqpactor/amqpactor/messages"
 	"github.com/amqpactor/amqpactor/transport"
 )
 
 // kindOf returns what takes a Send's results and yields its outcome's kind.
-func kindOf(t *testing.T) func(transport.Receipt, error) transport.OutcomeKind {
-	return func(rc transport.Receipt, err error) transport.OutcomeKind {
+func kindOf(t *testing.T) func(transport.Receipt, error) messages.OutcomeKind {
+	return func(rc transport.Receipt, err error) messages.OutcomeKind {
 		t.Helper()
 		require.NoError(t, err)
 		require.NotNil(t, rc)
@@ -41,18 +42,18 @@ func TestRelayRoutesByTo(t *testing.T) {
 	ctx := context.Background()
 	outcomeOf := kindOf(t)
 
-	require.Equal(t, transport.Accepted, outcomeOf(r.SendTo(ctx, address.Queue("relay.q"), amqp.NewMessage([]byte("q1")), false)))
-	require.Equal(t, transport.Accepted, outcomeOf(r.SendTo(ctx, address.Topic("relay.t"), amqp.NewMessage([]byte("t1")), false)))
-	require.Equal(t, transport.Accepted, outcomeOf(r.SendTo(ctx, address.Raw(dyn.Address()), amqp.NewMessage([]byte("d1")), false)))
+	require.Equal(t, messages.Accepted, outcomeOf(r.SendTo(ctx, address.Queue("relay.q"), amqp.NewMessage([]byte("q1")), false)))
+	require.Equal(t, messages.Accepted, outcomeOf(r.SendTo(ctx, address.Topic("relay.t"), amqp.NewMessage([]byte("t1")), false)))
+	require.Equal(t, messages.Accepted, outcomeOf(r.SendTo(ctx, address.Raw(dyn.Address()), amqp.NewMessage([]byte("d1")), false)))
 	// Missing nodes: released, one transfer at a time.
-	require.Equal(t, transport.Released, outcomeOf(r.SendTo(ctx, address.Queue("relay.missing"), amqp.NewMessage([]byte("x")), false)))
-	require.Equal(t, transport.Released, outcomeOf(r.SendTo(ctx, address.Raw("relay.missing"), amqp.NewMessage([]byte("x")), false)))
+	require.Equal(t, messages.Released, outcomeOf(r.SendTo(ctx, address.Queue("relay.missing"), amqp.NewMessage([]byte("x")), false)))
+	require.Equal(t, messages.Released, outcomeOf(r.SendTo(ctx, address.Raw("relay.missing"), amqp.NewMessage([]byte("x")), false)))
 	require.False(t, e.b.HasQueue("relay.missing"), "a transfer never creates a queue")
 	rc, err := r.SendTo(ctx, address.Queue("relay.missing"), amqp.NewMessage([]byte("x")), true)
 	require.NoError(t, err)
 	require.Nil(t, rc, "a settled transfer to a missing node is dropped")
 	// The link is still good.
-	require.Equal(t, transport.Accepted, outcomeOf(r.SendTo(ctx, address.Queue("relay.q"), amqp.NewMessage([]byte("q2")), false)))
+	require.Equal(t, messages.Accepted, outcomeOf(r.SendTo(ctx, address.Queue("relay.q"), amqp.NewMessage([]byte("q2")), false)))
 
 	got := recv(t, q)
 	require.Equal(t, "q1", string(got.GetData()))
@@ -66,7 +67,7 @@ func TestRelayRoutesByTo(t *testing.T) {
 	to := "relay.q"
 	m := amqp.NewMessage([]byte("q3"))
 	m.Properties = &amqp.MessageProperties{To: &to}
-	require.Equal(t, transport.Accepted, outcomeOf(snd.Send(ctx, m, false)))
+	require.Equal(t, messages.Accepted, outcomeOf(snd.Send(ctx, m, false)))
 	require.Equal(t, "q3", recvBody(t, q))
 	_, err = snd.Send(ctx, amqp.NewMessage([]byte("nowhere")), false)
 	require.ErrorIs(t, err, errNoTo)
@@ -80,7 +81,7 @@ func TestRelayRoutesByTo(t *testing.T) {
 
 	// RejectPublish applies to the node the transfer names.
 	e.b.RejectPublish(address.Queue("relay.q"), "app:full", "full")
-	require.Equal(t, transport.Rejected, outcomeOf(r.SendTo(ctx, address.Queue("relay.q"), amqp.NewMessage([]byte("x")), false)))
+	require.Equal(t, messages.Rejected, outcomeOf(r.SendTo(ctx, address.Queue("relay.q"), amqp.NewMessage([]byte("x")), false)))
 	e.b.ClearRejects()
 
 	require.NoError(t, snd.Close(ctx))

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/amqpactor/amqpactor/address"
+	"github.com/amqpactor/amqpactor/messages"
 	"github.com/amqpactor/amqpactor/transport"
 )
 
@@ -102,20 +103,20 @@ func TestTransactionAccept(t *testing.T) {
 	require.NoError(t, tx.Commit(ctx))
 	require.Equal(t, "r0", recvBody(t, ro))
 	require.Equal(t, 2, e.b.Unsettled("txa-in"), "the commit accepted m0")
-	require.ErrorIs(t, r.Settle(ctx, m0, transport.Outcome{Kind: transport.Accepted}), ErrUnknownDelivery)
+	require.ErrorIs(t, r.Settle(ctx, m0, messages.Outcome{Kind: messages.Accepted}), ErrUnknownDelivery)
 
 	tx = begin(t, e)
 	require.NoError(t, tx.Publish(ctx, out, amqp.NewMessage([]byte("r1"))))
 	require.NoError(t, tx.Accept(ctx, r, m1))
 	require.NoError(t, tx.Accept(ctx, r, m2))
-	settle(t, r, m2, transport.Outcome{Kind: transport.Released})
+	settle(t, r, m2, messages.Outcome{Kind: messages.Released})
 	require.ErrorIs(t, tx.Commit(ctx), ErrUnknownDelivery)
 	nothing(t, ro)
 	again := recv(t, r)
 	require.Equal(t, string(m2.GetData()), string(again.GetData()), "m2 back from the queue, released")
 	require.Equal(t, 2, e.b.Unsettled("txa-in"), "m1 is still its receiver's, and m2 again")
-	settle(t, r, m1, transport.Outcome{Kind: transport.Accepted})
-	settle(t, r, again, transport.Outcome{Kind: transport.Accepted})
+	settle(t, r, m1, messages.Outcome{Kind: messages.Accepted})
+	settle(t, r, again, messages.Outcome{Kind: messages.Accepted})
 
 	require.Error(t, begin(t, e).Accept(ctx, nil, m1), "a receiver of no broker")
 }

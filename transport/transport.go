@@ -17,6 +17,7 @@ import (
 	"github.com/Azure/go-amqp"
 
 	"github.com/amqpactor/amqpactor/address"
+	"github.com/amqpactor/amqpactor/messages"
 )
 
 // ErrNotSupported is wrapped by every error that reports a feature the peer or
@@ -115,7 +116,7 @@ type Relay interface {
 
 // Receipt yields the outcome of one unsettled transfer.
 type Receipt interface {
-	Wait(ctx context.Context) (Outcome, error)
+	Wait(ctx context.Context) (messages.Outcome, error)
 }
 
 // Resolved is implemented by a Receipt whose outcome may already be known
@@ -123,7 +124,7 @@ type Receipt interface {
 // answers its publisher without a hand-off to the goroutine that waits for
 // outcomes.
 type Resolved interface {
-	Resolved() (Outcome, bool)
+	Resolved() (messages.Outcome, bool)
 }
 
 // ReusableReceipt is implemented by a Receipt the transport reuses: its one
@@ -195,7 +196,7 @@ type Receiver interface {
 	Receive(ctx context.Context) (*amqp.Message, error)
 	// Settle sends the outcome for m. It fails when the link m came from has
 	// ended; the delivery is then the broker's again.
-	Settle(ctx context.Context, m *amqp.Message, o Outcome) error
+	Settle(ctx context.Context, m *amqp.Message, o messages.Outcome) error
 	Close(ctx context.Context) error
 }
 

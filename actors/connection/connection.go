@@ -40,6 +40,7 @@ import (
 	"github.com/amqpactor/amqpactor/actors/session"
 	"github.com/amqpactor/amqpactor/actors/txn"
 	"github.com/amqpactor/amqpactor/internal/protocol"
+	"github.com/amqpactor/amqpactor/internal/testhook"
 	"github.com/amqpactor/amqpactor/transport"
 )
 
@@ -147,12 +148,6 @@ func (s resumer) HandleFailure(sys *actor.ActorSystem, sup actor.Supervisor, chi
 	sys.Root.Send(child, &resumed{reason: reason})
 }
 
-// CrashRoot is for tests only: the App's root actor panics when it
-// receives one (every other message it forwards to the connection actor),
-// so a test can see how the root's failures are decided. Nothing in the
-// runtime sends it.
-type CrashRoot struct{ Reason string }
-
 // Adopt asks the first connection actor to spawn an actor of the App's
 // own (App.Publisher's) as its child, named Name, from Props: the App's
 // strategy decides its failures, the tree draws it, a drain reaches it with
@@ -211,7 +206,7 @@ func (r *root) receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		r.conn = spawn(ctx, newConnection(r.env, r.connector, r.started), "connection")
-	case *CrashRoot:
+	case *testhook.CrashRoot:
 		panic("amqpactor: root: " + m.Reason)
 	case *rootResumed:
 		r.reconcile(ctx)
@@ -514,7 +509,7 @@ func (c *connection) Receive(ctx actor.Context) {
 		c.reconcile(ctx)
 		c.env.Log.Warn("amqpactor: the connection actor panicked and was resumed", "connector", c.connector.String(),
 			"reason", fmt.Sprint(m.reason))
-	case *actors.Crash:
+	case *testhook.Crash:
 		panic("amqpactor: connection: " + m.Reason)
 	case *protocol.Subscribe:
 		c.subscribe(ctx, m)

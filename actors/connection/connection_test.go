@@ -17,6 +17,7 @@ import (
 	"github.com/amqpactor/amqpactor/actors/connection"
 	"github.com/amqpactor/amqpactor/address"
 	"github.com/amqpactor/amqpactor/internal/protocol"
+	"github.com/amqpactor/amqpactor/internal/testhook"
 	"github.com/amqpactor/amqpactor/messages"
 	"github.com/amqpactor/amqpactor/test/kit/faketransport"
 	"github.com/amqpactor/amqpactor/transport"
@@ -198,7 +199,7 @@ func TestRestartKeepsTheConnectionAndTheChildren(t *testing.T) {
 	sessions := len(conn.Sessions())
 
 	for i := 1; i <= 2; i++ {
-		sys.Root.Send(pid, &actors.Crash{Reason: "test"})
+		sys.Root.Send(pid, &testhook.Crash{Reason: "test"})
 		require.Eventually(t, func() bool { return node(t, sys, pid).Counters["panics"] == uint64(i) }, faketransport.Bound, tick)
 	}
 	n := node(t, sys, pid)
@@ -233,7 +234,7 @@ func TestRestartWhileReconnectingDialsAgain(t *testing.T) {
 		faketransport.Bound, tick, "after the cut the redial waits out the backoff")
 	require.Equal(t, 1, c.Dials())
 	require.Equal(t, protocol.StateDetached, node(t, sys, s.Children.Txn).State)
-	sys.Root.Send(pid, &actors.Crash{Reason: "test"})
+	sys.Root.Send(pid, &testhook.Crash{Reason: "test"})
 	require.Eventually(t, func() bool { return node(t, sys, pid).State == protocol.StateAttached }, faketransport.Bound, tick,
 		"the next incarnation connects")
 	require.Eventually(t, func() bool { return node(t, sys, s.Children.Txn).State == protocol.StateAttached }, faketransport.Bound, tick,

@@ -84,6 +84,7 @@ import (
 
 	"github.com/amqpactor/amqpactor/actors"
 	"github.com/amqpactor/amqpactor/internal/protocol"
+	"github.com/amqpactor/amqpactor/internal/testhook"
 	"github.com/amqpactor/amqpactor/internal/workq"
 )
 
@@ -383,7 +384,7 @@ func (d *dispatcher) Receive(ctx actor.Context) {
 		d.route(ctx, m)
 	case *actor.Terminated:
 		d.onTerminated(ctx, m)
-	case *actors.Crash:
+	case *testhook.Crash:
 		panic("amqpactor: dispatcher " + d.spec.Address.String() + ": " + m.Reason)
 	case *actor.Restarting:
 		// Its partitions stop next; the queues stay open for the next

@@ -11,6 +11,7 @@ import (
 
 	"github.com/amqpactor/amqpactor/actors"
 	"github.com/amqpactor/amqpactor/internal/protocol"
+	"github.com/amqpactor/amqpactor/internal/testhook"
 	"github.com/amqpactor/amqpactor/internal/workq"
 	"github.com/amqpactor/amqpactor/messages"
 )
@@ -76,7 +77,7 @@ func (p *partition) Receive(ctx actor.Context) {
 		if p.q.Len() > 0 && p.working.CompareAndSwap(false, true) {
 			p.startWorker()
 		}
-	case *actors.Crash:
+	case *testhook.Crash:
 		panic(fmt.Sprintf("amqpactor: %s of %s: %s", partitionName(p.index), p.spec.Address, m.Reason))
 	case *actor.Restarting:
 		p.panics.Add(1)

@@ -16,6 +16,7 @@ import (
 	"github.com/amqpactor/amqpactor/actors/dispatcher"
 	"github.com/amqpactor/amqpactor/address"
 	"github.com/amqpactor/amqpactor/internal/protocol"
+	"github.com/amqpactor/amqpactor/internal/testhook"
 	"github.com/amqpactor/amqpactor/messages"
 )
 
@@ -135,7 +136,7 @@ func TestStoppedPartitionInTransitHandledOnce(t *testing.T) {
 	h := newHold()
 	r.sys.Root.Send(old, h)
 	<-h.entered
-	r.sys.Root.Send(old, &actors.Crash{Reason: "test"})
+	r.sys.Root.Send(old, &testhook.Crash{Reason: "test"})
 	r.send(l, 21, n, groups) // routed into the mailbox of a partition about to die
 	require.EqualValues(t, n, r.describe(t, r.disp).Node.Counters["routed"])
 	close(h.release)
@@ -191,7 +192,7 @@ func TestPartitionRestartBudgetHolds(t *testing.T) {
 		r.send(l, sent+1, sent+50, groups)
 		sent += 50
 		require.Eventually(t, func() bool { return l.total.Load() == int64(sent) }, 10*time.Second, time.Millisecond)
-		r.sys.Root.Send(r.partitionPIDs(t)[round%2], &actors.Crash{Reason: "test"})
+		r.sys.Root.Send(r.partitionPIDs(t)[round%2], &testhook.Crash{Reason: "test"})
 		if round < 3 {
 			require.Eventually(t, func() bool {
 				return r.describe(t, r.disp).Node.Counters["replaced"] == uint64(round)
@@ -266,7 +267,7 @@ func TestResumedDispatcherStartsThePartitionAgain(t *testing.T) {
 	r.send(l, 1, 50, groups)
 	require.Eventually(t, func() bool { return l.total.Load() == 50 }, 10*time.Second, time.Millisecond)
 	for round := 1; round <= 2; round++ {
-		r.sys.Root.Send(r.partitionPIDs(t)[0], &actors.Crash{Reason: "test"})
+		r.sys.Root.Send(r.partitionPIDs(t)[0], &testhook.Crash{Reason: "test"})
 		require.Eventually(t, func() bool {
 			d := r.describe(t, r.disp)
 			return d.Node.Counters["replaced"] == 1 && (round == 1 || d.Node.State == protocol.StateRestarting)

@@ -12,8 +12,8 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/stretchr/testify/require"
 
-	"github.com/amqpactor/amqpactor/actors"
 	"github.com/amqpactor/amqpactor/internal/protocol"
+	"github.com/amqpactor/amqpactor/internal/testhook"
 	"github.com/amqpactor/amqpactor/messages"
 )
 
@@ -42,11 +42,11 @@ func TestRestartMidStream(t *testing.T) {
 	r := newRig(t, 4, handler, func(messages.Outcome) { verdicts.Add(1) })
 	crash := func(i int) {
 		if i%2 == 0 {
-			r.sys.Root.Send(r.disp, &actors.Crash{Reason: "test"})
+			r.sys.Root.Send(r.disp, &testhook.Crash{Reason: "test"})
 			return
 		}
 		parts := r.describe(t, r.disp).Children
-		r.sys.Root.Send(parts[(i/2)%len(parts)], &actors.Crash{Reason: "test"})
+		r.sys.Root.Send(parts[(i/2)%len(parts)], &testhook.Crash{Reason: "test"})
 	}
 	id, crashes := uint64(0), 0
 	for i := range perGroup {

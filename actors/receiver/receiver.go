@@ -33,6 +33,7 @@ import (
 	"github.com/amqpactor/amqpactor/actors"
 	"github.com/amqpactor/amqpactor/internal/deliver"
 	"github.com/amqpactor/amqpactor/internal/protocol"
+	"github.com/amqpactor/amqpactor/internal/testhook"
 	"github.com/amqpactor/amqpactor/transport"
 )
 
@@ -274,7 +275,7 @@ func (r *receiver) Receive(ctx actor.Context) {
 		r.onDrain(ctx, m)
 	case *protocol.Describe:
 		ctx.Respond(r.describe(ctx))
-	case *actors.Crash:
+	case *testhook.Crash:
 		panic(fmt.Sprintf("amqpactor: receiver %s: %s", r.spec.Address, m.Reason))
 	case *actor.Restarting:
 		if r.kept.detached == nil {

@@ -61,7 +61,7 @@ func (l *fakeLink) Receive(ctx context.Context) (*amqp.Message, error) {
 	}
 }
 
-func (l *fakeLink) Settle(_ context.Context, m *amqp.Message, o transport.Outcome) error {
+func (l *fakeLink) Settle(_ context.Context, m *amqp.Message, o messages.Outcome) error {
 	l.note("settle " + string(m.GetData()) + " " + o.Kind.String())
 	return nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/amqpactor/amqpactor/actors/receiver"
 	"github.com/amqpactor/amqpactor/address"
 	"github.com/amqpactor/amqpactor/internal/protocol"
+	"github.com/amqpactor/amqpactor/internal/testhook"
 	"github.com/amqpactor/amqpactor/messages"
 	"github.com/amqpactor/amqpactor/transport"
 )
@@ -76,14 +77,14 @@ func (l *queueLink) Receive(ctx context.Context) (*amqp.Message, error) {
 	}
 }
 
-func (l *queueLink) Settle(_ context.Context, m *amqp.Message, o transport.Outcome) error {
+func (l *queueLink) Settle(_ context.Context, m *amqp.Message, o messages.Outcome) error {
 	l.b.mu.Lock()
 	defer l.b.mu.Unlock()
 	if l.closed || !l.held[m] {
 		return &amqp.LinkError{}
 	}
 	delete(l.held, m)
-	if o.Kind == transport.Accepted {
+	if o.Kind == messages.Accepted {
 		l.b.accepted[string(m.GetData())]++
 	} else {
 		l.b.q <- m
@@ -149,7 +150,7 @@ func TestRestartMidStream(t *testing.T) {
 	}
 	for c := range crashes {
 		require.Eventually(t, func() bool { return accepted() >= (c+1)*n/(crashes+1) }, 10*time.Second, time.Millisecond)
-		sys.Root.Send(pid, &actors.Crash{Reason: "test"})
+		sys.Root.Send(pid, &testhook.Crash{Reason: "test"})
 	}
 	require.Eventually(t, func() bool { return accepted() == n }, 20*time.Second, time.Millisecond, "every message accepted")
 

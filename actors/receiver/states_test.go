@@ -14,6 +14,7 @@ import (
 	"github.com/amqpactor/amqpactor/actors/receiver"
 	"github.com/amqpactor/amqpactor/address"
 	"github.com/amqpactor/amqpactor/internal/protocol"
+	"github.com/amqpactor/amqpactor/internal/testhook"
 	"github.com/amqpactor/amqpactor/messages"
 	"github.com/amqpactor/amqpactor/test/kit/faketransport"
 	"github.com/amqpactor/amqpactor/test/kit/statetest"
@@ -107,7 +108,7 @@ func TestLateAttachFailureKeepsAttached(t *testing.T) {
 	spec := &protocol.SubscriptionSpec{Address: address.Queue("q"), Credit: 8, Partitions: 1}
 	parent, pid := spawnUnder(t, sys, env, sess, spec)
 	require.Eventually(t, func() bool { return sess.Calls.Load() == 1 }, faketransport.Bound, faketransport.Bound/1000)
-	sys.Root.Send(pid, &actors.Crash{Reason: "test"})
+	sys.Root.Send(pid, &testhook.Crash{Reason: "test"})
 	require.Eventually(t, func() bool { return state(t, sys, pid) == protocol.StateAttached }, faketransport.Bound, faketransport.Bound/1000)
 
 	close(sess.Release)

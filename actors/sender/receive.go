@@ -6,9 +6,9 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/amqpactor/amqpactor/actors"
 	"github.com/amqpactor/amqpactor/internal/protocol"
 	"github.com/amqpactor/amqpactor/internal/publish"
+	"github.com/amqpactor/amqpactor/internal/testhook"
 )
 
 func (s *sender) Receive(ctx actor.Context) {
@@ -61,7 +61,7 @@ func (s *sender) Receive(ctx actor.Context) {
 		s.onDrain(m)
 	case *protocol.Describe:
 		ctx.Respond(s.describe(ctx))
-	case *actors.Crash:
+	case *testhook.Crash:
 		panic(fmt.Sprintf("amqpactor: sender %s: %s", s.label(), m.Reason))
 	case *actor.Restarting:
 		s.onRestarting(ctx)

@@ -17,6 +17,8 @@ import (
 	"github.com/amqpactor/amqpactor/address"
 	"github.com/amqpactor/amqpactor/internal/protocol"
 	"github.com/amqpactor/amqpactor/internal/publish"
+	"github.com/amqpactor/amqpactor/internal/testhook"
+	"github.com/amqpactor/amqpactor/messages"
 	"github.com/amqpactor/amqpactor/transport"
 )
 
@@ -104,7 +106,7 @@ func TestRestartMidStream(t *testing.T) {
 		// Twice close together: the second incarnation panics while
 		// its attach is in flight, with publishes waiting for it.
 		if j := i % (n / crashes); j == n/(2*crashes) || j == n/(2*crashes)+300 {
-			sys.Root.Send(pid, &actors.Crash{Reason: "test"})
+			sys.Root.Send(pid, &testhook.Crash{Reason: "test"})
 		}
 	}
 	for range n {
@@ -168,7 +170,7 @@ func TestRestartAfterDrainStaysDrained(t *testing.T) {
 	drained := make(chan error, 1)
 	sys.Root.Send(pid, &protocol.Drain{Ctx: ctx, Done: drained})
 	require.NoError(t, <-drained)
-	sys.Root.Send(pid, &actors.Crash{Reason: "test"})
+	sys.Root.Send(pid, &testhook.Crash{Reason: "test"})
 	require.ErrorIs(t, publishOne(), protocol.ErrStopped)
 	sess.mu.Lock()
 	links := sess.links
@@ -202,12 +204,12 @@ func (l *heldLink) Close(context.Context) error { return nil }
 
 type heldReceipt struct{ fail chan struct{} }
 
-func (r heldReceipt) Wait(ctx context.Context) (transport.Outcome, error) {
+func (r heldReceipt) Wait(ctx context.Context) (messages.Outcome, error) {
 	select {
 	case <-r.fail:
-		return transport.Outcome{}, &transport.LinkError{Address: "q", Op: "send", Err: &amqp.LinkError{}}
+		return messages.Outcome{}, &transport.LinkError{Address: "q", Op: "send", Err: &amqp.LinkError{}}
 	case <-ctx.Done():
-		return transport.Outcome{}, ctx.Err()
+		return messages.Outcome{}, ctx.Err()
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/amqpactor/amqpactor/actors/sender"
 	"github.com/amqpactor/amqpactor/address"
 	"github.com/amqpactor/amqpactor/internal/protocol"
+	"github.com/amqpactor/amqpactor/messages"
 	"github.com/amqpactor/amqpactor/transport"
 )
 
@@ -58,8 +59,8 @@ type fakeLink struct {
 
 type accepted struct{}
 
-func (accepted) Wait(context.Context) (transport.Outcome, error) {
-	return transport.Outcome{Kind: transport.Accepted}, nil
+func (accepted) Wait(context.Context) (messages.Outcome, error) {
+	return messages.Outcome{Kind: messages.Accepted}, nil
 }
 
 func (l *fakeLink) Send(context.Context, *amqp.Message, bool) (transport.Receipt, error) {

@@ -16,6 +16,7 @@ import (
 	"github.com/amqpactor/amqpactor/actors/sender"
 	"github.com/amqpactor/amqpactor/address"
 	"github.com/amqpactor/amqpactor/internal/protocol"
+	"github.com/amqpactor/amqpactor/internal/testhook"
 	"github.com/amqpactor/amqpactor/test/kit/faketransport"
 	"github.com/amqpactor/amqpactor/test/kit/statetest"
 	"github.com/amqpactor/amqpactor/transport"
@@ -167,7 +168,7 @@ func TestLateAnswerFromReplacedSessionKeepsAttached(t *testing.T) {
 	next := &heldFirst{}
 	sys.Root.Send(pid, &sender.SessionDown{Err: &amqp.ConnError{}})
 	sys.Root.Send(pid, &sender.SessionUp{Session: next})
-	sys.Root.Send(pid, &actors.Crash{Reason: "test"})
+	sys.Root.Send(pid, &testhook.Crash{Reason: "test"})
 	require.NoError(t, publishBody(t, sys, pid, "y"), "the next incarnation attached on the new session")
 	require.Equal(t, protocol.StateAttached, faketransport.Describe(t, sys, pid).Node.State)
 
@@ -219,7 +220,7 @@ func TestLateAttachFailureKeepsAttached(t *testing.T) {
 	sess := &heldFirst{Gate: faketransport.Gate{Release: make(chan struct{}), First: stale}}
 	parent, pid := spawnUnder(t, sys, env, sender.Config{Address: address.Queue("q"), Session: sess})
 	require.Eventually(t, func() bool { return sess.Calls.Load() == 1 }, faketransport.Bound, faketransport.Bound/1000)
-	sys.Root.Send(pid, &actors.Crash{Reason: "test"})
+	sys.Root.Send(pid, &testhook.Crash{Reason: "test"})
 	require.NoError(t, publishBody(t, sys, pid, "y"), "the next incarnation attached")
 
 	close(sess.Release)

@@ -18,6 +18,7 @@ import (
 	"github.com/amqpactor/amqpactor/internal/cowmap"
 	"github.com/amqpactor/amqpactor/internal/protocol"
 	"github.com/amqpactor/amqpactor/internal/publish"
+	"github.com/amqpactor/amqpactor/internal/testhook"
 	"github.com/amqpactor/amqpactor/transport"
 )
 
@@ -677,7 +678,7 @@ func (p *publisher) Receive(ctx actor.Context) {
 			}
 		}
 		p.kept.conn, p.kept.sess = nil, nil
-	case *actors.Crash:
+	case *testhook.Crash:
 		panic("amqpactor: publisher: " + m.Reason)
 	case *actor.Restarting:
 		p.onRestarting(ctx)

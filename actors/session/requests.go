@@ -10,6 +10,7 @@ import (
 
 	"github.com/amqpactor/amqpactor/actors"
 	"github.com/amqpactor/amqpactor/internal/protocol"
+	"github.com/amqpactor/amqpactor/internal/testhook"
 	"github.com/amqpactor/amqpactor/messages"
 	"github.com/amqpactor/amqpactor/transport"
 )
@@ -185,7 +186,7 @@ func (r *requests) Receive(ctx actor.Context) {
 		// Restarted on a live connection: no ConnUp will come. The requests
 		// the predecessor had queued come back through the mailbox.
 		r.conn, r.draining = r.kept.conn, r.kept.draining
-	case *actors.Crash:
+	case *testhook.Crash:
 		panic("amqpactor: requests: " + m.Reason)
 	case *actor.Restarting:
 		r.kept.panics.Add(1)

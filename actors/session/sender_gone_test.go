@@ -17,11 +17,12 @@ import (
 	"github.com/amqpactor/amqpactor/actors/session"
 	"github.com/amqpactor/amqpactor/address"
 	"github.com/amqpactor/amqpactor/internal/protocol"
+	"github.com/amqpactor/amqpactor/internal/testhook"
 	"github.com/amqpactor/amqpactor/test/kit/faketransport"
 )
 
 // stopOnCrash is a strategy whose decider stops a child that panicked on
-// actors.Crash (a string) and restarts one that failed with an error (a
+// testhook.Crash (a string) and restarts one that failed with an error (a
 // link that ended): a test stops a sender as a spent budget would.
 func stopOnCrash() actor.SupervisorStrategy {
 	return actor.NewOneForOneStrategy(100, time.Minute, func(reason any) actor.Directive {
@@ -106,7 +107,7 @@ func TestPublisherResendsWhatADeadSenderHeld(t *testing.T) {
 		return faketransport.Describe(t, r.sys, old).Node.Counters["waiting"] == 1
 	}, faketransport.Bound, tick, "a1 waits in the sender")
 
-	r.sys.Root.Send(old, &actors.Crash{Reason: "test"})
+	r.sys.Root.Send(old, &testhook.Crash{Reason: "test"})
 	require.NoError(t, within(t, a1, 2*time.Second, "a1, held by a sender that was stopped"))
 	require.NoError(t, within(t, r.publishAsync(ctx, q, "a2", false), 2*time.Second, "a2, after the sender was stopped"))
 	require.Equal(t, []string{"a0", "a1", "a2"}, r.sent()["a"])
@@ -134,7 +135,7 @@ func TestPublisherSenderRestartBudgetHolds(t *testing.T) {
 		require.NoError(t, r.publish(q, fmt.Sprint("a", i)), "publish %d", i)
 		pid := r.childNamed(r.pid, "sender:")
 		require.NotNil(t, pid)
-		r.sys.Root.Send(pid, &actors.Crash{Reason: "test"})
+		r.sys.Root.Send(pid, &testhook.Crash{Reason: "test"})
 		require.Eventually(t, func() bool { return r.childNamed(r.pid, "sender:") == nil }, faketransport.Bound, tick)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), faketransport.Bound)
@@ -163,7 +164,7 @@ func TestPublisherStartsTheRepliesPublisherAgain(t *testing.T) {
 	require.NoError(t, within(t, r.publishAsync(context.Background(), q, "r0", true), faketransport.Bound, "r0"))
 	replies := r.childNamed(r.pid, "replies")
 	require.NotNil(t, replies)
-	r.sys.Root.Send(replies, &actors.Crash{Reason: "test"})
+	r.sys.Root.Send(replies, &testhook.Crash{Reason: "test"})
 	ctx, cancel := context.WithTimeout(context.Background(), faketransport.Bound)
 	defer cancel()
 	require.Eventually(t, func() bool {

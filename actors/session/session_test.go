@@ -18,9 +18,9 @@ import (
 	"github.com/amqpactor/amqpactor/actors/session"
 	"github.com/amqpactor/amqpactor/address"
 	"github.com/amqpactor/amqpactor/internal/protocol"
+	"github.com/amqpactor/amqpactor/internal/testhook"
 	"github.com/amqpactor/amqpactor/messages"
 	"github.com/amqpactor/amqpactor/test/kit/faketransport"
-	"github.com/amqpactor/amqpactor/transport"
 )
 
 func TestMain(m *testing.M) {
@@ -315,7 +315,7 @@ func TestSubscriptionReplacesAnEndedSessionWithoutLoss(t *testing.T) {
 	require.True(t, l1.Deliver(amqp.NewMessage([]byte("m1"))))
 	require.Eventually(t, got.handled("m1"), faketransport.Bound, tick)
 	require.Eventually(t, func() bool { return len(l1.Settlements()) == 1 }, faketransport.Bound, tick)
-	require.Equal(t, transport.Accepted, l1.Settlements()[0].Outcome.Kind)
+	require.Equal(t, messages.Accepted, l1.Settlements()[0].Outcome.Kind)
 
 	first.End("amqp:internal-error", "session gone")
 	require.Eventually(t, func() bool {
@@ -440,7 +440,7 @@ func TestSubscriptionRestartReattachesAtOnce(t *testing.T) {
 	require.True(t, first.Receivers()[0].Deliver(amqp.NewMessage([]byte("m1"))))
 	require.Eventually(t, got.handled("m1"), faketransport.Bound, tick)
 
-	r.sys.Root.Send(pid, &actors.Crash{Reason: "test"})
+	r.sys.Root.Send(pid, &testhook.Crash{Reason: "test"})
 	require.Eventually(t, func() bool {
 		ss := r.conn.Sessions()
 		return len(ss) == 2 && len(ss[1].Receivers()) == 1 && r.node().State == protocol.StateAttached
@@ -467,7 +467,7 @@ func TestRequestsRestartFailsWaitersAndReattachesAtOnce(t *testing.T) {
 	_, ok := book.Register(protocol.CorrelationKey("k2"), waiter)
 	require.True(t, ok)
 
-	r.sys.Root.Send(pid, &actors.Crash{Reason: "test"})
+	r.sys.Root.Send(pid, &testhook.Crash{Reason: "test"})
 	select {
 	case got := <-waiter:
 		require.ErrorIs(t, got.Err, session.ErrRestarted)

@@ -15,6 +15,7 @@ import (
 	"github.com/amqpactor/amqpactor/actors/dispatcher"
 	"github.com/amqpactor/amqpactor/actors/receiver"
 	"github.com/amqpactor/amqpactor/internal/protocol"
+	"github.com/amqpactor/amqpactor/internal/testhook"
 	"github.com/amqpactor/amqpactor/transport"
 )
 
@@ -87,7 +88,7 @@ func (s *subscription) Receive(ctx actor.Context) {
 			s.set(protocol.StateAttaching, nil)
 			openSession(s.env, ctx.Self(), c, s.attachCtx())
 		}
-	case *actors.Crash:
+	case *testhook.Crash:
 		panic("amqpactor: subscription " + s.spec.Name + ": " + m.Reason)
 	case *actor.Terminated:
 		// A child this incarnation did not stop was stopped by its

@@ -14,6 +14,7 @@ import (
 
 	"github.com/amqpactor/amqpactor/actors"
 	"github.com/amqpactor/amqpactor/internal/protocol"
+	"github.com/amqpactor/amqpactor/internal/testhook"
 	"github.com/amqpactor/amqpactor/transport"
 )
 
@@ -51,7 +52,7 @@ type controller struct {
 
 func (c *controller) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
-	case *actors.Crash:
+	case *testhook.Crash:
 		panic("amqpactor: txn: " + m.Reason)
 	case *actor.Restarting:
 		c.kept.panics.Add(1)

@@ -11,10 +11,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/amqpactor/amqpactor/actors"
 	"github.com/amqpactor/amqpactor/actors/txn"
 	"github.com/amqpactor/amqpactor/address"
 	"github.com/amqpactor/amqpactor/internal/protocol"
+	"github.com/amqpactor/amqpactor/internal/testhook"
 	"github.com/amqpactor/amqpactor/test/kit/faketransport"
 	"github.com/amqpactor/amqpactor/transport"
 )
@@ -117,7 +117,7 @@ func TestRestartKeepsTheConnection(t *testing.T) {
 	require.NoError(t, err)
 	send(&protocol.ConnUp{Conn: conn})
 	require.NoError(t, begin(t, send).Err)
-	send(&actors.Crash{Reason: "test"})
+	send(&testhook.Crash{Reason: "test"})
 	require.NoError(t, begin(t, send).Err, "the next incarnation has the connection")
 	n := faketransport.Describe(t, sys, pid).Node
 	require.Equal(t, protocol.StateAttached, n.State)

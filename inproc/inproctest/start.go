@@ -10,6 +10,7 @@ import (
 
 	"github.com/amqpactor/amqpactor"
 	"github.com/amqpactor/amqpactor/inproc"
+	"github.com/amqpactor/amqpactor/internal/testhook"
 )
 
 // Start runs app, built for any connector, on a fresh in-process broker
@@ -18,7 +19,7 @@ import (
 func Start(t testing.TB, app *amqpactor.App) *inproc.Broker {
 	t.Helper()
 	b := inproc.New()
-	if err := app.ReplaceConnector(b); err != nil {
+	if err := testhook.ReplaceConnector(app, b); err != nil {
 		t.Fatalf("inproctest.Start: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -12,7 +12,7 @@ import (
 
 	"github.com/amqpactor/amqpactor/internal/deliver"
 	"github.com/amqpactor/amqpactor/internal/protocol"
-	"github.com/amqpactor/amqpactor/transport"
+	"github.com/amqpactor/amqpactor/messages"
 )
 
 // fakeLink hands out the messages in its queue and records what the
@@ -58,7 +58,7 @@ func (l *fakeLink) Receive(ctx context.Context) (*amqp.Message, error) {
 	}
 }
 
-func (l *fakeLink) Settle(_ context.Context, m *amqp.Message, o transport.Outcome) error {
+func (l *fakeLink) Settle(_ context.Context, m *amqp.Message, o messages.Outcome) error {
 	l.note("settle " + string(m.GetData()) + " " + o.Kind.String())
 	return nil
 }

@@ -87,6 +87,11 @@ type BalancePart struct {
 	Handing time.Time
 }
 
+// CensusOf is the queue by whose consumer count the replicas subscribed to
+// the Partitioned address addr count themselves: NAME.replicas, a plain
+// queue nothing is sent to.
+func CensusOf(addr address.Address) address.Address { return address.Queue(addr.Name() + ".replicas") }
+
 // NewBalance returns the Balance of n partitions.
 func NewBalance(census address.Address, n int) *Balance {
 	return &Balance{Census: census, parts: make([]BalancePart, n), guard: guard{handed: make([]handoff, n)}}

@@ -39,17 +39,17 @@ func newFakeLink() *fakeLink { return &fakeLink{dead: make(chan struct{})} }
 
 type fakeReceipt struct {
 	link    *fakeLink
-	outcome chan transport.Outcome
+	outcome chan messages.Outcome
 }
 
-func (r *fakeReceipt) Wait(ctx context.Context) (transport.Outcome, error) {
+func (r *fakeReceipt) Wait(ctx context.Context) (messages.Outcome, error) {
 	select {
 	case o := <-r.outcome:
 		return o, nil
 	case <-r.link.dead:
-		return transport.Outcome{}, r.link.deadErr
+		return messages.Outcome{}, r.link.deadErr
 	case <-ctx.Done():
-		return transport.Outcome{}, ctx.Err()
+		return messages.Outcome{}, ctx.Err()
 	}
 }
 
@@ -62,7 +62,7 @@ func (l *fakeLink) Send(_ context.Context, m *amqp.Message, _ bool) (transport.R
 	default:
 	}
 	l.sent = append(l.sent, string(m.GetData()))
-	r := &fakeReceipt{link: l, outcome: make(chan transport.Outcome, 1)}
+	r := &fakeReceipt{link: l, outcome: make(chan messages.Outcome, 1)}
 	l.receipts = append(l.receipts, r)
 	return r, nil
 }
@@ -87,7 +87,7 @@ func (l *fakeLink) kill() {
 }
 
 // resolve gives the i-th sent transfer its outcome.
-func (l *fakeLink) resolve(i int, o transport.Outcome) {
+func (l *fakeLink) resolve(i int, o messages.Outcome) {
 	l.mu.Lock()
 	r := l.receipts[i]
 	l.mu.Unlock()
@@ -171,7 +171,7 @@ func TestStartSendsWhatWaitedFirst(t *testing.T) {
 	require.Equal(t, []string{"resend", "pending", "parked", "offered"}, h.link.sentBodies())
 	require.Equal(t, uint64(1), h.counts.Resent.Load())
 	for i := range 4 {
-		h.link.resolve(i, transport.Outcome{Kind: messages.Accepted})
+		h.link.resolve(i, messages.Outcome{Kind: messages.Accepted})
 	}
 	for _, d := range []chan error{d1, d2, d3, d4} {
 		require.NoError(t, answer(t, d))
@@ -188,7 +188,7 @@ func TestRejectedOutcomeFailsThatPublish(t *testing.T) {
 	p, done := pub(ctx, "x")
 	h.k.Push(p)
 	require.Eventually(t, func() bool { return len(h.link.sentBodies()) == 1 }, bound, time.Millisecond)
-	h.link.resolve(0, transport.Outcome{Kind: messages.Rejected})
+	h.link.resolve(0, messages.Outcome{Kind: messages.Rejected})
 	var oe *messages.OutcomeError
 	require.ErrorAs(t, answer(t, done), &oe)
 	require.Equal(t, uint64(1), h.counts.Failed.Load())
@@ -272,7 +272,7 @@ func TestAnonymousSendsToEachAddress(t *testing.T) {
 	p.Settled = true
 	h.k.Push(p)
 	require.Eventually(t, func() bool { return len(h.link.sentBodies()) == 1 }, bound, time.Millisecond)
-	h.link.resolve(0, transport.Outcome{Kind: messages.Accepted})
+	h.link.resolve(0, messages.Outcome{Kind: messages.Accepted})
 	require.NoError(t, answer(t, done))
 	h.link.mu.Lock()
 	require.Equal(t, []address.Address{address.Queue("elsewhere")}, h.link.sentTo)

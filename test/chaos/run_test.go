@@ -18,9 +18,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/amqpactor/amqpactor"
-	"github.com/amqpactor/amqpactor/actors"
 	"github.com/amqpactor/amqpactor/address"
 	"github.com/amqpactor/amqpactor/inproc"
+	"github.com/amqpactor/amqpactor/internal/testhook"
 	"github.com/amqpactor/amqpactor/test/harness"
 )
 
@@ -967,7 +967,7 @@ func (r *run) inject(s step) error {
 				if i > 0 {
 					time.Sleep(5 * time.Millisecond) // crashes in a row, not in one mailbox run
 				}
-				inc.sys.Root.Send(pid, &actors.Crash{Reason: "chaos"})
+				inc.sys.Root.Send(pid, &testhook.Crash{Reason: "chaos"})
 			}
 		}
 	case "replica-swap":

@@ -42,7 +42,7 @@ func TestFe2o3PartitionByGroupID(t *testing.T) {
 			for i := range addr.Partitions() {
 				e.deleteAtEnd(addr.Partition(i).Name())
 			}
-			e.deleteAtEnd(amqpactor.CensusOf(addr).Name())
+			e.deleteAtEnd(protocol.CensusOf(addr).Name())
 
 			groups := []string{"customer-1", "customer-2", "customer-3", "customer-4", "customer-5", "customer-6", "customer-7", "customer-8"}
 			var mu sync.Mutex

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/amqpactor/amqpactor"
+	"github.com/amqpactor/amqpactor/internal/protocol"
 	"github.com/amqpactor/amqpactor/test/kit/brokeradmin"
 	"github.com/amqpactor/amqpactor/test/kit/fleettest"
 	"github.com/amqpactor/amqpactor/test/kit/livetest"
@@ -52,7 +53,7 @@ func artemisPartitioned(t *testing.T, u, prefix string, n int) amqpactor.Address
 	addr := amqpactor.Partitioned(unique(prefix), n)
 	t.Cleanup(func() {
 		artemisMgmt(t, u, func(ctx context.Context, m *amqpwire.ArtemisManagement) {
-			names := []string{amqpactor.CensusOf(addr).Name()}
+			names := []string{protocol.CensusOf(addr).Name()}
 			for i := range addr.Partitions() {
 				names = append(names, addr.Partition(i).Name())
 			}

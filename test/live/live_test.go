@@ -25,6 +25,7 @@ import (
 	"github.com/amqpactor/amqpactor/transport"
 	"github.com/amqpactor/amqpactor/transport/amqpwire"
 
+	"github.com/amqpactor/amqpactor/messages"
 	"github.com/amqpactor/amqpactor/test/kit/livetest"
 )
 
@@ -114,7 +115,7 @@ func TestPublishRejectedOutcome(t *testing.T) {
 		require.NoError(t, err, "publish %d", i)
 	}
 	require.NotNil(t, oe, "a full reject-publish queue must refuse a publish (quorum queues accept one past the limit)")
-	require.Equal(t, amqpactor.Outcome{Kind: oe.Outcome.Kind}.Kind.String(), "rejected", "outcome %s", oe.Outcome)
+	require.Equal(t, messages.Outcome{Kind: oe.Outcome.Kind}.Kind.String(), "rejected", "outcome %s", oe.Outcome)
 	require.Contains(t, oe.Error(), name, "the error names the address")
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/amqpactor/amqpactor"
+	"github.com/amqpactor/amqpactor/internal/protocol"
 	"github.com/amqpactor/amqpactor/test/kit/brokeradmin"
 	"github.com/amqpactor/amqpactor/test/kit/fleettest"
 	"github.com/amqpactor/amqpactor/test/kit/livetest"
@@ -50,7 +51,7 @@ func partitioned(t *testing.T, u, prefix string, n int, must bool) amqpactor.Add
 			for i := range addr.Partitions() {
 				names = append(names, addr.Partition(i).Name())
 			}
-			names = append(names, amqpactor.CensusOf(addr).Name())
+			names = append(names, protocol.CensusOf(addr).Name())
 			for _, q := range names {
 				if err := brokeradmin.DeleteQueue(ctx, m, q); must {
 					require.NoError(t, err, "delete %s", q)

@@ -6,7 +6,7 @@ import (
 
 	rmq "github.com/rabbitmq/amqp091-go"
 
-	"github.com/amqpactor/amqpactor/transport"
+	"github.com/amqpactor/amqpactor/messages"
 )
 
 // maxDoneGap bounds how many settled delivery tags the acker remembers past
@@ -101,11 +101,11 @@ func (a *acker) ack(tag uint64) {
 // x-delivery-count on every release; released with basic.nack and requeue,
 // which RabbitMQ 4.3 no longer counts (4.0 counts every return, either
 // way). Rejected and modified{undeliverable-here} are not requeued.
-func settleFrame(ch *rmq.Channel, tag uint64, o transport.Outcome) error {
+func settleFrame(ch *rmq.Channel, tag uint64, o messages.Outcome) error {
 	switch {
-	case o.Kind == transport.Modified && !o.UndeliverableHere:
+	case o.Kind == messages.Modified && !o.UndeliverableHere:
 		return ch.Reject(tag, true)
-	case o.Kind == transport.Released:
+	case o.Kind == messages.Released:
 		return ch.Nack(tag, false, true)
 	default:
 		return ch.Nack(tag, false, false)
@@ -114,8 +114,8 @@ func settleFrame(ch *rmq.Channel, tag uint64, o transport.Outcome) error {
 
 // holdBack notes that tag, settled with o after the receiver stopped
 // taking deliveries, is to be given back by its Close (giveBackFrame).
-func (a *acker) holdBack(tag uint64, o transport.Outcome) {
-	if a == nil || o.Kind != transport.Modified {
+func (a *acker) holdBack(tag uint64, o messages.Outcome) {
+	if a == nil || o.Kind != messages.Modified {
 		return
 	}
 	a.mu.Lock()
@@ -130,11 +130,11 @@ func (a *acker) holdBack(tag uint64, o transport.Outcome) {
 // back: counted if it was modified (holdBack), as released otherwise (it
 // was never settled, or released).
 func (a *acker) giveBackFrame(ch *rmq.Channel, tag uint64) error {
-	o := transport.Outcome{Kind: transport.Released}
+	o := messages.Outcome{Kind: messages.Released}
 	if a != nil {
 		a.mu.Lock()
 		if a.counted[tag] {
-			o.Kind = transport.Modified
+			o.Kind = messages.Modified
 			delete(a.counted, tag)
 		}
 		a.mu.Unlock()

@@ -159,7 +159,7 @@ func TestLiveClosedChannelRedelivers(t *testing.T) {
 		require.NoError(t, err)
 		o, err := rc.Wait(ctx)
 		require.NoError(t, err)
-		require.Equal(t, transport.Accepted, o.Kind)
+		require.Equal(t, messages.Accepted, o.Kind)
 	}
 	require.NoError(t, r1.IssueCredit(5))
 	for range 3 {
@@ -182,7 +182,7 @@ func TestLiveClosedChannelRedelivers(t *testing.T) {
 		require.NoError(t, err)
 		require.False(t, m.Header.FirstAcquirer, "%v: redelivered", m.Properties.MessageID)
 		require.EqualValues(t, 1, m.Header.DeliveryCount, "%v: x-delivery-count", m.Properties.MessageID)
-		require.NoError(t, r2.Settle(ctx, m, transport.Outcome{Kind: transport.Accepted}))
+		require.NoError(t, r2.Settle(ctx, m, messages.Outcome{Kind: messages.Accepted}))
 		seen[m.Properties.MessageID] = true
 	}
 	require.Len(t, seen, 3)

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/amqpactor/amqpactor"
+	"github.com/amqpactor/amqpactor/internal/protocol"
 	"github.com/amqpactor/amqpactor/test/kit/fleettest"
 	"github.com/amqpactor/amqpactor/test/kit/livetest"
 )
@@ -25,7 +26,7 @@ func TestLivePartitionedFleet091(t *testing.T) {
 	for i := range addr.Partitions() {
 		s.deleteQueue(addr.Partition(i).Name())
 	}
-	s.deleteQueue(amqpactor.CensusOf(addr).Name())
+	s.deleteQueue(protocol.CensusOf(addr).Name())
 	res := fleettest.Run(t, fleettest.Config{
 		Addr:    addr,
 		AppName: unique("amqp091-orders-svc"),
@@ -52,7 +53,7 @@ func TestLivePartitionsBalanced091(t *testing.T) {
 	for i := range addr.Partitions() {
 		s.deleteQueue(addr.Partition(i).Name())
 	}
-	s.deleteQueue(amqpactor.CensusOf(addr).Name())
+	s.deleteQueue(protocol.CensusOf(addr).Name())
 	res := fleettest.RunBalance(t, fleettest.BalanceConfig{
 		Config: fleettest.Config{
 			Addr:    addr,
@@ -76,7 +77,7 @@ func TestLiveForeignCensusConsumers091(t *testing.T) {
 	for i := range addr.Partitions() {
 		s.deleteQueue(addr.Partition(i).Name())
 	}
-	s.deleteQueue(amqpactor.CensusOf(addr).Name())
+	s.deleteQueue(protocol.CensusOf(addr).Name())
 	res := fleettest.RunForeignCensus(t, fleettest.CensusConfig{
 		Config: fleettest.Config{
 			Addr:    addr,

@@ -11,6 +11,7 @@ import (
 	"github.com/Azure/go-amqp"
 	rmq "github.com/rabbitmq/amqp091-go"
 
+	"github.com/amqpactor/amqpactor/messages"
 	"github.com/amqpactor/amqpactor/transport"
 )
 
@@ -300,14 +301,14 @@ func (r *Receiver) take(d *rmq.Delivery) *amqp.Message {
 // and released basic.nack with requeue (counted on RabbitMQ 4.0 only);
 // modified{undeliverable-here} is not requeued, as RabbitMQ 4 does over
 // AMQP 1.0 (settleFrame). A pre-settled message needs nothing.
-func (r *Receiver) Settle(ctx context.Context, m *amqp.Message, o transport.Outcome) error {
+func (r *Receiver) Settle(ctx context.Context, m *amqp.Message, o messages.Outcome) error {
 	if m == nil {
 		return errors.New("amqpactor: settle: nil message")
 	}
 	if r.settled {
 		return nil
 	}
-	requeue := o.Kind == transport.Released || (o.Kind == transport.Modified && !o.UndeliverableHere)
+	requeue := o.Kind == messages.Released || (o.Kind == messages.Modified && !o.UndeliverableHere)
 	r.mu.Lock()
 	if r.closing {
 		r.mu.Unlock()
@@ -337,10 +338,10 @@ func (r *Receiver) Settle(ctx context.Context, m *amqp.Message, o transport.Outc
 	}
 	var err error
 	switch o.Kind {
-	case transport.Accepted:
+	case messages.Accepted:
 		// Sent by the acker, with others where it can (acks.go).
 		r.acks.ack(tag)
-	case transport.Rejected, transport.Released, transport.Modified:
+	case messages.Rejected, messages.Released, messages.Modified:
 		err = r.acks.nack(tag, func() error { return settleFrame(r.s.ch, tag, o) })
 	default:
 		return fmt.Errorf("amqpactor: settle on %s: unknown outcome kind %d", r.addr, o.Kind)

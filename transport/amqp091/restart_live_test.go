@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/amqpactor/amqpactor"
-	"github.com/amqpactor/amqpactor/actors"
+	"github.com/amqpactor/amqpactor/internal/testhook"
 	"github.com/amqpactor/amqpactor/test/kit/livetest"
 )
 
@@ -74,7 +74,7 @@ func TestLiveReceiverRestartGivesBack(t *testing.T) {
 	}
 	walk(tree)
 	require.NotNil(t, receiver)
-	sys.Root.Send(receiver.ActorPID(), &actors.Crash{Reason: "test"})
+	sys.Root.Send(receiver.ActorPID(), &testhook.Crash{Reason: "test"})
 	if !assert.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(firsts) >= 2 }, waitFor, 5*time.Millisecond,
 		"the held delivery handled again after the receiver's restart") {
 		tree, _ := app.Tree(context.Background())

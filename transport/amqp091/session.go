@@ -10,6 +10,7 @@ import (
 	"github.com/Azure/go-amqp"
 	rmq "github.com/rabbitmq/amqp091-go"
 
+	"github.com/amqpactor/amqpactor/messages"
 	"github.com/amqpactor/amqpactor/transport"
 )
 
@@ -319,7 +320,7 @@ func (p *publisher) run(confirms <-chan rmq.Confirmation, returns <-chan rmq.Ret
 	p.mu.Unlock()
 	for _, e := range left {
 		if e.r != nil {
-			e.r.resolve(transport.Outcome{}, err)
+			e.r.resolve(messages.Outcome{}, err)
 		}
 	}
 }
@@ -334,13 +335,13 @@ func (p *publisher) confirm(c rmq.Confirmation) {
 	}
 	switch {
 	case e.returned != nil:
-		e.r.resolve(transport.Outcome{Kind: transport.Released, Condition: string(amqp.ErrCondNotFound),
+		e.r.resolve(messages.Outcome{Kind: messages.Released, Condition: string(amqp.ErrCondNotFound),
 			Description: fmt.Sprintf("unroutable: the broker returned it (%d %s) from exchange %q with routing key %q",
 				e.returned.ReplyCode, e.returned.ReplyText, e.returned.Exchange, e.returned.RoutingKey)}, nil)
 	case c.Ack:
-		e.r.resolve(transport.Outcome{Kind: transport.Accepted}, nil)
+		e.r.resolve(messages.Outcome{Kind: messages.Accepted}, nil)
 	default:
-		e.r.resolve(transport.Outcome{Kind: transport.Rejected, Condition: string(amqp.ErrCondInternalError),
+		e.r.resolve(messages.Outcome{Kind: messages.Rejected, Condition: string(amqp.ErrCondInternalError),
 			Description: "the broker refused the message (basic.nack)"}, nil)
 	}
 }
@@ -370,24 +371,24 @@ func (p *publisher) returned(r rmq.Return) {
 type receipt struct {
 	addr string
 	done chan struct{}
-	o    transport.Outcome
+	o    messages.Outcome
 	err  error
 }
 
-func (r *receipt) resolve(o transport.Outcome, err error) {
+func (r *receipt) resolve(o messages.Outcome, err error) {
 	r.o, r.err = o, err
 	close(r.done)
 }
 
 // Wait blocks for the broker's confirm.
-func (r *receipt) Wait(ctx context.Context) (transport.Outcome, error) {
+func (r *receipt) Wait(ctx context.Context) (messages.Outcome, error) {
 	select {
 	case <-r.done:
 		if r.err != nil {
-			return transport.Outcome{}, &transport.LinkError{Address: r.addr, Op: "send", Err: r.err}
+			return messages.Outcome{}, &transport.LinkError{Address: r.addr, Op: "send", Err: r.err}
 		}
 		return r.o, nil
 	case <-ctx.Done():
-		return transport.Outcome{}, fmt.Errorf("amqpactor: send %s: %w", r.addr, ctx.Err())
+		return messages.Outcome{}, fmt.Errorf("amqpactor: send %s: %w", r.addr, ctx.Err())
 	}
 }

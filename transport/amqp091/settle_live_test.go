@@ -8,13 +8,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/amqpactor/amqpactor/address"
+	"github.com/amqpactor/amqpactor/messages"
 	"github.com/amqpactor/amqpactor/test/kit/livetest"
 	"github.com/amqpactor/amqpactor/transport"
 )
 
 var (
-	modified = transport.Outcome{Kind: transport.Modified, DeliveryFailed: true}
-	released = transport.Outcome{Kind: transport.Released}
+	modified = messages.Outcome{Kind: messages.Modified, DeliveryFailed: true}
+	released = messages.Outcome{Kind: messages.Released}
 )
 
 // settleCounts publishes one message to a fresh quorum queue and settles
@@ -22,7 +23,7 @@ var (
 // deferred, once the receiver has stopped taking deliveries (a drain: the
 // message is given back by Close); it returns the delivery-count of each
 // delivery, the last one accepted.
-func settleCounts(t *testing.T, url string, deferred bool, outcomes ...transport.Outcome) []uint32 {
+func settleCounts(t *testing.T, url string, deferred bool, outcomes ...messages.Outcome) []uint32 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
@@ -38,7 +39,7 @@ func settleCounts(t *testing.T, url string, deferred bool, outcomes ...transport
 	require.NoError(t, err)
 	o, err := rc.Wait(ctx)
 	require.NoError(t, err)
-	require.Equal(t, transport.Accepted, o.Kind)
+	require.Equal(t, messages.Accepted, o.Kind)
 
 	var counts []uint32
 	if !deferred {
@@ -54,7 +55,7 @@ func settleCounts(t *testing.T, url string, deferred bool, outcomes ...transport
 			m, err := r.Receive(ctx)
 			require.NoError(t, err)
 			counts = append(counts, m.Header.DeliveryCount)
-			o := transport.Outcome{Kind: transport.Accepted}
+			o := messages.Outcome{Kind: messages.Accepted}
 			if i < len(outcomes) {
 				o = outcomes[i]
 			}
@@ -73,7 +74,7 @@ func settleCounts(t *testing.T, url string, deferred bool, outcomes ...transport
 		m, err := r.Receive(ctx)
 		require.NoError(t, err)
 		counts = append(counts, m.Header.DeliveryCount)
-		o := transport.Outcome{Kind: transport.Accepted}
+		o := messages.Outcome{Kind: messages.Accepted}
 		if i < len(outcomes) {
 			o = outcomes[i]
 			// A Receive whose context has ended is how the runtime's pump

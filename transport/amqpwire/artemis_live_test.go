@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/amqpactor/amqpactor/address"
+	"github.com/amqpactor/amqpactor/messages"
 	"github.com/amqpactor/amqpactor/test/kit/brokeradmin"
 	"github.com/amqpactor/amqpactor/test/kit/livetest"
 	"github.com/amqpactor/amqpactor/transport"
@@ -161,7 +162,7 @@ func TestLiveArtemisRelayPartitionQueue(t *testing.T) {
 		must(t, err, "send to "+a.String())
 		o, err := rc.Wait(ctx)
 		must(t, err, "outcome")
-		expect(t, o.Kind == transport.Accepted, "outcome %v", o)
+		expect(t, o.Kind == messages.Accepted, "outcome %v", o)
 		excl, err := m.QueueExclusive(ctx, a.Name())
 		must(t, err, "exclusive")
 		expect(t, excl == a.SingleActiveConsumer(), "%s: exclusive %v", a, excl)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/amqpactor/amqpactor/address"
+	"github.com/amqpactor/amqpactor/messages"
 	"github.com/amqpactor/amqpactor/transport"
 )
 
@@ -32,13 +33,13 @@ func TestLiveDeadLetterDeclared(t *testing.T) {
 	must(t, err, "send")
 	must(t, rcv.IssueCredit(10), "credit")
 	m := receive(t, rcv, 10*time.Second)
-	must(t, rcv.Settle(ctx, m, transport.Outcome{Kind: transport.Rejected, Condition: "test:rejected"}), "reject")
+	must(t, rcv.Settle(ctx, m, messages.Outcome{Kind: messages.Rejected, Condition: "test:rejected"}), "reject")
 
 	drcv := newReceiver(t, s, transport.ReceiverOptions{Address: address.Queue(dl), Credit: 10})
 	must(t, drcv.IssueCredit(10), "credit")
 	got := receive(t, drcv, 10*time.Second)
 	expect(t, bodyOf(got) == "doomed", "dead letter's body: %q", bodyOf(got))
-	must(t, drcv.Settle(ctx, got, transport.Outcome{Kind: transport.Accepted}), "accept the dead letter")
+	must(t, drcv.Settle(ctx, got, messages.Outcome{Kind: messages.Accepted}), "accept the dead letter")
 
 	// The queue exists with other arguments: 409, used as it is.
 	_ = newReceiver(t, session(t, conn), transport.ReceiverOptions{Address: address.Queue(name), Credit: 1})

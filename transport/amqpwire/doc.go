@@ -52,7 +52,7 @@
 // Addresses are spelt by address.Render for the configured dialect. Senders
 // ask for the address's capabilities on the target, receivers on the source.
 // Receivers use manual credit only: nothing arrives until IssueCredit grants
-// it. Settle maps transport.Outcome to accepted, rejected (condition and
+// it. Settle maps messages.Outcome to accepted, rejected (condition and
 // description), released or modified (delivery-failed, undeliverable-here).
 // An unsettled Send returns a Receipt whose Wait yields the broker's outcome,
 // so sends pipeline.

@@ -16,6 +16,7 @@ import (
 	"github.com/Azure/go-amqp"
 
 	"github.com/amqpactor/amqpactor/address"
+	"github.com/amqpactor/amqpactor/messages"
 	"github.com/amqpactor/amqpactor/test/kit/livetest"
 	"github.com/amqpactor/amqpactor/transport"
 	"github.com/amqpactor/amqpactor/transport/amqpwire"
@@ -35,7 +36,7 @@ func fill(t *testing.T, s transport.Session, q address.Address, n int) {
 	for _, rc := range receipts {
 		o, err := rc.Wait(ctx)
 		must(t, err, "outcome")
-		expect(t, o.Kind == transport.Accepted, "outcome %v", o)
+		expect(t, o.Kind == messages.Accepted, "outcome %v", o)
 	}
 }
 
@@ -78,7 +79,7 @@ func TestLiveFoldedSettlement(t *testing.T) {
 	ctx := testContext(t)
 	before := amqpwire.FoldedDispositions(conn)
 	for _, m := range takeAll(t, rcv, n) {
-		must(t, rcv.Settle(ctx, m, transport.Outcome{Kind: transport.Accepted}), "settle")
+		must(t, rcv.Settle(ctx, m, messages.Outcome{Kind: messages.Accepted}), "settle")
 	}
 	must(t, rcv.Close(ctx), "detach")
 	folded := amqpwire.FoldedDispositions(conn) - before
@@ -109,7 +110,7 @@ func TestLiveFoldedRedelivery(t *testing.T) {
 			kept = append(kept, bodyOf(m))
 			continue
 		}
-		must(t, rcv.Settle(ctx, m, transport.Outcome{Kind: transport.Accepted}), "settle")
+		must(t, rcv.Settle(ctx, m, messages.Outcome{Kind: messages.Accepted}), "settle")
 	}
 	must(t, rcv.Close(ctx), "detach")
 	expect(t, amqpwire.FoldedDispositions(conn) > before, "no disposition was folded")
@@ -121,7 +122,7 @@ func TestLiveFoldedRedelivery(t *testing.T) {
 	var back []string
 	for _, m := range takeAll(t, again, len(kept)) {
 		back = append(back, bodyOf(m))
-		must(t, again.Settle(ctx, m, transport.Outcome{Kind: transport.Accepted}), "settle")
+		must(t, again.Settle(ctx, m, messages.Outcome{Kind: messages.Accepted}), "settle")
 	}
 	slices.Sort(back)
 	slices.Sort(kept)
@@ -152,7 +153,7 @@ func TestLiveHeldSettlementReachesTheBroker(t *testing.T) {
 	untilUnacked(t, q.Name(), n, "before settling them")
 	expired := amqpwire.ExpiredHolds(consumer)
 	for _, m := range got {
-		must(t, rcv.Settle(ctx, m, transport.Outcome{Kind: transport.Accepted}), "settle")
+		must(t, rcv.Settle(ctx, m, messages.Outcome{Kind: messages.Accepted}), "settle")
 	}
 	folded := amqpwire.FoldedDispositions(consumer)
 	t.Logf("%d of %d dispositions folded into the one before", folded, n)

@@ -11,6 +11,7 @@ import (
 	"github.com/Azure/go-amqp"
 
 	"github.com/amqpactor/amqpactor/address"
+	"github.com/amqpactor/amqpactor/messages"
 	"github.com/amqpactor/amqpactor/transport"
 )
 
@@ -174,39 +175,39 @@ func (r *receipt) Recycle() {
 }
 
 // Wait blocks for the broker's outcome.
-func (r *receipt) Wait(ctx context.Context) (transport.Outcome, error) {
+func (r *receipt) Wait(ctx context.Context) (messages.Outcome, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	state, err := r.r.Wait(ctx)
 	if err != nil {
-		return transport.Outcome{}, linkError(ctx, r.addr, "send", err)
+		return messages.Outcome{}, linkError(ctx, r.addr, "send", err)
 	}
 	o, err := outcomeOf(state)
 	if err != nil {
-		return transport.Outcome{}, &transport.LinkError{Address: r.addr, Op: "send", Err: err}
+		return messages.Outcome{}, &transport.LinkError{Address: r.addr, Op: "send", Err: err}
 	}
 	return o, nil
 }
 
 // outcomeOf maps a terminal delivery state to an Outcome.
-func outcomeOf(state amqp.DeliveryState) (transport.Outcome, error) {
+func outcomeOf(state amqp.DeliveryState) (messages.Outcome, error) {
 	switch st := state.(type) {
 	case *amqp.StateAccepted:
-		return transport.Outcome{Kind: transport.Accepted}, nil
+		return messages.Outcome{Kind: messages.Accepted}, nil
 	case *amqp.StateRejected:
-		o := transport.Outcome{Kind: transport.Rejected}
+		o := messages.Outcome{Kind: messages.Rejected}
 		if st.Error != nil {
 			o.Condition = string(st.Error.Condition)
 			o.Description = st.Error.Description
 		}
 		return o, nil
 	case *amqp.StateReleased:
-		return transport.Outcome{Kind: transport.Released}, nil
+		return messages.Outcome{Kind: messages.Released}, nil
 	case *amqp.StateModified:
-		return transport.Outcome{Kind: transport.Modified,
+		return messages.Outcome{Kind: messages.Modified,
 			DeliveryFailed: st.DeliveryFailed, UndeliverableHere: st.UndeliverableHere}, nil
 	}
-	return transport.Outcome{}, fmt.Errorf("the broker settled the transfer with a non-terminal state %T", state)
+	return messages.Outcome{}, fmt.Errorf("the broker settled the transfer with a non-terminal state %T", state)
 }
 
 // NewReceiver declares what the dialect needs (RabbitMQ4) and attaches a
@@ -408,7 +409,7 @@ var _ transport.Prefetcher = (*Receiver)(nil)
 
 // Settle sends the outcome for m through the link m came from. A pre-settled
 // message needs no outcome and returns nil.
-func (r *Receiver) Settle(ctx context.Context, m *amqp.Message, o transport.Outcome) (err error) {
+func (r *Receiver) Settle(ctx context.Context, m *amqp.Message, o messages.Outcome) (err error) {
 	if m == nil {
 		return errors.New("amqpactor: settle: nil message")
 	}
@@ -425,9 +426,9 @@ func (r *Receiver) Settle(ctx context.Context, m *amqp.Message, o transport.Outc
 		o, e = serviceBusOutcome(o)
 	}
 	switch o.Kind {
-	case transport.Accepted:
+	case messages.Accepted:
 		err = r.r.AcceptMessage(ctx, m)
-	case transport.Rejected:
+	case messages.Rejected:
 		if e == nil && (o.Condition != "" || o.Description != "") {
 			cond := o.Condition
 			if cond == "" {
@@ -436,9 +437,9 @@ func (r *Receiver) Settle(ctx context.Context, m *amqp.Message, o transport.Outc
 			e = &amqp.Error{Condition: amqp.ErrCond(cond), Description: o.Description}
 		}
 		err = r.r.RejectMessage(ctx, m, e)
-	case transport.Released:
+	case messages.Released:
 		err = r.r.ReleaseMessage(ctx, m)
-	case transport.Modified:
+	case messages.Modified:
 		err = r.r.ModifyMessage(ctx, m, &amqp.ModifyMessageOptions{
 			DeliveryFailed: o.DeliveryFailed, UndeliverableHere: o.UndeliverableHere})
 	default:

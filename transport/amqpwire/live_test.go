@@ -18,6 +18,7 @@ import (
 	"github.com/amqpactor/amqpactor/transport"
 	"github.com/amqpactor/amqpactor/transport/amqpwire"
 
+	"github.com/amqpactor/amqpactor/messages"
 	"github.com/amqpactor/amqpactor/test/kit/livetest"
 )
 
@@ -130,11 +131,11 @@ func TestLiveSendReceiveSettleModes(t *testing.T) {
 				} else {
 					o, err := rc.Wait(ctx)
 					must(t, err, "wait for the outcome")
-					expect(t, o.Kind == transport.Accepted, "outcome %v, want accepted", o)
+					expect(t, o.Kind == messages.Accepted, "outcome %v, want accepted", o)
 				}
 				m := receive(t, rcv, 10*time.Second)
 				expect(t, bodyOf(m) == body, "received %q, want %q", bodyOf(m), body)
-				must(t, rcv.Settle(ctx, m, transport.Outcome{Kind: transport.Accepted}), "settle")
+				must(t, rcv.Settle(ctx, m, messages.Outcome{Kind: messages.Accepted}), "settle")
 			}
 		})
 	}
@@ -159,7 +160,7 @@ func TestLiveRejectedPublishOutcome(t *testing.T) {
 	must(t, err, "send 1")
 	o, err := rc.Wait(ctx)
 	must(t, err, "outcome 1")
-	expect(t, o.Kind == transport.Accepted, "first publish: %v, want accepted", o)
+	expect(t, o.Kind == messages.Accepted, "first publish: %v, want accepted", o)
 
 	// A quorum queue enforces its length once it is over the limit, so the
 	// refusal may come one message late.
@@ -170,11 +171,11 @@ func TestLiveRejectedPublishOutcome(t *testing.T) {
 		o, err = rc.Wait(ctx)
 		must(t, err, "outcome")
 		t.Logf("publish %d to the full queue: %v", i, o)
-		refused = o.Kind != transport.Accepted
+		refused = o.Kind != messages.Accepted
 	}
 	expect(t, refused, "the full queue accepted every publish")
 	// RabbitMQ 4.0 answers rejected, without an error condition.
-	expect(t, o.Kind == transport.Rejected, "refused publish: %v, want rejected", o)
+	expect(t, o.Kind == messages.Rejected, "refused publish: %v, want rejected", o)
 	info, err := conn.Management().QueueInfo(ctx, name)
 	must(t, err, "queue info")
 	t.Logf("queue %s holds %d messages", name, info.Messages)
@@ -199,7 +200,7 @@ func TestLiveCreditBound(t *testing.T) {
 	for _, rc := range receipts {
 		o, err := rc.Wait(ctx)
 		must(t, err, "outcome")
-		expect(t, o.Kind == transport.Accepted, "outcome %v", o)
+		expect(t, o.Kind == messages.Accepted, "outcome %v", o)
 	}
 
 	must(t, rcv.IssueCredit(n), "issue the window")
@@ -215,7 +216,7 @@ func TestLiveCreditBound(t *testing.T) {
 	cancel()
 	expect(t, m == nil && errors.Is(err, context.DeadlineExceeded), "a transfer beyond the credit arrived (err %v)", err)
 	for _, m := range got {
-		must(t, rcv.Settle(ctx, m, transport.Outcome{Kind: transport.Accepted}), "settle")
+		must(t, rcv.Settle(ctx, m, messages.Outcome{Kind: messages.Accepted}), "settle")
 	}
 
 	// Settling gives nothing back by itself: credit comes only from IssueCredit.
@@ -227,7 +228,7 @@ func TestLiveCreditBound(t *testing.T) {
 	must(t, rcv.IssueCredit(n), "issue the window again")
 	for i := 0; i < n; i++ {
 		m := receive(t, rcv, 10*time.Second)
-		must(t, rcv.Settle(ctx, m, transport.Outcome{Kind: transport.Accepted}), "settle")
+		must(t, rcv.Settle(ctx, m, messages.Outcome{Kind: messages.Accepted}), "settle")
 	}
 	info, err := conn.Management().QueueInfo(ctx, q.Name())
 	must(t, err, "queue info")
@@ -306,7 +307,7 @@ func TestLiveDynamicReplyQueue(t *testing.T) {
 		must(t, err, "send to the reply address")
 		o, err := rc.Wait(ctx)
 		must(t, err, "outcome")
-		expect(t, o.Kind == transport.Accepted, "outcome %v", o)
+		expect(t, o.Kind == messages.Accepted, "outcome %v", o)
 		m := receive(t, rcv, 10*time.Second)
 		expect(t, bodyOf(m) == "reply", "received %q", bodyOf(m))
 		must(t, rcv.Close(ctx), "close the dynamic receiver")
@@ -321,7 +322,7 @@ func TestLiveDynamicReplyQueue(t *testing.T) {
 	must(t, err, "send to the reply queue")
 	o, err := rc.Wait(ctx)
 	must(t, err, "outcome")
-	expect(t, o.Kind == transport.Accepted, "outcome %v", o)
+	expect(t, o.Kind == messages.Accepted, "outcome %v", o)
 	m := receive(t, rcv, 10*time.Second)
 	expect(t, bodyOf(m) == "reply", "received %q", bodyOf(m))
 	must(t, rcv.Close(ctx), "close the dynamic receiver")
@@ -366,9 +367,9 @@ func TestLiveModifiedRaisesDeliveryCount(t *testing.T) {
 		if attempt > 0 {
 			expect(t, !first, "attempt %d: first-acquirer still set", attempt)
 		}
-		outcome := transport.Outcome{Kind: transport.Modified, DeliveryFailed: true}
+		outcome := messages.Outcome{Kind: messages.Modified, DeliveryFailed: true}
 		if attempt == 2 {
-			outcome = transport.Outcome{Kind: transport.Accepted}
+			outcome = messages.Outcome{Kind: messages.Accepted}
 		}
 		must(t, rcv.Settle(ctx, m, outcome), "settle")
 	}
@@ -380,11 +381,11 @@ func TestLiveModifiedRaisesDeliveryCount(t *testing.T) {
 	must(t, err, "outcome")
 	must(t, rcv.IssueCredit(1), "issue credit")
 	m := receive(t, rcv, 10*time.Second)
-	must(t, rcv.Settle(ctx, m, transport.Outcome{Kind: transport.Released}), "release")
+	must(t, rcv.Settle(ctx, m, messages.Outcome{Kind: messages.Released}), "release")
 	must(t, rcv.IssueCredit(1), "issue credit")
 	m = receive(t, rcv, 10*time.Second)
 	expect(t, m.Header == nil || m.Header.DeliveryCount == 0, "released raised delivery-count to %d", m.Header.DeliveryCount)
-	must(t, rcv.Settle(ctx, m, transport.Outcome{Kind: transport.Rejected, Condition: "amqp:internal-error", Description: "test"}), "reject")
+	must(t, rcv.Settle(ctx, m, messages.Outcome{Kind: messages.Rejected, Condition: "amqp:internal-error", Description: "test"}), "reject")
 }
 
 // Every subscription of a topic gets its own copy; an ephemeral one's queue
@@ -415,11 +416,11 @@ func TestLiveTopicSubscriptions(t *testing.T) {
 	must(t, err, "publish")
 	o, err := rc.Wait(ctx)
 	must(t, err, "outcome")
-	expect(t, o.Kind == transport.Accepted, "outcome %v", o)
+	expect(t, o.Kind == messages.Accepted, "outcome %v", o)
 	for _, r := range rcvs {
 		m := receive(t, r, 10*time.Second)
 		expect(t, bodyOf(m) == "event", "received %q", bodyOf(m))
-		must(t, r.Settle(ctx, m, transport.Outcome{Kind: transport.Accepted}), "settle")
+		must(t, r.Settle(ctx, m, messages.Outcome{Kind: messages.Accepted}), "settle")
 	}
 }
 
@@ -463,7 +464,7 @@ func TestLiveDurableSubscription(t *testing.T) {
 			must(t, err, "publish")
 			oc, err := rc.Wait(ctx)
 			must(t, err, "outcome")
-			expect(t, oc.Kind == transport.Accepted, "outcome %v", oc)
+			expect(t, oc.Kind == messages.Accepted, "outcome %v", oc)
 			info, err = c1.Management().QueueInfo(ctx, queue)
 			must(t, err, "queue info")
 			expect(t, info.Messages == 1, "kept %d messages with no receiver, want 1", info.Messages)

@@ -5,22 +5,22 @@ import (
 
 	"github.com/Azure/go-amqp"
 
-	"github.com/amqpactor/amqpactor/transport"
+	"github.com/amqpactor/amqpactor/messages"
 )
 
 func TestOutcomeOf(t *testing.T) {
 	cases := []struct {
 		state amqp.DeliveryState
-		want  transport.Outcome
+		want  messages.Outcome
 	}{
-		{&amqp.StateAccepted{}, transport.Outcome{Kind: transport.Accepted}},
-		{&amqp.StateRejected{}, transport.Outcome{Kind: transport.Rejected}},
+		{&amqp.StateAccepted{}, messages.Outcome{Kind: messages.Accepted}},
+		{&amqp.StateRejected{}, messages.Outcome{Kind: messages.Rejected}},
 		{&amqp.StateRejected{Error: &amqp.Error{Condition: amqp.ErrCondResourceLimitExceeded, Description: "queue full"}},
-			transport.Outcome{Kind: transport.Rejected, Condition: "amqp:resource-limit-exceeded", Description: "queue full"}},
-		{&amqp.StateReleased{}, transport.Outcome{Kind: transport.Released}},
-		{&amqp.StateModified{}, transport.Outcome{Kind: transport.Modified}},
+			messages.Outcome{Kind: messages.Rejected, Condition: "amqp:resource-limit-exceeded", Description: "queue full"}},
+		{&amqp.StateReleased{}, messages.Outcome{Kind: messages.Released}},
+		{&amqp.StateModified{}, messages.Outcome{Kind: messages.Modified}},
 		{&amqp.StateModified{DeliveryFailed: true, UndeliverableHere: true},
-			transport.Outcome{Kind: transport.Modified, DeliveryFailed: true, UndeliverableHere: true}},
+			messages.Outcome{Kind: messages.Modified, DeliveryFailed: true, UndeliverableHere: true}},
 	}
 	for _, c := range cases {
 		got, err := outcomeOf(c.state)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/amqpactor/amqpactor/address"
+	"github.com/amqpactor/amqpactor/messages"
 	"github.com/amqpactor/amqpactor/test/kit/brokeradmin"
 	"github.com/amqpactor/amqpactor/transport"
 	"github.com/amqpactor/amqpactor/transport/amqpwire"
@@ -32,7 +33,7 @@ func oneActiveThenHandOver(t *testing.T, snd transport.Sender, first, second tra
 	}
 	m := receive(t, first, 10*time.Second)
 	expect(t, bodyOf(m) == "m0", "first got %q", bodyOf(m))
-	must(t, first.Settle(ctx, m, transport.Outcome{Kind: transport.Accepted}), "settle")
+	must(t, first.Settle(ctx, m, messages.Outcome{Kind: messages.Accepted}), "settle")
 	// The inactive receiver has credit and gets nothing: a bound on a
 	// negative check.
 	qctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
@@ -44,7 +45,7 @@ func oneActiveThenHandOver(t *testing.T, snd transport.Sender, first, second tra
 	for _, want := range []string{"m1", "m2"} {
 		m := receive(t, second, 10*time.Second)
 		expect(t, bodyOf(m) == want, "after the hand-over got %q, want %q", bodyOf(m), want)
-		must(t, second.Settle(ctx, m, transport.Outcome{Kind: transport.Accepted}), "settle")
+		must(t, second.Settle(ctx, m, messages.Outcome{Kind: messages.Accepted}), "settle")
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/Azure/go-amqp"
 
 	"github.com/amqpactor/amqpactor/address"
+	"github.com/amqpactor/amqpactor/messages"
 	"github.com/amqpactor/amqpactor/test/kit/livetest"
 	"github.com/amqpactor/amqpactor/transport"
 	"github.com/amqpactor/amqpactor/transport/amqpwire"
@@ -39,7 +40,7 @@ func TestLiveRelay(t *testing.T) {
 	}
 	expect(t, r.Address() == "", "address %q", r.Address())
 
-	outcome := func(a address.Address, body string) transport.OutcomeKind {
+	outcome := func(a address.Address, body string) messages.OutcomeKind {
 		t.Helper()
 		rc, err := r.SendTo(ctx, a, text(body), false)
 		must(t, err, "send to "+a.String())
@@ -47,12 +48,12 @@ func TestLiveRelay(t *testing.T) {
 		must(t, err, "outcome of "+a.String())
 		return o.Kind
 	}
-	expect(t, outcome(address.Queue(existing), "one") == transport.Accepted, "to an existing queue")
-	expect(t, outcome(address.Raw("/queues/"+missing), "lost") == transport.Released, "to a missing queue: released")
+	expect(t, outcome(address.Queue(existing), "one") == messages.Accepted, "to an existing queue")
+	expect(t, outcome(address.Raw("/queues/"+missing), "lost") == messages.Released, "to a missing queue: released")
 	_, err = conn.Management().QueueInfo(ctx, missing)
 	expect(t, amqpwire.IsStatus(err, 404), "a Raw address is never declared: %v", err)
-	expect(t, outcome(address.Queue(declared), "two") == transport.Accepted, "to a Queue the relay declares")
-	expect(t, outcome(address.Queue(existing), "three") == transport.Accepted, "the link goes on")
+	expect(t, outcome(address.Queue(declared), "two") == messages.Accepted, "to a Queue the relay declares")
+	expect(t, outcome(address.Queue(existing), "three") == messages.Accepted, "the link goes on")
 
 	// Send takes properties.to as it is.
 	to := "/queues/" + existing
@@ -62,7 +63,7 @@ func TestLiveRelay(t *testing.T) {
 	must(t, err, "send")
 	o, err := rc.Wait(ctx)
 	must(t, err, "outcome")
-	expect(t, o.Kind == transport.Accepted, "send with properties.to: %v", o)
+	expect(t, o.Kind == messages.Accepted, "send with properties.to: %v", o)
 	_, err = snd.Send(ctx, text("nowhere"), false)
 	expect(t, err != nil, "a transfer without properties.to is refused")
 
@@ -72,7 +73,7 @@ func TestLiveRelay(t *testing.T) {
 		for _, body := range want {
 			got := receive(t, rcv, 10*time.Second)
 			expect(t, bodyOf(got) == body, "%s: got %q, want %q", name, bodyOf(got), body)
-			must(t, rcv.Settle(ctx, got, transport.Outcome{Kind: transport.Accepted}), "settle")
+			must(t, rcv.Settle(ctx, got, messages.Outcome{Kind: messages.Accepted}), "settle")
 		}
 	}
 }
@@ -103,7 +104,7 @@ func TestLiveNamedSenderToMissingQueue(t *testing.T) {
 		must(t, err, "RabbitMQ "+v.String()+": the bystander link on that session goes on")
 		o, err := rc.Wait(ctx)
 		must(t, err, "outcome")
-		expect(t, o.Kind == transport.Accepted, "RabbitMQ %v: the bystander's send: %v", v, o)
+		expect(t, o.Kind == messages.Accepted, "RabbitMQ %v: the bystander's send: %v", v, o)
 	} else {
 		// RabbitMQ 4.0.
 		expect(t, errors.As(err, &se), "RabbitMQ %v ends the session on a refused attach: %v", v, err)

@@ -3,7 +3,7 @@ package amqpwire
 import (
 	"github.com/Azure/go-amqp"
 
-	"github.com/amqpactor/amqpactor/transport"
+	"github.com/amqpactor/amqpactor/messages"
 )
 
 // Service Bus gives dispositions meanings of its own: modified with
@@ -24,20 +24,20 @@ const (
 // receiver dead-letters, since Service Bus cannot keep a message from one
 // receiver alone and deferring would hide it. Accepted and released are
 // as the spec has them.
-func serviceBusOutcome(o transport.Outcome) (transport.Outcome, *amqp.Error) {
+func serviceBusOutcome(o messages.Outcome) (messages.Outcome, *amqp.Error) {
 	switch {
-	case o.Kind == transport.Modified && o.UndeliverableHere:
+	case o.Kind == messages.Modified && o.UndeliverableHere:
 		reason := "undeliverable"
-		return transport.Outcome{Kind: transport.Rejected, Condition: sbDeadLetter, Description: o.Description},
+		return messages.Outcome{Kind: messages.Rejected, Condition: sbDeadLetter, Description: o.Description},
 			sbDeadLetterError(reason, o.Description)
-	case o.Kind == transport.Modified:
-		return transport.Outcome{Kind: transport.Modified}, nil
-	case o.Kind == transport.Rejected:
+	case o.Kind == messages.Modified:
+		return messages.Outcome{Kind: messages.Modified}, nil
+	case o.Kind == messages.Rejected:
 		reason := o.Condition
 		if reason == "" {
 			reason = "rejected"
 		}
-		return transport.Outcome{Kind: transport.Rejected, Condition: sbDeadLetter, Description: o.Description},
+		return messages.Outcome{Kind: messages.Rejected, Condition: sbDeadLetter, Description: o.Description},
 			sbDeadLetterError(reason, o.Description)
 	}
 	return o, nil

@@ -5,7 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/amqpactor/amqpactor/transport"
+	"github.com/amqpactor/amqpactor/messages"
 )
 
 // TestServiceBusOutcomes: on Service Bus no outcome is sent as
@@ -18,32 +18,32 @@ func TestServiceBusOutcomes(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name string
-		in   transport.Outcome
-		want transport.Outcome
+		in   messages.Outcome
+		want messages.Outcome
 		info map[string]any // nil: no error on the disposition
 	}{
-		{"accepted", transport.Outcome{Kind: transport.Accepted}, transport.Outcome{Kind: transport.Accepted}, nil},
-		{"released", transport.Outcome{Kind: transport.Released}, transport.Outcome{Kind: transport.Released}, nil},
+		{"accepted", messages.Outcome{Kind: messages.Accepted}, messages.Outcome{Kind: messages.Accepted}, nil},
+		{"released", messages.Outcome{Kind: messages.Released}, messages.Outcome{Kind: messages.Released}, nil},
 		{"retry abandons",
-			transport.Outcome{Kind: transport.Modified, DeliveryFailed: true},
-			transport.Outcome{Kind: transport.Modified}, nil},
+			messages.Outcome{Kind: messages.Modified, DeliveryFailed: true},
+			messages.Outcome{Kind: messages.Modified}, nil},
 		{"undeliverable dead-letters, never defers",
-			transport.Outcome{Kind: transport.Modified, DeliveryFailed: true, UndeliverableHere: true, Description: "bad tenant"},
-			transport.Outcome{Kind: transport.Rejected, Condition: sbDeadLetter, Description: "bad tenant"},
+			messages.Outcome{Kind: messages.Modified, DeliveryFailed: true, UndeliverableHere: true, Description: "bad tenant"},
+			messages.Outcome{Kind: messages.Rejected, Condition: sbDeadLetter, Description: "bad tenant"},
 			deadLetter("undeliverable", "bad tenant")},
 		{"rejected dead-letters with its condition as the reason",
-			transport.Outcome{Kind: transport.Rejected, Condition: "amqpactor:max-deliveries", Description: "failed 5 deliveries"},
-			transport.Outcome{Kind: transport.Rejected, Condition: sbDeadLetter, Description: "failed 5 deliveries"},
+			messages.Outcome{Kind: messages.Rejected, Condition: "amqpactor:max-deliveries", Description: "failed 5 deliveries"},
+			messages.Outcome{Kind: messages.Rejected, Condition: sbDeadLetter, Description: "failed 5 deliveries"},
 			deadLetter("amqpactor:max-deliveries", "failed 5 deliveries")},
 		{"rejected without a condition",
-			transport.Outcome{Kind: transport.Rejected},
-			transport.Outcome{Kind: transport.Rejected, Condition: sbDeadLetter},
+			messages.Outcome{Kind: messages.Rejected},
+			messages.Outcome{Kind: messages.Rejected, Condition: sbDeadLetter},
 			deadLetter("rejected", "")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, e := serviceBusOutcome(tc.in)
 			require.Equal(t, tc.want, got)
-			require.False(t, got.Kind == transport.Modified && got.UndeliverableHere, "modified{undeliverable-here} defers on Service Bus")
+			require.False(t, got.Kind == messages.Modified && got.UndeliverableHere, "modified{undeliverable-here} defers on Service Bus")
 			if tc.info == nil {
 				require.Nil(t, e)
 				return

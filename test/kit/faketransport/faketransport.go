@@ -16,6 +16,7 @@ import (
 	"github.com/Azure/go-amqp"
 
 	"github.com/amqpactor/amqpactor/address"
+	"github.com/amqpactor/amqpactor/messages"
 	"github.com/amqpactor/amqpactor/transport"
 )
 
@@ -369,7 +370,7 @@ type Sender struct {
 	cause error
 	closeFlag
 	sent    []*amqp.Message
-	outcome *transport.Outcome
+	outcome *messages.Outcome
 	blocked chan struct{} // closed by Block's release
 	entered chan struct{}
 }
@@ -396,7 +397,7 @@ func (l *Sender) Detach(condition, description string) {
 }
 
 // Answer makes every later unsettled Send yield o.
-func (l *Sender) Answer(o transport.Outcome) {
+func (l *Sender) Answer(o messages.Outcome) {
 	l.mu.Lock()
 	l.outcome = &o
 	l.mu.Unlock()
@@ -424,10 +425,10 @@ func (l *Sender) Ended() bool {
 	return l.cause != nil
 }
 
-type receipt transport.Outcome
+type receipt messages.Outcome
 
-func (r receipt) Wait(context.Context) (transport.Outcome, error) { return transport.Outcome(r), nil }
-func (r receipt) Resolved() (transport.Outcome, bool)             { return transport.Outcome(r), true }
+func (r receipt) Wait(context.Context) (messages.Outcome, error) { return messages.Outcome(r), nil }
+func (r receipt) Resolved() (messages.Outcome, bool)             { return messages.Outcome(r), true }
 
 func (l *Sender) Send(ctx context.Context, m *amqp.Message, settled bool) (transport.Receipt, error) {
 	if err := ctx.Err(); err != nil {
@@ -451,7 +452,7 @@ func (l *Sender) Send(ctx context.Context, m *amqp.Message, settled bool) (trans
 	if settled {
 		return nil, nil
 	}
-	o := transport.Outcome{Kind: transport.Accepted}
+	o := messages.Outcome{Kind: messages.Accepted}
 	if l.outcome != nil {
 		o = *l.outcome
 	}
@@ -487,7 +488,7 @@ type Receiver struct {
 // Settled is one Settle call.
 type Settled struct {
 	Message *amqp.Message
-	Outcome transport.Outcome
+	Outcome messages.Outcome
 }
 
 var _ transport.Receiver = (*Receiver)(nil)
@@ -570,7 +571,7 @@ func (r *Receiver) Receive(ctx context.Context) (*amqp.Message, error) {
 	}
 }
 
-func (r *Receiver) Settle(ctx context.Context, m *amqp.Message, o transport.Outcome) error {
+func (r *Receiver) Settle(ctx context.Context, m *amqp.Message, o messages.Outcome) error {
 	if err := r.err("settle"); err != nil {
 		return errors.Join(ErrLinkEnded, err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/amqpactor/amqpactor"
+	"github.com/amqpactor/amqpactor/internal/protocol"
 )
 
 // CensusConfig is one run of the foreign-census scenario: Replicas Apps of
@@ -152,7 +153,7 @@ func RunForeignCensus(t *testing.T, c CensusConfig) CensusResult {
 	}, 30*time.Second, 20*time.Millisecond, "the replicas balance by a true census first (%s)", tl.counts(int(published.Load())))
 
 	before := int(tl.handovers.Load())
-	detach := c.Foreign(ctx, amqpactor.CensusOf(c.Addr))
+	detach := c.Foreign(ctx, protocol.CensusOf(c.Addr))
 	// The window is what is measured: hand-overs are counted over it, and
 	// nothing it could await ends it sooner.
 	select {
