@@ -57,6 +57,10 @@ const (
 // Message is one AMQP message; see messages.Message for the field mapping.
 type Message = messages.Message
 
+// Outcome is how a broker settled a delivery; see messages.Outcome. The
+// root package names it as it names Message, so a user needs one import.
+type Outcome = messages.Outcome
+
 // OutcomeError reports a publish that the broker did not accept.
 type OutcomeError = messages.OutcomeError
 
