@@ -62,9 +62,10 @@ func (k *keyed) of(who string) []string {
 
 func (k *keyed) has(who, id string) bool { return slices.Contains(k.of(who), id) }
 
-// testBindingKeys: three subscriptions bound with "orders.*.eu", "orders.#"
-// and "#.us" (one of them ephemeral) and one bound with none get exactly
-// their share of 1,000 messages published with mixed subjects; a
+// testBindingKeys: three subscriptions bound with "orders.*.eu" (shared by
+// two replicas), "orders.#" and "#.us" (ephemeral) and one bound with none
+// get exactly their share of 1,000 messages published with mixed subjects,
+// each message once; a
 // subscription given "#" among other keys gets everything. Without
 // Features.BindingKeys, Subscribe fails naming the address and the
 // broker's limit, before anything reaches the wire.
@@ -80,7 +81,15 @@ func testBindingKeys(e *env) {
 		e.subscribe(app, tp, rec.handler("all"), amqpactor.WithBindingKeys("#"))
 		return
 	}
-	e.subscribe(app, tp, rec.handler("eu"), amqpactor.WithBindingKeys("orders.*.eu"))
+	eu := e.unique("keys-eu")
+	e.subscribe(app, tp, rec.handler("eu"), amqpactor.WithBindingKeys("orders.*.eu"), amqpactor.WithSubscriptionName(eu))
+	replica := app
+	if !e.f.Features.AMQP091 {
+		// A second replica shares the durable subscription, keys and all
+		// (over 0-9-1 a topic subscription's queue is its connection's own).
+		replica = e.startedApp()
+		e.subscribe(replica, tp, rec.handler("eu"), amqpactor.WithBindingKeys("orders.*.eu"), amqpactor.WithSubscriptionName(eu))
+	}
 	e.subscribe(app, tp, rec.handler("orders"), amqpactor.WithBindingKeys("orders.#"))
 	e.subscribe(app, tp, rec.handler("us"), amqpactor.WithBindingKeys("#.us"), amqpactor.WithEphemeral())
 	e.subscribe(app, tp, rec.handler("every"))
@@ -122,6 +131,9 @@ func testBindingKeys(e *env) {
 		e.Fatalf("markers never arrived at %v", missing())
 	}
 	e.stop(app)
+	if replica != app {
+		e.stop(replica)
+	}
 	for who, ids := range want {
 		got := slices.DeleteFunc(rec.of(who), func(id string) bool { return strings.HasPrefix(id, "end-") })
 		require.Equal(e, len(ids), len(got), "messages handled by the subscription %s", who)
