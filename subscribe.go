@@ -190,7 +190,7 @@ func (a *App) subscribe(addr Address, h Handler, bh BatchHandler, opts []Subscri
 		err = ck.CheckBindingKeys(addr, keys)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("amqpactor: Subscribe: %w", err)
+		return nil, err // an *AddressError, naming the address
 	}
 	retry := c.retry.effective()
 	if c.credit == 0 {

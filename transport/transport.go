@@ -23,10 +23,11 @@ import (
 // the wire library does not have (e.g. transactions on go-amqp).
 var ErrNotSupported = errors.New("not supported")
 
-// BindingKeysChecker is implemented by a Connector whose broker can be told,
-// before it connects, to be unable to bind a topic subscription by pattern
-// (ReceiverOptions.BindingKeys): Subscribe then fails at once with the
-// error, which names the address and the broker's limit.
+// BindingKeysChecker is implemented by a Connector that knows, before it
+// connects, whether its broker can bind a topic subscription by pattern
+// (ReceiverOptions.BindingKeys). Subscribe asks it and fails at once with
+// its error, which names the address and the broker's limit, instead of at
+// the attach.
 type BindingKeysChecker interface {
 	CheckBindingKeys(a address.Address, k address.BindingKeys) error
 }
