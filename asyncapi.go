@@ -156,6 +156,8 @@ type (
 		QueueType string `json:"queueType,omitempty"`
 		Exchange  string `json:"exchange,omitempty"`
 		Binding   string `json:"bindingKey,omitempty"`
+		// Bindings replace Binding for a subscription bound with keys.
+		Bindings []string `json:"bindingKeys,omitempty"`
 	}
 	channelBinding struct {
 		BindingVersion string            `json:"bindingVersion"`
@@ -178,6 +180,7 @@ type (
 		BindingVersion     string        `json:"bindingVersion,omitempty"`
 		Name               string        `json:"name"`
 		Source             *wireNode     `json:"source,omitempty"`
+		BindingKeys        []string      `json:"bindingKeys,omitempty"`
 		Handler            string        `json:"handler"`
 		Payload            string        `json:"payload,omitempty"`
 		Credit             uint32        `json:"credit"`
@@ -515,6 +518,15 @@ func renderNode(d Dialect, a Address, role address.Role, sub string, classic, ep
 	return w
 }
 
+// keysOf lists a topic subscription's binding keys for the document: none
+// for the default, every message.
+func keysOf(k address.BindingKeys) []string {
+	if k.All() {
+		return nil
+	}
+	return k.Keys()
+}
+
 func receiveBindingOf(d Dialect, s *Subscription) *receiveBinding {
 	sp, in := s.spec, s.info
 	node := sp.Node // the subscription's own node on the broker
@@ -525,6 +537,7 @@ func receiveBindingOf(d Dialect, s *Subscription) *receiveBinding {
 		BindingVersion: bindingVersion,
 		Name:           sp.Name,
 		Source:         renderNode(d, sp.Address, address.Receive, node, sp.Classic, sp.Ephemeral),
+		BindingKeys:    keysOf(sp.BindingKeys),
 		Handler:        "handler",
 		Credit:         sp.Credit,
 		Partitions:     sp.Partitions,
@@ -552,6 +565,9 @@ func receiveBindingOf(d Dialect, s *Subscription) *receiveBinding {
 			r.RetryAddress = in.retry.RetryAddress.String()
 		}
 		rb.Retry = r
+	}
+	if w := rb.Source; w != nil && w.Declares != nil && w.Declares.Exchange != "" && rb.BindingKeys != nil {
+		w.Declares.Binding, w.Declares.Bindings = "", rb.BindingKeys
 	}
 	return rb
 }

@@ -99,6 +99,9 @@ func TestAsyncAPIHasNoCredentialsAndSpellsTheDialect(t *testing.T) {
 	_, err = app.SubscribeBatch(amqpactor.Topic("events"), func(ctx context.Context, ms []*amqpactor.Message) error { return nil },
 		amqpactor.WithBatch(20, 10*time.Millisecond), amqpactor.AtMostOnce())
 	require.NoError(t, err)
+	_, err = app.Subscribe(amqpactor.Topic("events"), func(context.Context, *amqpactor.Message) error { return nil },
+		amqpactor.WithBindingKeys("orders.*.eu", "#.us"), amqpactor.WithSubscriptionName("eu"))
+	require.NoError(t, err)
 
 	raw, err := app.AsyncAPI()
 	require.NoError(t, err)
@@ -154,6 +157,11 @@ func TestAsyncAPIHasNoCredentialsAndSpellsTheDialect(t *testing.T) {
 	require.Equal(t, "/queues/events.billing.events", get(evSub, "source", "address"))
 	require.Equal(t, map[string]any{"queue": "events.billing.events", "queueType": "quorum", "exchange": "events", "bindingKey": "#"},
 		get(evSub, "source", "declares"))
+	require.Nil(t, get(evSub, "bindingKeys"), "a subscription without keys takes every message")
+	keyed := get(ev, "bindings", "x-amqpactor-amqp1", "subscriptions", "1")
+	require.Equal(t, []any{"#.us", "orders.*.eu"}, get(keyed, "bindingKeys"))
+	require.Equal(t, map[string]any{"queue": "events.eu", "queueType": "quorum", "exchange": "events", "bindingKeys": []any{"#.us", "orders.*.eu"}},
+		get(keyed, "source", "declares"))
 	require.Equal(t, "batch", get(evSub, "handler"))
 	require.Equal(t, map[string]any{"size": 20.0, "waitMs": 10.0}, get(evSub, "batch"))
 	require.Equal(t, "settled", get(evSub, "senderSettleMode"))

@@ -168,6 +168,7 @@ type subConfig struct {
 	timeout    time.Duration
 	queueArgs  map[string]any
 	ephemeral  bool
+	keys       []string
 }
 
 // DefaultCredit is the link credit of a subscription without WithCredit.
@@ -243,6 +244,22 @@ func WithHandlerTimeout(d time.Duration) SubscribeOption { return func(c *subCon
 // the link is not attached is kept for it. Without it a topic subscription is
 // durable and shared: see App.Subscribe. It changes nothing for a queue.
 func WithEphemeral() SubscribeOption { return func(c *subConfig) { c.ephemeral = true } }
+
+// WithBindingKeys binds a topic subscription to the messages whose routing
+// key matches one of patterns, as a topic exchange binds: words separated
+// by '.', "*" matching exactly one word and "#" zero or more
+// ("orders.*.eu", "orders.#", "#.us"). A message's routing key is its
+// Subject. No patterns means "#": every message of the topic. The
+// subscription stays durable and shared (or ephemeral with WithEphemeral);
+// a durable subscription attached again with other patterns is bound with
+// exactly the new ones, its old bindings removed. Subscribe fails, naming
+// the address, for a pattern that is not valid (see
+// address.ParseBindingKeys), for an address that is not a Topic, and on a
+// broker that cannot bind by pattern (Artemis). See docs/GUIDE.md,
+// "Routing keys".
+func WithBindingKeys(patterns ...string) SubscribeOption {
+	return func(c *subConfig) { c.keys = append(c.keys[:0:0], patterns...) }
+}
 
 // PublishOption configures one publish.
 type PublishOption func(*pubConfig)

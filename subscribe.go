@@ -185,6 +185,13 @@ func (a *App) subscribe(addr Address, h Handler, bh BatchHandler, opts []Subscri
 	if err != nil {
 		return nil, fmt.Errorf("amqpactor: Subscribe %s: %w", addr, err)
 	}
+	keys, err := address.ParseBindingKeys(addr, c.keys)
+	if ck, ok := a.Connector().(transport.BindingKeysChecker); ok && err == nil {
+		err = ck.CheckBindingKeys(addr, keys)
+	}
+	if err != nil {
+		return nil, err // an *AddressError, naming the address
+	}
 	retry := c.retry.effective()
 	if c.credit == 0 {
 		c.credit = DefaultCredit
@@ -204,7 +211,7 @@ func (a *App) subscribe(addr Address, h Handler, bh BatchHandler, opts []Subscri
 		BatchSize: c.batchSize, BatchWait: c.batchWait,
 		Outcome:        a.outcomer(&subPolicy{p: retry, src: addr, classic: c.classic, log: fails}),
 		QueueArguments: qargs, DeadLetter: retry.DeadLetter, DeliveryLimit: retry.MaxDeliveries,
-		HandlerTimeout: c.timeout,
+		HandlerTimeout: c.timeout, BindingKeys: keys,
 	}
 	if retry.Backoff > 0 {
 		spec.Retry = protocol.Retry{Backoff: retry.Backoff, MaxBackoff: retry.MaxBackoff, MaxDeliveries: retry.MaxDeliveries,

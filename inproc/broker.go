@@ -133,8 +133,9 @@ func (b *Broker) queue(name string, create bool) *queue {
 // name: the queue "name::sub", bound to the topic from its creation until
 // the broker goes, whatever links come and go. A queue of that name that
 // exists already (declared, or attached as a Queue) is bound as it is, as
-// Artemis binds a queue named by its fully qualified name.
-func (b *Broker) subscription(name, sub string) (*queue, error) {
+// Artemis binds a queue named by its fully qualified name. Its binding
+// keys become keys, whatever an earlier attach bound it with.
+func (b *Broker) subscription(name, sub string, keys address.BindingKeys) (*queue, error) {
 	if strings.Contains(sub, "::") {
 		return nil, &amqp.LinkError{RemoteErr: &amqp.Error{Condition: amqp.ErrCondInvalidField,
 			Description: "subscription name may not contain '::'"}}
@@ -146,6 +147,7 @@ func (b *Broker) subscription(name, sub string) (*queue, error) {
 		return nil, &amqp.LinkError{RemoteErr: &amqp.Error{Condition: amqp.ErrCondResourceLocked,
 			Description: "a dynamic node is exclusive to the link that created it"}}
 	}
+	q.bind(keys)
 	if !q.bound {
 		q.bound = true
 		b.topic(name).add(q)

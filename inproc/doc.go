@@ -17,8 +17,11 @@
 //     competes for its messages, as a shared durable subscription on Artemis.
 //     A Topic receiver that is Ephemeral or names none gets its own
 //     non-durable subscription queue that lives as long as the link. A
-//     message sent where no queue or subscription exists is dropped (and
-//     still accepted, as a broker would).
+//     subscription queue bound with ReceiverOptions.BindingKeys gets only
+//     the messages whose subject one of its keys matches, as a topic
+//     exchange routes; each attach replaces the keys. A message sent where
+//     no queue or subscription takes it is dropped (and still accepted, as
+//     a broker would).
 //   - Copies, not the wire form. Send, Txn.Publish and Broker.Publish take
 //     the broker's own copy of the message before they return (data
 //     sections in one new byte slice; properties, header, maps, byte

@@ -200,9 +200,10 @@ func (s *session) NewReceiver(ctx context.Context, o transport.ReceiverOptions) 
 	case a.Kind() == address.KindTopic && (o.Ephemeral || o.Subscription == ""):
 		r.topic = b.topic(a.Name())
 		r.q = &queue{id: b.ids.Add(1), name: a.Name() + "::$inproc.sub." + fmt.Sprint(r.id), temporary: true}
+		r.q.bind(o.BindingKeys)
 		r.name, r.addr = a.Name(), a
 	case a.Kind() == address.KindTopic:
-		q, err := b.subscription(a.Name(), o.Subscription)
+		q, err := b.subscription(a.Name(), o.Subscription, o.BindingKeys)
 		if err != nil {
 			return nil, &transport.LinkError{Address: a.String(), Op: "attach", Err: err}
 		}

@@ -169,6 +169,14 @@ func (s *stored) entry() *entry {
 // own makes the broker's copy of m, holding the publisher's reference (see
 // stored.refs). It fails, naming the section, when go-amqp could not encode
 // m.
+// subject is the message's subject, its routing key on a topic.
+func (s *stored) subject() string {
+	if s.p == nil || s.p.props.Subject == nil {
+		return ""
+	}
+	return *s.p.props.Subject
+}
+
 func own(m *amqp.Message) (*stored, error) {
 	s := newStored(m.Properties != nil)
 	c := &copier{Copier: amqptypes.Copier{Rules: amqptypes.Wire}}

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/amqpactor/amqpactor/address"
 )
 
 // entry is one message on one queue: the broker's copy of the message
@@ -123,6 +125,9 @@ type queue struct {
 	// bound: a durable topic subscription, in its topic's list; guarded by
 	// the Broker's mu.
 	bound bool
+	// keys, set for a topic subscription bound by pattern, pick the
+	// messages of its topic it gets; nil: all of them.
+	keys atomic.Pointer[address.BindingKeys]
 
 	gone atomic.Bool     // deleted: senders drop their cached pointer
 	out  atomic.Int64    // transferred to receivers and not yet settled
@@ -421,12 +426,25 @@ func (t *topic) snapshot() []*queue {
 	return nil
 }
 
-// publish gives every subscription its own entry; the stored message is
-// shared, being immutable, and each delivery copies it.
+// publish gives every subscription whose binding keys match the message's
+// subject its own entry; the stored message is shared, being immutable, and
+// each delivery copies it.
 func (t *topic) publish(s *stored) {
 	for _, q := range t.snapshot() {
+		if k := q.keys.Load(); k != nil && !k.Match(s.subject()) {
+			continue
+		}
 		q.publish(s.entry())
 	}
+}
+
+// bind sets the binding keys of a topic subscription's queue.
+func (q *queue) bind(keys address.BindingKeys) {
+	if keys.All() {
+		q.keys.Store(nil)
+		return
+	}
+	q.keys.Store(&keys)
 }
 
 func (t *topic) add(q *queue) {

@@ -24,6 +24,15 @@ import (
 // the wire library does not have (e.g. transactions on go-amqp).
 var ErrNotSupported = errors.New("not supported")
 
+// BindingKeysChecker is implemented by a Connector that knows, before it
+// connects, whether its broker can bind a topic subscription by pattern
+// (ReceiverOptions.BindingKeys). Subscribe asks it and fails at once with
+// its error, which names the address and the broker's limit, instead of at
+// the attach.
+type BindingKeysChecker interface {
+	CheckBindingKeys(a address.Address, k address.BindingKeys) error
+}
+
 // Connector opens connections to one broker.
 type Connector interface {
 	// Dialect says how addresses are spelt on this broker.
@@ -153,6 +162,13 @@ type ReceiverOptions struct {
 	// broker needs a name: nothing published while it is not attached is
 	// kept. The zero value asks for the durable, shared node.
 	Ephemeral bool
+	// BindingKeys bind a topic subscription's node to its topic: only a
+	// message whose routing key (subject) one of them matches reaches it.
+	// The zero value binds every message. The node's bindings end up
+	// exactly these, whatever an earlier attach bound it with; a broker
+	// that cannot bind by pattern fails the attach, naming its limit,
+	// for any but the zero value.
+	BindingKeys address.BindingKeys
 	// Settled asks the peer to send pre-settled transfers (at-most-once).
 	Settled bool
 	// Credit is the window the runtime will grant; transports use it to size

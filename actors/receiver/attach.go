@@ -33,6 +33,7 @@ func (r *receiver) opts(self *actor.PID, la *linkActive) transport.ReceiverOptio
 		Settled:      r.spec.Settled,
 		Credit:       r.spec.Credit,
 		ClassicQueue: r.spec.Classic,
+		BindingKeys:  r.spec.BindingKeys,
 
 		QueueArguments: r.spec.QueueArguments,
 		DeadLetter:     r.spec.DeadLetter,

@@ -159,6 +159,9 @@ type SubscriptionSpec struct {
 	// Node names the subscriber's own node of a topic on the broker; empty
 	// means Name.
 	Node string
+	// BindingKeys bind a topic subscription's node to the topic (the zero
+	// value: every message).
+	BindingKeys address.BindingKeys
 	// ConnPath is the path of the connection node that holds the
 	// subscription's session ("connection/connection-2" for a connection of
 	// the pool); empty means the first connection.

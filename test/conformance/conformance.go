@@ -120,6 +120,12 @@ type Features struct {
 	// claims a first delivery that may not be one. Without it the broker
 	// sets it: true on a first delivery, false on a redelivery.
 	FirstAcquirerAsSent bool
+	// BindingKeys: a topic subscription can be bound by pattern
+	// (WithBindingKeys) and a publish to a topic routes by the message's
+	// subject (the in-process broker, RabbitMQ 4 over 1.0 and 0-9-1).
+	// Without it the suite asserts that Subscribe fails with such keys,
+	// naming the address (Artemis routes by address only).
+	BindingKeys bool
 }
 
 // Run runs the whole suite on f. Every subtest makes its own connector, its
@@ -150,6 +156,8 @@ var cases = []struct {
 	{"CompetingApps", testCompetingApps},
 	{"CompetingSubscriptions", testCompetingSubscriptions},
 	{"TopicFanOut", testTopicFanOut},
+	{"BindingKeys", testBindingKeys},
+	{"BindingKeysRebind", testBindingKeysRebind},
 	{"SettledPublish", testSettledPublish},
 
 	// Outcomes and retries.

@@ -31,6 +31,7 @@ func TestInproc(t *testing.T) {
 			UndeliverableHereKeeps:  true,
 			Transactions:            true,
 			FaultHooks:              true,
+			BindingKeys:             true,
 		},
 	})
 }

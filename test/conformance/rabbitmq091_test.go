@@ -32,6 +32,7 @@ func TestRabbitMQ091(t *testing.T) {
 			// no longer counts basic.nack with requeue, which is released.
 			ReleaseCounts: !v.AtLeast(4, 3),
 			AMQP091:       true,
+			BindingKeys:   true, // the subject is the routing key
 		},
 	})
 }

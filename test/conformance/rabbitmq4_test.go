@@ -47,6 +47,7 @@ func TestRabbitMQ4(t *testing.T) {
 			FaultHooks:              false,
 			UserID:                  []byte("guest"),
 			BrokerDeadLetters:       true, // quorum queues declared with x-dead-letter-*
+			BindingKeys:             true, // /exchanges/NAME routes by subject
 		},
 	})
 }

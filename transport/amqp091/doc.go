@@ -44,9 +44,10 @@
 //   - Queue(name): a durable quorum queue (classic with WithClassicQueue),
 //     published to through the default exchange with the queue's name as
 //     routing key; dead-letter and further queue arguments as on amqpwire.
-//   - Topic(name): a durable topic exchange, published to with the empty
-//     routing key; a subscription consumes from its own exclusive,
-//     auto-delete queue NAME.SUBSCRIPTION bound with "#".
+//   - Topic(name): a durable topic exchange, published to with each
+//     message's subject as the routing key (at most 255 bytes); a
+//     subscription consumes from its own exclusive, auto-delete queue
+//     NAME.SUBSCRIPTION bound with its binding keys ("#" by default).
 //   - Raw("exchange/routing-key"): published as given, after checking
 //     that the exchange exists (publishing to a missing one would close
 //     the channel); RabbitMQ 4's "/queues/NAME" and "/exchanges/NAME/KEY"

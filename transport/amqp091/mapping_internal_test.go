@@ -1,12 +1,15 @@
 package amqp091
 
 import (
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/Azure/go-amqp"
 	rmq "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
+
+	"github.com/amqpactor/amqpactor/address"
 )
 
 // TestMappingRoundTrip: every field of the mapping table comes back as it
@@ -114,6 +117,32 @@ func TestRoutes(t *testing.T) {
 	} {
 		require.Equal(t, want, rawRoute(raw), raw)
 	}
+}
+
+// TestTopicRoutesBySubject: a topic is published with each message's
+// subject as the routing key, which 0-9-1 bounds at 255 bytes; a queue's
+// route never changes with the subject.
+func TestTopicRoutesBySubject(t *testing.T) {
+	subject := func(s string) *amqp.Message {
+		return &amqp.Message{Properties: &amqp.MessageProperties{Subject: &s}}
+	}
+	topic, err := sendRoute(address.Topic("events"))
+	require.NoError(t, err)
+	r, err := topic.forMessage(subject("orders.new.eu"))
+	require.NoError(t, err)
+	require.Equal(t, "events", r.exchange)
+	require.Equal(t, "orders.new.eu", r.key)
+	r, err = topic.forMessage(&amqp.Message{})
+	require.NoError(t, err)
+	require.Equal(t, "", r.key, "no subject: the empty routing key")
+	_, err = topic.forMessage(subject(strings.Repeat("k", 256)))
+	require.ErrorContains(t, err, "255")
+
+	queue, err := sendRoute(address.Queue("orders"))
+	require.NoError(t, err)
+	r, err = queue.forMessage(subject("orders.new.eu"))
+	require.NoError(t, err)
+	require.Equal(t, "orders", r.key)
 }
 
 // TestDeliveryCountIsTheBrokers: x-delivery-count is the delivery-count

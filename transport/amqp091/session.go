@@ -198,7 +198,11 @@ func (s *Sender) Send(ctx context.Context, m *amqp.Message, settled bool) (trans
 		}
 		pub.ReplyTo = DirectReplyTo
 	}
-	rc, err := p.publish(ctx, s.route, pub, !settled)
+	r, err := s.route.forMessage(m)
+	if err != nil {
+		return nil, &transport.LinkError{Address: s.addr, Op: "send", Err: err}
+	}
+	rc, err := p.publish(ctx, r, pub, !settled)
 	if err != nil {
 		return nil, linkError(ctx, s.addr, "send", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/Azure/go-amqp"
 	rmq "github.com/rabbitmq/amqp091-go"
 
 	"github.com/amqpactor/amqpactor/address"
@@ -18,20 +19,33 @@ import (
 // DirectReplyTo is RabbitMQ's pseudo-queue for direct reply-to.
 const DirectReplyTo = "amq.rabbitmq.reply-to"
 
-// subscriptionKey binds a subscription queue to every message of its
-// topic, including those published with the empty routing key.
-const subscriptionKey = "#"
-
 // route is where a publish goes: an exchange and a routing key.
 type route struct {
 	exchange, key string
 	// passive: the exchange is not ours to declare (a Raw address): it is
 	// checked to exist instead, so a publish never closes the channel.
 	passive bool
+	// bySubject: a topic, routed by each message's subject, as RabbitMQ 4
+	// routes an AMQP 1.0 message sent to /exchanges/NAME.
+	bySubject bool
+}
+
+// forMessage is r for the message m: a topic's routing key is its
+// subject, which 0-9-1 carries as a short string.
+func (r route) forMessage(m *amqp.Message) (route, error) {
+	if !r.bySubject || m.Properties == nil || m.Properties.Subject == nil {
+		return r, nil
+	}
+	r.key = *m.Properties.Subject
+	if len(r.key) > address.MaxBindingKey {
+		return r, fmt.Errorf("the subject routes a topic and may be at most %d bytes over AMQP 0-9-1", address.MaxBindingKey)
+	}
+	return r, nil
 }
 
 // sendRoute spells a for basic.publish: a queue through the default
-// exchange, a topic as its exchange with the empty routing key, a raw
+// exchange, a topic as its exchange with each message's subject as the
+// routing key, a raw
 // address as "exchange/routing-key" (also RabbitMQ 4's "/queues/NAME"
 // and "/exchanges/NAME[/KEY]"; a name without '/' is a queue, as is a
 // direct reply-to address).
@@ -43,7 +57,7 @@ func sendRoute(a address.Address) (route, error) {
 	case address.KindQueue:
 		return route{key: a.Name()}, nil
 	case address.KindTopic:
-		return route{exchange: a.Name()}, nil
+		return route{exchange: a.Name(), bySubject: true}, nil
 	}
 	return rawRoute(a.Name()), nil
 }
@@ -113,8 +127,9 @@ type queueSpec struct {
 	transient  bool // exclusive and auto-delete too
 	args       rmq.Table
 	sac        bool
-	bindTo     string // an exchange to bind it to with subscriptionKey
-	exchangeOf string // the topic exchange to declare first
+	bindTo     string   // an exchange to bind it to with keys
+	keys       []string // the binding keys of bindTo
+	exchangeOf string   // the topic exchange to declare first
 }
 
 // ensureQueue declares q. A queue that exists with other properties is
@@ -134,7 +149,7 @@ func (c *Conn) declareQueue(ctx context.Context, a string, q queueSpec) (bool, e
 	if strings.HasPrefix(q.name, "amq.") {
 		return false, nil
 	}
-	key := "q\x00" + q.name + "\x00" + fmt.Sprint(q.quorum, q.sac, sortedArgs(q.args), q.bindTo)
+	key := "q\x00" + q.name + "\x00" + fmt.Sprint(q.quorum, q.sac, sortedArgs(q.args), q.bindTo, q.keys)
 	if asked, ok := c.declared.Load(key); ok && !q.transient {
 		return asked.(bool), nil
 	}
@@ -161,8 +176,10 @@ func (c *Conn) declareQueue(ctx context.Context, a string, q queueSpec) (bool, e
 		if _, err := ch.QueueDeclare(q.name, !q.transient, q.transient, false, false, args); err != nil {
 			return err
 		}
-		if q.bindTo != "" {
-			return ch.QueueBind(q.name, subscriptionKey, q.bindTo, false, nil)
+		for _, k := range q.keys {
+			if err := ch.QueueBind(q.name, k, q.bindTo, false, nil); err != nil {
+				return err
+			}
 		}
 		return nil
 	})
@@ -269,9 +286,10 @@ func (c *Conn) receiveQueue(ctx context.Context, o transport.ReceiverOptions) (s
 		return a.Name(), quorum && asked, err
 	case address.KindTopic:
 		// The subscription queue lives as long as the subscription: it is
-		// exclusive to this connection and deleted with its consumer.
+		// exclusive to this connection and deleted with its consumer, so
+		// its bindings are always the keys it is declared with now.
 		return node.Queue, false, c.ensureQueue(ctx, a.String(), queueSpec{name: node.Queue, transient: true,
-			bindTo: node.Exchange, exchangeOf: node.Exchange})
+			bindTo: node.Exchange, keys: o.BindingKeys.Keys(), exchangeOf: node.Exchange})
 	}
 	// A raw source is a queue name (or RabbitMQ 4's "/queues/NAME"), which
 	// must exist: it is not ours to declare, and its type is not known.

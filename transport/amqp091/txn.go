@@ -80,6 +80,9 @@ func (t *Txn) Publish(ctx context.Context, a address.Address, m *amqp.Message) e
 		return err
 	}
 	pub, err := toPublishing(m)
+	if err == nil {
+		r, err = r.forMessage(m)
+	}
 	if err != nil {
 		return &transport.LinkError{Address: a.String(), Op: "send", Err: err}
 	}

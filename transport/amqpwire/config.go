@@ -90,6 +90,11 @@ func New(cfg Config) transport.Connector {
 
 func (c *connector) Dialect() address.Dialect { return c.cfg.Dialect }
 
+// CheckBindingKeys: only RabbitMQ 4 binds a topic subscription by pattern.
+func (c *connector) CheckBindingKeys(a address.Address, k address.BindingKeys) error {
+	return address.CheckBindingKeys(c.cfg.Dialect, a, k)
+}
+
 // String is the URL of the endpoint that connected last (the Config's URL
 // until one has), without its password.
 func (c *connector) String() string { return c.targets[c.current.Load()].redacted }

@@ -95,12 +95,22 @@
 //   - A partition queue of address.Partitioned (NAME.p<i>): the same, with
 //     x-single-active-consumer: true, by senders and receivers alike, so
 //     whichever comes first declares it the same way.
-//   - Topic(name), send: a durable exchange of type "topic". Messages published
-//     to /exchanges/NAME carry the empty routing key, which the binding key "#"
-//     matches, so every subscription gets every message; a topic exchange keeps
-//     the door open to routing by subject later.
+//   - Topic(name), send: a durable exchange of type "topic", routed by each
+//     message's subject. A link to /exchanges/NAME would carry the empty
+//     routing key, so the sender's link is attached to the anonymous
+//     terminus instead (where the peer offers it, as RabbitMQ 4 does) and
+//     each message goes to /exchanges/NAME/SUBJECT, percent-encoded, or to
+//     /exchanges/NAME (the empty key) without a subject; SendTo spells a
+//     topic alike.
 //   - Topic(name), receive: the exchange as above, plus the subscription queue
-//     address.Render names (NAME.SUBSCRIPTION), bound with key "#". By
+//     address.Render names (NAME.SUBSCRIPTION), bound with each key of
+//     ReceiverOptions.BindingKeys ("#" by default). A durable queue is bound
+//     with exactly those on every attach: the keys bound last are recorded
+//     as a binding from the internal exchange amqpactor.binding-keys to the
+//     queue, with the keys in its arguments (the management node lists
+//     bindings only by key), and the keys of the record that are not asked
+//     for any more are unbound; a queue without a record counts as bound
+//     with "#". By
 //     default it is a durable quorum queue (classic when
 //     ReceiverOptions.ClassicQueue), neither exclusive nor auto-delete: every
 //     receiver naming the same subscription, on any connection, attaches to
@@ -121,7 +131,9 @@
 // auto-delete-queues is off for the address: turn it off (or create the queue
 // in broker.xml) to keep what is published while every subscriber is down.
 // An ephemeral one attaches to TOPIC with the topic capability: a private
-// non-durable queue per link.
+// non-durable queue per link. Artemis routes by address only, so a receiver
+// with binding keys other than "#" is refused before it attaches
+// (address.CheckBindingKeys), as on Azure Service Bus.
 //   - Raw addresses are never declared, nor are names in the broker's own
 //     "amq." namespace (amq.topic and the like).
 //

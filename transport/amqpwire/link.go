@@ -101,6 +101,16 @@ func (s *Session) NewSender(ctx context.Context, o transport.SenderOptions) (tra
 			return nil, err
 		}
 	}
+	if s.conn.dialect == address.RabbitMQ4 && o.Address.Kind() == address.KindTopic && s.conn.anonymousRelay() {
+		// RabbitMQ 4 routes what a link to /exchanges/NAME carries with
+		// the empty routing key; a topic routes by each message's subject,
+		// which only a per-message address can carry.
+		snd, err := s.s.NewSender(ctx, "", &amqp.SenderOptions{SettlementMode: &mode})
+		if err != nil {
+			return nil, s.conn.linkError(ctx, node.Address, "attach", err)
+		}
+		return &subjectSender{Sender{s: snd, addr: node.Address, conn: s.conn}}, nil
+	}
 	snd, err := s.s.NewSender(ctx, node.Address, &amqp.SenderOptions{
 		TargetCapabilities: node.Capabilities,
 		SettlementMode:     &mode,
@@ -262,6 +272,9 @@ func (s *Session) NewReceiver(ctx context.Context, o transport.ReceiverOptions) 
 		node, err := address.Render(d, o.Address, address.Receive, o.Subscription)
 		if o.Ephemeral {
 			node, err = address.RenderEphemeral(d, o.Address, o.Subscription)
+		}
+		if err == nil {
+			err = address.CheckBindingKeys(d, o.Address, o.BindingKeys)
 		}
 		if err != nil {
 			return nil, err

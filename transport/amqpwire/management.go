@@ -124,7 +124,9 @@ type ExchangeSpec struct {
 	Type       string
 	Transient  bool
 	AutoDelete bool
-	Arguments  map[string]any
+	// Internal: clients cannot publish to it; only bindings lead from it.
+	Internal  bool
+	Arguments map[string]any
 }
 
 // Binding routes from the exchange Source to exactly one of Queue or
@@ -223,7 +225,7 @@ func (m *Management) DeclareExchange(ctx context.Context, x ExchangeSpec) error 
 		"type":        typ,
 		"durable":     !x.Transient,
 		"auto_delete": x.AutoDelete,
-		"internal":    false,
+		"internal":    x.Internal,
 		"arguments":   args,
 	})
 	return err
@@ -237,6 +239,52 @@ func (m *Management) Bind(ctx context.Context, b Binding) error {
 	}
 	_, err = m.Request(ctx, "POST", "/bindings", body)
 	return err
+}
+
+// Unbind removes b, which must carry no arguments (a binding with
+// arguments is named by BindingInfo.Location). Removing a missing binding
+// succeeds.
+func (m *Management) Unbind(ctx context.Context, b Binding) error {
+	if b.Source == "" || (b.Queue == "") == (b.Exchange == "") || len(b.Arguments) > 0 {
+		return errors.New("amqpactor: unbind: a binding without arguments from a source exchange to exactly one of Queue or Exchange")
+	}
+	dst := "dstq=" + quote(b.Queue)
+	if b.Exchange != "" {
+		dst = "dste=" + quote(b.Exchange)
+	}
+	_, err := m.Request(ctx, "DELETE", "/bindings/src="+quote(b.Source)+";"+dst+";key="+quote(b.Key)+";args=", nil)
+	return err
+}
+
+// BindingInfo is a binding as the broker lists it.
+type BindingInfo struct {
+	Binding
+	// Location is the binding's management path, which DELETE removes
+	// whatever its arguments.
+	Location string
+}
+
+// Bindings lists the bindings from the exchange source to the queue with
+// the binding key key (RabbitMQ 4 lists bindings by their key only).
+func (m *Management) Bindings(ctx context.Context, source, queue, key string) ([]BindingInfo, error) {
+	resp, err := m.Request(ctx, "GET", "/bindings?src="+quote(source)+"&dstq="+quote(queue)+"&key="+quote(key), nil)
+	if err != nil {
+		return nil, err
+	}
+	list, _ := resp.Body.([]any)
+	out := make([]BindingInfo, 0, len(list))
+	for _, e := range list {
+		mp := asMap(e)
+		var b BindingInfo
+		b.Source, _ = mp["source"].(string)
+		b.Queue, _ = mp["destination_queue"].(string)
+		b.Exchange, _ = mp["destination_exchange"].(string)
+		b.Key, _ = mp["binding_key"].(string)
+		b.Arguments = asMap(mp["arguments"])
+		b.Location, _ = mp["location"].(string)
+		out = append(out, b)
+	}
+	return out, nil
 }
 
 func bindingBody(b Binding) (map[string]any, error) {

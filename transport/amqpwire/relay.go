@@ -99,6 +99,10 @@ func addressed(d address.Dialect, a address.Address, m *amqp.Message) (*amqp.Mes
 		props = *m.Properties
 	}
 	props.To = &node.Address
+	if d == address.RabbitMQ4 && a.Kind() == address.KindTopic {
+		to := byKey(node.Address, m)
+		props.To = &to
+	}
 	cp.Properties = &props
 	if d == address.Artemis && a.Kind() != address.KindRaw {
 		ann := make(amqp.Annotations, len(m.Annotations)+1)
@@ -111,6 +115,38 @@ func addressed(d address.Dialect, a address.Address, m *amqp.Message) (*amqp.Mes
 		cp.Annotations = ann
 	}
 	return &cp, nil
+}
+
+// byKey is the address on the anonymous terminus that routes m to the
+// exchange at exchange (/exchanges/NAME) with its subject as the routing
+// key: /exchanges/NAME/KEY, or the exchange itself (the empty key) for a
+// message without one.
+func byKey(exchange string, m *amqp.Message) string {
+	if m.Properties == nil || m.Properties.Subject == nil || *m.Properties.Subject == "" {
+		return exchange
+	}
+	return exchange + "/" + quote(*m.Properties.Subject)
+}
+
+// subjectSender publishes to a RabbitMQ 4 topic: its link is attached to
+// the anonymous terminus, and each message is addressed to the topic's
+// exchange with its subject as the routing key (byKey). Errors and
+// receipts name the exchange.
+type subjectSender struct {
+	Sender
+}
+
+// Send sends a copy of m addressed by its subject; m itself is not changed.
+func (s *subjectSender) Send(ctx context.Context, m *amqp.Message, settled bool) (transport.Receipt, error) {
+	cp := *m
+	var props amqp.MessageProperties
+	if m.Properties != nil {
+		props = *m.Properties
+	}
+	to := byKey(s.addr, m)
+	props.To = &to
+	cp.Properties = &props
+	return s.Sender.Send(ctx, &cp, settled)
 }
 
 // send is Sender.Send with errors and receipts naming to.

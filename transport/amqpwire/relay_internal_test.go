@@ -33,7 +33,8 @@ func TestAddressed(t *testing.T) {
 	}{
 		{address.RabbitMQ4, address.Queue("orders"), "/queues/orders", nil},
 		{address.RabbitMQ4, address.Queue("a/c"), "/queues/a%2Fc", nil},
-		{address.RabbitMQ4, address.Topic("events"), "/exchanges/events", nil},
+		// A topic routes by the subject, the message's routing key.
+		{address.RabbitMQ4, address.Topic("events"), "/exchanges/events/someone-else", nil},
 		{address.RabbitMQ4, address.Raw("/queues/amqpactor.reply.x"), "/queues/amqpactor.reply.x", nil},
 		{address.Artemis, address.Queue("orders"), "orders", int8(0)},
 		{address.Artemis, address.Topic("events"), "events", int8(1)},
@@ -63,5 +64,29 @@ func TestAddressed(t *testing.T) {
 	}
 	if _, err := addressed(address.RabbitMQ4, address.Queue("a::b"), amqp.NewMessage(nil)); err == nil {
 		t.Error("a form the dialect cannot spell is an error")
+	}
+}
+
+// TestByKey: a RabbitMQ 4 topic's address on the anonymous terminus carries
+// the subject as the routing key, percent-encoded; no subject, or an empty
+// one, is the empty routing key.
+func TestByKey(t *testing.T) {
+	subject := func(s string) *amqp.Message {
+		m := amqp.NewMessage(nil)
+		m.Properties = &amqp.MessageProperties{Subject: &s}
+		return m
+	}
+	for _, tc := range []struct {
+		m    *amqp.Message
+		want string
+	}{
+		{amqp.NewMessage(nil), "/exchanges/events"},
+		{subject(""), "/exchanges/events"},
+		{subject("orders.new.eu"), "/exchanges/events/orders.new.eu"},
+		{subject("a/b c#*"), "/exchanges/events/a%2Fb%20c%23%2A"},
+	} {
+		if got := byKey("/exchanges/events", tc.m); got != tc.want {
+			t.Errorf("byKey: %q, want %q", got, tc.want)
+		}
 	}
 }

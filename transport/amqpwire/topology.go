@@ -20,9 +20,16 @@ const ReplyQueuePrefix = "amqpactor.reply."
 // the package documentation.
 const topicExchangeType = "topic"
 
-// subscriptionKey binds a subscription queue to every message of its topic,
-// including those published with the empty routing key.
-const subscriptionKey = "#"
+// keysExchange holds the record of each durable subscription queue's
+// binding keys, as one binding per queue from it to the queue: RabbitMQ 4
+// lists a queue's bindings only by their key, so without the record the
+// keys an earlier attach bound could not be found, nor removed. It is
+// internal: nothing is ever published through it.
+const keysExchange = "amqpactor.binding-keys"
+
+// keysArgument is the argument of a record binding that lists the keys,
+// one per line (a binding key holds no control character).
+const keysArgument = "x-amqpactor-binding-keys"
 
 // declareError names the address whose declaration failed.
 func declareError(a string, err error) error {
@@ -143,8 +150,77 @@ func (c *Conn) declareForReceive(ctx context.Context, o transport.ReceiverOption
 				return err
 			}
 		}
-		if err := c.mgmt.Bind(ctx, Binding{Source: node.Exchange, Queue: node.Queue, Key: subscriptionKey}); err != nil {
-			return declareError(a.String(), err)
+		if o.Ephemeral {
+			// A fresh queue: nothing was bound to it before.
+			for _, k := range o.BindingKeys.Keys() {
+				if err := c.mgmt.Bind(ctx, Binding{Source: node.Exchange, Queue: node.Queue, Key: k}); err != nil {
+					return declareError(a.String(), err)
+				}
+			}
+			return nil
+		}
+		return c.bindKeys(ctx, a.String(), node, o.BindingKeys)
+	}
+	return nil
+}
+
+// bindKeys binds a durable subscription queue to its topic with exactly
+// keys: the keys its record says an earlier attach bound (none: "#", as a
+// queue bound before there were keys) and that keys do not name are
+// unbound, the new ones bound first, so a message that both sets match is
+// never missed on the way. The record is written last; a change cut short
+// before it is finished by the next attach.
+func (c *Conn) bindKeys(ctx context.Context, a string, node address.Node, keys address.BindingKeys) error {
+	records, err := c.mgmt.Bindings(ctx, keysExchange, node.Queue, node.Exchange)
+	if err != nil {
+		return declareError(a, fmt.Errorf("reading the binding keys of queue %s: %w", node.Queue, err))
+	}
+	want := keys.Keys()
+	old := map[string]bool{}
+	for _, r := range records {
+		s, _ := r.Arguments[keysArgument].(string)
+		for k := range strings.SplitSeq(s, "\n") {
+			if k != "" {
+				old[k] = true
+			}
+		}
+	}
+	if len(records) == 0 {
+		old[address.MatchAll] = true
+	}
+	for _, k := range want {
+		if err := c.mgmt.Bind(ctx, Binding{Source: node.Exchange, Queue: node.Queue, Key: k}); err != nil {
+			return declareError(a, err)
+		}
+		delete(old, k)
+	}
+	for k := range old {
+		if err := c.mgmt.Unbind(ctx, Binding{Source: node.Exchange, Queue: node.Queue, Key: k}); err != nil {
+			return declareError(a, fmt.Errorf("removing binding key %q: %w", k, err))
+		}
+	}
+	record := strings.Join(want, "\n")
+	if keys.All() && len(records) == 0 {
+		return nil // no record stands for "#"
+	}
+	if len(records) == 1 && records[0].Arguments[keysArgument] == record {
+		return nil
+	}
+	if !keys.All() {
+		if err := c.mgmt.DeclareExchange(ctx, ExchangeSpec{Name: keysExchange, Type: "direct", Internal: true}); err != nil && !IsStatus(err, 409) {
+			return declareError(a, fmt.Errorf("recording the binding keys: %w", err))
+		}
+		if err := c.mgmt.Bind(ctx, Binding{Source: keysExchange, Queue: node.Queue, Key: node.Exchange,
+			Arguments: map[string]any{keysArgument: record}}); err != nil {
+			return declareError(a, fmt.Errorf("recording the binding keys: %w", err))
+		}
+	}
+	for _, r := range records {
+		if r.Arguments[keysArgument] == record || r.Location == "" {
+			continue
+		}
+		if _, err := c.mgmt.Request(ctx, "DELETE", r.Location, nil); err != nil {
+			return declareError(a, fmt.Errorf("removing the old record of the binding keys: %w", err))
 		}
 	}
 	return nil
