@@ -29,3 +29,12 @@ func CorrelationKey(id any) string {
 	}
 	return fmt.Sprintf("?:%v", id)
 }
+
+// AppendCorrelationKey appends CorrelationKey(id) to dst, a string id
+// without allocating: a lookup by key needs no string of its own.
+func AppendCorrelationKey(dst []byte, id any) []byte {
+	if s, ok := id.(string); ok {
+		return append(append(dst, StringKeyPrefix...), s...)
+	}
+	return append(dst, CorrelationKey(id)...)
+}
