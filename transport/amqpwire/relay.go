@@ -86,6 +86,14 @@ func (r *Relay) SendTo(ctx context.Context, a address.Address, m *amqp.Message, 
 	return r.send(ctx, *cp.Properties.To, cp, settled)
 }
 
+// addressedMessage is the copy addressed makes: the message, its
+// properties and the address they name, in one allocation.
+type addressedMessage struct {
+	msg   amqp.Message
+	props amqp.MessageProperties
+	to    string
+}
+
 // addressed returns a copy of m that names a as dialect d spells it on the
 // anonymous terminus; m itself is not changed.
 func addressed(d address.Dialect, a address.Address, m *amqp.Message) (*amqp.Message, error) {
@@ -93,13 +101,13 @@ func addressed(d address.Dialect, a address.Address, m *amqp.Message) (*amqp.Mes
 	if err != nil {
 		return nil, err
 	}
-	cp := *m
-	var props amqp.MessageProperties
+	am := &addressedMessage{msg: *m, to: node.Address}
 	if m.Properties != nil {
-		props = *m.Properties
+		am.props = *m.Properties
 	}
-	props.To = &node.Address
-	cp.Properties = &props
+	am.props.To = &am.to
+	am.msg.Properties = &am.props
+	cp := &am.msg
 	if d == address.Artemis && a.Kind() != address.KindRaw {
 		ann := make(amqp.Annotations, len(m.Annotations)+1)
 		maps.Copy(ann, m.Annotations)
@@ -110,7 +118,7 @@ func addressed(d address.Dialect, a address.Address, m *amqp.Message) (*amqp.Mes
 		}
 		cp.Annotations = ann
 	}
-	return &cp, nil
+	return cp, nil
 }
 
 // send is Sender.Send with errors and receipts naming to.
