@@ -15,8 +15,9 @@ import (
 type destination struct {
 	tel  *target
 	sent *sentRecord
-	// sendOK: App.Publish checked the address itself for sending (a
-	// partition's address is checked through its Partitioned address).
+	// sendOK: App.Publish or App.Request checked the address itself for
+	// sending (a partition's address is checked through its Partitioned
+	// address).
 	sendOK atomic.Bool
 }
 
@@ -62,7 +63,8 @@ func (d *destinations) checked(addr Address, use uint32) *target {
 	return dst.tel
 }
 
-// targetChecked is target for an address App.Publish has just checked.
+// targetChecked is target for an address App.Publish or App.Request has
+// just checked.
 func (d *destinations) targetChecked(addr Address, use uint32) *target {
 	tg := d.target(addr, use)
 	if dst, ok := d.m.Load(addr); ok && !dst.sendOK.Load() {

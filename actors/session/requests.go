@@ -96,15 +96,16 @@ func (b *Replies) Cancel(key string) {
 // error reply (a responder that failed) reaches its caller as a
 // *messages.RemoteError, whose Address the caller fills in.
 func (b *Replies) resolve(m *messages.Message) {
-	key := protocol.CorrelationKey(m.CorrelationID)
+	var buf [96]byte
+	key := protocol.AppendCorrelationKey(buf[:0], m.CorrelationID)
 	rep := protocol.Reply{Message: m}
 	if re := protocol.RemoteErrorOf(m); re != nil {
 		rep = protocol.Reply{Err: re}
 	}
 	b.mu.Lock()
-	ch, ok := b.waiting[key]
+	ch, ok := b.waiting[string(key)]
 	if ok {
-		delete(b.waiting, key)
+		delete(b.waiting, string(key))
 		b.answered++
 		if rep.Err != nil {
 			b.errors++

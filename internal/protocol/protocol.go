@@ -121,10 +121,22 @@ type Publish struct {
 	// end of its context, the App's stop): the first to swap it sends the
 	// one answer. Answer it only through Answer.
 	Once *atomic.Bool
+	// Request, set instead of Done, is the reply channel of a request's
+	// caller: it hears a failure as a Reply (Failed), and nothing when the
+	// request is accepted, since its caller waits for the reply, not for
+	// the request's outcome, and would be woken for nothing.
+	Request chan<- Reply
 }
 
-// Answer sends err on Done unless the caller has its answer already.
+// Answer sends err on Done unless the caller has its answer already; for a
+// request, only a failure, on its reply channel.
 func (p *Publish) Answer(err error) {
+	if p.Request != nil {
+		if err != nil {
+			p.Request <- Reply{Failed: err}
+		}
+		return
+	}
 	if p.Once == nil || p.Once.CompareAndSwap(false, true) {
 		p.Done <- err
 	}
@@ -291,11 +303,14 @@ type Request struct {
 
 // Reply is the answer to a Request. The requests actor first answers with
 // Send, the request as it goes on the wire (reply-to set), which the caller
-// publishes; then with the reply Message, or Err. Reply channels hold both.
+// publishes; then with the reply Message, or Err. The publish of the
+// request may add its failure, Failed (Publish.Request). Reply channels
+// hold all three.
 type Reply struct {
 	Send    *amqp.Message
 	Message *messages.Message
 	Err     error
+	Failed  error
 }
 
 // Begin asks the txn actor for a transaction.

@@ -16,6 +16,7 @@ func (k *Link) write() {
 	wq, cq, link, relay := k.wq, k.cq, k.link, k.relay
 	for range wq.Ready() {
 		items, closed := wq.Take()
+		answered := false // the writer answered a publisher itself
 		for i, j := range items {
 			if j.done != nil {
 				cq.Push(j)
@@ -24,6 +25,7 @@ func (k *Link) write() {
 			p := j.p
 			if err := p.Ctx.Err(); err != nil {
 				p.Answer(err)
+				answered = true
 				continue
 			}
 			var receipt transport.Receipt
@@ -36,6 +38,7 @@ func (k *Link) write() {
 			if err != nil {
 				if p.Ctx.Err() != nil {
 					p.Answer(err)
+					answered = true
 					continue
 				}
 				if relay != nil && !linkGone(err) {
@@ -43,6 +46,7 @@ func (k *Link) write() {
 					// publish fails, the link goes on.
 					k.counts.Failed.Add(1)
 					p.Answer(fmt.Errorf("amqpactor: publish to %s: %w", p.Address, err))
+					answered = true
 					continue
 				}
 				// The link died under us: everything not yet written goes
@@ -68,11 +72,13 @@ func (k *Link) write() {
 			if receipt == nil {
 				k.counts.Confirmed.Add(1)
 				p.Answer(nil)
+				answered = true
 				continue
 			}
 			if r, ok := receipt.(transport.Resolved); ok && cq.Len() == 0 {
 				if o, done := r.Resolved(); done {
 					k.answer(p, o)
+					answered = true
 					continue
 				}
 			}
@@ -81,10 +87,12 @@ func (k *Link) write() {
 		if closed {
 			return
 		}
-		// Publishes the batch resolved at once (in-process) made their
-		// publishers runnable; one yield lets them queue their next ones, so
-		// the next Take returns a batch instead of one or two publishes.
-		if len(items) > 0 {
+		// The publishers the writer answered itself (an outcome known at
+		// once, in-process, or a settled publish) are runnable now; one
+		// yield lets them queue their next ones, so the next Take returns a
+		// batch instead of one or two publishes. Publishers that await the
+		// confirmer are not, and a yield would only delay the next Take.
+		if answered {
 			runtime.Gosched()
 		}
 	}

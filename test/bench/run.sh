@@ -9,7 +9,8 @@
 # queues, 100 B and 4 KiB bodies), the in-process broker with 1, 4 and 16
 # partitions, the backlog memory runs and the allocation micro-benchmarks.
 # It prints markdown tables (medians, ratios amqpactor/raw against the goals:
-# throughput >= 0.9, p50 <= 1.2) and saves its whole output, progress lines
+# throughput >= 1.0, request/reply p50 <= 1.05 and client CPU per round trip
+# <= 1.1) and saves its whole output, progress lines
 # included, to OUTPUT (default: bench.out in a new temporary directory).
 # Further arguments go to the program as flags (see `go run
 # ./test/bench/cmd/ab -h`), e.g. `-backlog ''` to leave the memory runs out.

@@ -86,6 +86,14 @@ func (r *Relay) SendTo(ctx context.Context, a address.Address, m *amqp.Message, 
 	return r.send(ctx, *cp.Properties.To, cp, settled)
 }
 
+// addressedMessage is the copy addressed makes: the message, its
+// properties and the address they name, in one allocation.
+type addressedMessage struct {
+	msg   amqp.Message
+	props amqp.MessageProperties
+	to    string
+}
+
 // addressed returns a copy of m that names a as dialect d spells it on the
 // anonymous terminus; m itself is not changed.
 func addressed(d address.Dialect, a address.Address, m *amqp.Message) (*amqp.Message, error) {
@@ -93,17 +101,16 @@ func addressed(d address.Dialect, a address.Address, m *amqp.Message) (*amqp.Mes
 	if err != nil {
 		return nil, err
 	}
-	cp := *m
-	var props amqp.MessageProperties
+	am := &addressedMessage{msg: *m, to: node.Address}
 	if m.Properties != nil {
-		props = *m.Properties
+		am.props = *m.Properties
 	}
-	props.To = &node.Address
 	if d == address.RabbitMQ4 && a.Kind() == address.KindTopic {
-		to := byKey(node.Address, m)
-		props.To = &to
+		am.to = byKey(node.Address, m)
 	}
-	cp.Properties = &props
+	am.props.To = &am.to
+	am.msg.Properties = &am.props
+	cp := &am.msg
 	if d == address.Artemis && a.Kind() != address.KindRaw {
 		ann := make(amqp.Annotations, len(m.Annotations)+1)
 		maps.Copy(ann, m.Annotations)
@@ -114,7 +121,7 @@ func addressed(d address.Dialect, a address.Address, m *amqp.Message) (*amqp.Mes
 		}
 		cp.Annotations = ann
 	}
-	return &cp, nil
+	return cp, nil
 }
 
 // byKey is the address on the anonymous terminus that routes m to the
@@ -138,15 +145,13 @@ type subjectSender struct {
 
 // Send sends a copy of m addressed by its subject; m itself is not changed.
 func (s *subjectSender) Send(ctx context.Context, m *amqp.Message, settled bool) (transport.Receipt, error) {
-	cp := *m
-	var props amqp.MessageProperties
+	am := &addressedMessage{msg: *m, to: byKey(s.addr, m)}
 	if m.Properties != nil {
-		props = *m.Properties
+		am.props = *m.Properties
 	}
-	to := byKey(s.addr, m)
-	props.To = &to
-	cp.Properties = &props
-	return s.Sender.Send(ctx, &cp, settled)
+	am.props.To = &am.to
+	am.msg.Properties = &am.props
+	return s.Sender.Send(ctx, &am.msg, settled)
 }
 
 // send is Sender.Send with errors and receipts naming to.
