@@ -319,7 +319,6 @@ func (a *App) begin(ctx context.Context, sys *actor.ActorSystem, parent actor.Sp
 		MaxSessions:  a.cfg.maxSessions,
 		Supervisor:   a.cfg.supervisor,
 		Budget:       budget.New(maxInFlight(a.cfg.maxInFlight)),
-		Publish:      a.publishRaw,
 		OnState: func(m protocol.StateChange) {
 			a.nodes.record(m)
 			var ne *NodeError

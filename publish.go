@@ -94,11 +94,6 @@ func (a *App) publish(ctx context.Context, addr Address, m *Message, settled, re
 	return a.send(ctx, call, addr, raw, settled, reply)
 }
 
-// publishRaw publishes a message mapped already.
-func (a *App) publishRaw(ctx context.Context, addr Address, raw *amqp.Message, settled bool) error {
-	return a.send(ctx, callPool.Get().(*publishCall), addr, raw, settled, false)
-}
-
 // send hands raw to addr's sender actor in call and waits for the answer. The
 // sender answers each Publish exactly once and last: once answered, call
 // (and a message mapped into call.out) is nobody else's, so it goes back to

@@ -34,10 +34,6 @@ type Env struct {
 	// AttachTimeout bounds every dial, begin and attach by itself (see
 	// AttachCtx); zero means DefaultAttachTimeout.
 	AttachTimeout time.Duration
-	// Publish sends a mapped message through the App's publisher. The App
-	// sets it; no actor package calls it (retries, dead letters and
-	// replies publish through the App itself).
-	Publish func(ctx context.Context, a address.Address, m *amqp.Message, settled bool) error
 	// Base is the parent of every handler context (it carries the App for
 	// Responder), so a handler's context costs nothing per delivery.
 	Base context.Context
