@@ -209,6 +209,7 @@ func outcomeOf(state amqp.DeliveryState) (messages.Outcome, error) {
 		if st.Error != nil {
 			o.Condition = string(st.Error.Condition)
 			o.Description = st.Error.Description
+			o.Info = st.Error.Info
 		}
 		return o, nil
 	case *amqp.StateReleased:
