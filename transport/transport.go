@@ -206,6 +206,23 @@ type ReceiverOptions struct {
 	OnBrokerSettled func(o messages.Outcome)
 }
 
+// DelayedRetrier is implemented by a Connector whose broker may delay a
+// failed delivery's redelivery itself (RabbitMQ 4.3's delayed retry on
+// quorum queues, the queue arguments below).
+type DelayedRetrier interface {
+	DelayedRetry() bool
+}
+
+// The queue arguments of RabbitMQ 4.3's delayed retry: which redeliveries
+// wait ("failed": those whose delivery-count went up), and the bounds of
+// the wait in milliseconds (the minimum times the delivery-count, capped
+// by the maximum).
+const (
+	DelayedRetryType = "x-delayed-retry-type"
+	DelayedRetryMin  = "x-delayed-retry-min"
+	DelayedRetryMax  = "x-delayed-retry-max"
+)
+
 // ErrSettledByBroker is wrapped by the error Settle returns for a delivery
 // the broker settled already (see ReceiverOptions.OnBrokerSettled): no
 // disposition was sent, so the delivery is not settled twice.

@@ -2,6 +2,7 @@ package live
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -115,4 +116,73 @@ func TestConsumerTimeoutRelease(t *testing.T) {
 	require.Equal(t, 2, slowSeen, "the released delivery comes again")
 	require.Contains(t, logs.String(), "the broker settled a delivery a handler still holds")
 	require.Contains(t, logs.String(), "handler's outcome dropped")
+}
+
+// TestBrokerDelay: RetryPolicy.BrokerDelay has RabbitMQ 4.3 hold a failure
+// back before it redelivers it (delayed retry on the quorum queue): each
+// wait is BrokerDelay times the delivery-count, capped by MaxBrokerDelay,
+// and the messages behind the failing one are handled meanwhile (the
+// partition does not wait, unlike Backoff). Before 4.3 the receiver
+// refuses to attach, and Start fails saying why.
+func TestBrokerDelay(t *testing.T) {
+	u := brokerURL(t)
+	v := livetest.RabbitMQ(t, u)
+	q := amqpactor.Queue(unique("live.brokerdelay"))
+	app := newApp(t, u, nil)
+	var mu sync.Mutex
+	var tries []time.Time
+	var others []time.Time
+	_, err := app.Subscribe(q, func(ctx context.Context, m *amqpactor.Message) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if string(m.Body) != "fails" {
+			others = append(others, time.Now())
+			return nil
+		}
+		tries = append(tries, time.Now())
+		if len(tries) < 4 {
+			return errors.New("not yet")
+		}
+		return nil
+	}, amqpactor.WithPartitions(1), amqpactor.WithRetry(amqpactor.RetryPolicy{
+		MaxDeliveries: 10, BrokerDelay: 400 * time.Millisecond, MaxBrokerDelay: time.Second}))
+	require.NoError(t, err)
+	if !v.AtLeast(4, 3) {
+		err := app.Start(bound(t))
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			defer cancel()
+			_ = app.Stop(ctx)
+		})
+		require.ErrorIs(t, err, amqpactor.ErrNotSupported, "RabbitMQ %v", v)
+		require.ErrorContains(t, err, "needs RabbitMQ 4.3")
+		return
+	}
+	start(t, app)
+	ctx := bound(t)
+	require.NoError(t, app.Publish(ctx, q, &amqpactor.Message{Body: []byte("fails")}))
+	for i := range 5 {
+		require.NoError(t, app.Publish(ctx, q, &amqpactor.Message{Body: []byte(fmt.Sprint("other", i))}))
+	}
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(tries) == 4 && len(others) == 5
+	}, 20*time.Second, 20*time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	// The broker's waits: 400 ms times the delivery-count (1, 2), then the
+	// cap of 1 s. A little less is the timestamps' slack, not an early retry.
+	for i, want := range []time.Duration{400 * time.Millisecond, 800 * time.Millisecond, time.Second} {
+		got := tries[i+1].Sub(tries[i])
+		require.GreaterOrEqual(t, got, want-50*time.Millisecond, "wait %d: %v", i+1, got)
+		require.Less(t, got, want+time.Second, "wait %d: %v", i+1, got)
+	}
+	// One partition, yet the others did not wait for the failing message.
+	require.True(t, others[4].Before(tries[1]), "the others were handled while the failure waited on the broker")
+	mgmt(t, u, func(ctx context.Context, m *amqpwire.Management) {
+		info, err := m.QueueInfo(ctx, q.Name())
+		require.NoError(t, err)
+		require.Equal(t, "failed", fmt.Sprint(info.Arguments["x-delayed-retry-type"]), "arguments %v", info.Arguments)
+	})
 }

@@ -290,6 +290,9 @@ func (s *Session) NewReceiver(ctx context.Context, o transport.ReceiverOptions) 
 			opts.Name = node.LinkName
 		}
 		if d == address.RabbitMQ4 {
+			if err := s.conn.checkDelayedRetry(o); err != nil {
+				return nil, err
+			}
 			if err := s.conn.declareForReceive(ctx, o, node); err != nil {
 				return nil, err
 			}
