@@ -89,6 +89,19 @@ type RetryPolicy struct {
 	// (modified), and what its partition holds after it from the same link
 	// is released, so it is not overtaken.
 	Backoff, MaxBackoff time.Duration
+	// BrokerDelay, when > 0, has the broker hold a failure back before it
+	// redelivers it, instead of the partition waiting (Backoff): RabbitMQ
+	// 4.3's delayed retry on quorum queues over AMQP 1.0. The queue is
+	// declared with x-delayed-retry-type failed, x-delayed-retry-min
+	// BrokerDelay and x-delayed-retry-max MaxBrokerDelay (zero means
+	// DefaultMaxBackoff, or BrokerDelay when longer); the broker waits
+	// BrokerDelay times the message's delivery-count, capped by
+	// MaxBrokerDelay. Other messages, of the same group too, are delivered
+	// meanwhile: unlike Backoff it does not keep a group's order. Subscribe
+	// refuses it with Backoff, RetryAddress, a classic queue or
+	// at-most-once, and with an error wrapping ErrNotSupported on another
+	// transport; a receiver on a broker before 4.3 fails to attach with one.
+	BrokerDelay, MaxBrokerDelay time.Duration
 	// DeadLetter, when set, is where a message goes after its last attempt
 	// or when the handler rejects it (Reject). On RabbitMQ 4, for a quorum
 	// queue and a DeadLetter queue without Backoff, the broker moves it:

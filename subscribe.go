@@ -185,6 +185,9 @@ func (a *App) subscribe(addr Address, h Handler, bh BatchHandler, opts []Subscri
 	if err != nil {
 		return nil, fmt.Errorf("amqpactor: Subscribe %s: %w", addr, err)
 	}
+	if qargs, err = a.delayedRetryArgs(addr, &c, qargs); err != nil {
+		return nil, err
+	}
 	keys, err := address.ParseBindingKeys(addr, c.keys)
 	if ck, ok := a.Connector().(transport.BindingKeysChecker); ok && err == nil {
 		err = ck.CheckBindingKeys(addr, keys)

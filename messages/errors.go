@@ -3,12 +3,21 @@ package messages
 import "fmt"
 
 // OutcomeError reports a publish the broker did not accept: rejected,
-// released or modified. It carries the outcome (with the broker's condition
-// and description) and names the address.
+// released or modified. It carries the outcome (with the broker's condition,
+// description and info) and names the address, and the queue that refused
+// and why when the broker says (RabbitMQ 4.3).
 type OutcomeError struct {
 	Address string
 	Outcome Outcome
 }
+
+// Queue is the queue that refused the publish, as the broker named it in
+// the rejected outcome's info, or "".
+func (e *OutcomeError) Queue() string { return e.Outcome.Queue() }
+
+// Reason is why the broker refused the publish ("maxlen", "unavailable"),
+// from the rejected outcome's info, or "".
+func (e *OutcomeError) Reason() string { return e.Outcome.Reason() }
 
 func (e *OutcomeError) Error() string {
 	return fmt.Sprintf("amqpactor: publish to %s: broker answered %s", e.Address, e.Outcome)

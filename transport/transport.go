@@ -195,7 +195,38 @@ type ReceiverOptions struct {
 	// rabbitmq:active). It is called from the transport's goroutine and
 	// must not block. Brokers that say nothing never call it.
 	OnActive func(active bool)
+	// OnBrokerSettled, when set, is told of each delivery the broker
+	// settled itself while the runtime still held it (RabbitMQ 4.3
+	// releases a delivery whose quorum queue's consumer timeout ran out).
+	// The transport answers the broker at once (RabbitMQ assigns the link
+	// nothing more until the client settles the delivery too), and the
+	// receiver's Settle of that delivery then sends nothing and returns an
+	// error wrapping ErrSettledByBroker. It is called from the transport's
+	// goroutine and must not block.
+	OnBrokerSettled func(o messages.Outcome)
 }
+
+// DelayedRetrier is implemented by a Connector whose broker may delay a
+// failed delivery's redelivery itself (RabbitMQ 4.3's delayed retry on
+// quorum queues, the queue arguments below).
+type DelayedRetrier interface {
+	DelayedRetry() bool
+}
+
+// The queue arguments of RabbitMQ 4.3's delayed retry: which redeliveries
+// wait ("failed": those whose delivery-count went up), and the bounds of
+// the wait in milliseconds (the minimum times the delivery-count, capped
+// by the maximum).
+const (
+	DelayedRetryType = "x-delayed-retry-type"
+	DelayedRetryMin  = "x-delayed-retry-min"
+	DelayedRetryMax  = "x-delayed-retry-max"
+)
+
+// ErrSettledByBroker is wrapped by the error Settle returns for a delivery
+// the broker settled already (see ReceiverOptions.OnBrokerSettled): no
+// disposition was sent, so the delivery is not settled twice.
+var ErrSettledByBroker = errors.New("the broker settled the delivery already")
 
 // ActiveProperty is the link state property by which RabbitMQ 4.3 tells a
 // receiver of a single-active-consumer queue whether it is the active one.

@@ -9,6 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/amqpactor/amqpactor/actors"
+	"github.com/amqpactor/amqpactor/messages"
 	"github.com/amqpactor/amqpactor/transport"
 )
 
@@ -38,6 +39,17 @@ func (r *receiver) opts(self *actor.PID, la *linkActive) transport.ReceiverOptio
 		QueueArguments: r.spec.QueueArguments,
 		DeadLetter:     r.spec.DeadLetter,
 		DeliveryLimit:  r.spec.DeliveryLimit,
+	}
+	if !r.spec.Settled {
+		// The broker may take back a delivery a handler still holds
+		// (RabbitMQ 4.3 at a quorum queue's consumer timeout): counted and
+		// told here; the handler's outcome for it is dropped when it comes.
+		counters, log, addr := r.Counters, r.env.Log, r.spec.Address.String()
+		o.OnBrokerSettled = func(oc messages.Outcome) {
+			counters.BrokerSettled.Add(1)
+			log.Warn("amqpactor: the broker settled a delivery a handler still holds (consumer timeout?)",
+				"address", addr, "outcome", oc.String())
+		}
 	}
 	if r.spec.Address.SingleActiveConsumer() {
 		// A partition queue: the broker may say whether this replica is

@@ -27,6 +27,8 @@ func (r *receiver) describe(ctx actor.Context) *protocol.Described {
 			"modified":  r.ByOutcome[messages.Modified].Load(),
 			"late":      r.Dropped.Load(),
 			"poison":    r.Poison.Load(),
+			// Deliveries the broker settled while a handler held them.
+			"broker_settled": r.BrokerSettled.Load(),
 		},
 	}
 	if r.dl != nil {

@@ -43,6 +43,9 @@ type Holders interface {
 type Counters struct {
 	Delivered, Dropped, Poison atomic.Uint64
 	ByOutcome                  [5]atomic.Uint64
+	// BrokerSettled counts deliveries the broker settled itself while a
+	// handler held them (transport.ReceiverOptions.OnBrokerSettled).
+	BrokerSettled atomic.Uint64
 }
 
 // Config is what a Link is made with.

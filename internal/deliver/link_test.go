@@ -13,6 +13,7 @@ import (
 	"github.com/amqpactor/amqpactor/internal/deliver"
 	"github.com/amqpactor/amqpactor/internal/protocol"
 	"github.com/amqpactor/amqpactor/messages"
+	"github.com/amqpactor/amqpactor/transport"
 )
 
 // fakeLink hands out the messages in its queue and records what the
@@ -23,6 +24,9 @@ type fakeLink struct {
 	log  []string
 	done chan struct{}
 	once sync.Once
+	// gone are the bodies the broker settled itself: Settle sends nothing
+	// for them and says so.
+	gone map[string]bool
 }
 
 func newFakeLink(bodies ...string) *fakeLink {
@@ -59,6 +63,9 @@ func (l *fakeLink) Receive(ctx context.Context) (*amqp.Message, error) {
 }
 
 func (l *fakeLink) Settle(_ context.Context, m *amqp.Message, o messages.Outcome) error {
+	if l.gone[string(m.GetData())] {
+		return &transport.LinkError{Address: "fake", Op: "receive", Err: transport.ErrSettledByBroker}
+	}
 	l.note("settle " + string(m.GetData()) + " " + o.Kind.String())
 	return nil
 }
@@ -115,8 +122,9 @@ func (o *owner) Ended(error) {}
 // link is a started Link on fl, with what a test reads of it.
 type link struct {
 	*deliver.Link
-	hs *holders
-	wg *sync.WaitGroup // the pump and the settler
+	counters *deliver.Counters
+	hs       *holders
+	wg       *sync.WaitGroup // the pump and the settler
 }
 
 // start starts a Link on fl whose deliveries go to route.
@@ -124,8 +132,9 @@ func start(t *testing.T, fl *fakeLink, credit uint32, route func(*protocol.Deliv
 	t.Helper()
 	hs := &holders{set: map[any]struct{}{}}
 	var wg sync.WaitGroup
+	counters := &deliver.Counters{}
 	l := deliver.New(deliver.Config{
-		Link: fl, Gen: 1, Address: "q", Credit: credit, Holders: hs, Counters: &deliver.Counters{},
+		Link: fl, Gen: 1, Address: "q", Credit: credit, Holders: hs, Counters: counters,
 		Log: slog.New(slog.DiscardHandler), Go: wg.Go,
 		CloseCtx: func(ctx context.Context) (context.Context, context.CancelFunc) {
 			if _, ok := ctx.Deadline(); ok {
@@ -136,7 +145,7 @@ func start(t *testing.T, fl *fakeLink, credit uint32, route func(*protocol.Deliv
 	})
 	l.Start(&owner{l: l, route: route, idle: make(chan struct{})})
 	t.Cleanup(func() { l.End(); wg.Wait() })
-	return link{Link: l, hs: hs, wg: &wg}
+	return link{Link: l, counters: counters, hs: hs, wg: &wg}
 }
 
 // cut is a drain whose graceful part has run out, as the receiver actor
@@ -153,5 +162,33 @@ func (l link) cut(t *testing.T, ctx context.Context) {
 	case <-done:
 	case <-ctx.Done():
 		t.Fatal("the cut link was not closed by its ctx")
+	}
+}
+
+// A handler's outcome for a delivery the broker settled already (RabbitMQ
+// 4.3's release at a consumer timeout) is dropped: nothing more is sent,
+// and it counts as late, not as the outcome it would have been. The
+// deliveries around it settle as usual.
+func TestOutcomeAfterTheBrokerSettledIsDropped(t *testing.T) {
+	fl := newFakeLink("a", "b", "c")
+	fl.gone = map[string]bool{"b": true}
+	l := start(t, fl, 8, func(d *protocol.Delivery) {
+		go d.Settle(messages.Outcome{Kind: messages.Accepted})
+	})
+	c := l.counters
+	deadline := time.Now().Add(5 * time.Second)
+	for c.Dropped.Load() < 1 || len(fl.events()) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("accepted %d, late %d, events %v", c.ByOutcome[messages.Accepted].Load(), c.Dropped.Load(), fl.events())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if a, d := c.ByOutcome[messages.Accepted].Load(), c.Dropped.Load(); a != 2 || d != 1 {
+		t.Errorf("accepted %d, late %d; want 2 and 1", a, d)
+	}
+	for _, e := range fl.events() {
+		if e == "settle b accepted" {
+			t.Errorf("b settled a second time: %v", fl.events())
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/amqpactor/amqpactor/internal/budget"
 	"github.com/amqpactor/amqpactor/messages"
+	"github.com/amqpactor/amqpactor/transport"
 )
 
 // settleItem is one thing for the settler to do, in order with the others.
@@ -135,7 +136,9 @@ func (l *Link) settler(owed, attachOwed uint32, paused bool) {
 							renew = now.Add(dl.Sub(now) / 2)
 						}
 					}
-					if err := link.Settle(sctx, it.raw, it.outcome); err != nil {
+					if err := link.Settle(sctx, it.raw, it.outcome); errors.Is(err, transport.ErrSettledByBroker) {
+						l.dropLate(it.outcome)
+					} else if err != nil {
 						l.cfg.Log.Debug("amqpactor: settle failed", "address", l.cfg.Address, "error", err)
 					}
 				}
@@ -154,6 +157,19 @@ func (l *Link) settler(owed, attachOwed uint32, paused bool) {
 			return
 		}
 	}
+}
+
+// dropLate accounts for a handler's outcome that came after the broker
+// settled its delivery: nothing was sent, so it counts as late rather than
+// as the outcome it would have been.
+func (l *Link) dropLate(o messages.Outcome) {
+	c := l.cfg.Counters
+	if int(o.Kind) < len(c.ByOutcome) {
+		c.ByOutcome[o.Kind].Add(^uint64(0))
+	}
+	c.Dropped.Add(1)
+	l.cfg.Log.Info("amqpactor: handler's outcome dropped: the broker settled the delivery already",
+		"address", l.cfg.Address, "outcome", o.Kind.String())
 }
 
 // close releases what it.release lists, closes the link by it.ctx and

@@ -8,6 +8,7 @@ package live
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/url"
 	"strings"
@@ -91,9 +92,12 @@ func TestSettleModes(t *testing.T) {
 
 // TestPublishRejectedOutcome: a queue with max-length 1 and reject-publish
 // overflow refuses a publish once full; Publish returns *OutcomeError
-// carrying the rejected outcome and naming the address.
+// carrying the rejected outcome and naming the address. RabbitMQ 4.3 also
+// names the queue and the reason (maxlen) in the outcome's info, and the
+// error says both; 4.0 sends no info.
 func TestPublishRejectedOutcome(t *testing.T) {
 	u := brokerURL(t)
+	v := livetest.RabbitMQ(t, u)
 	name := unique("live.full")
 	mgmt(t, u, func(ctx context.Context, m *amqpwire.Management) {
 		_, err := m.DeclareQueue(ctx, amqpwire.QueueSpec{Name: name, Arguments: map[string]any{
@@ -117,6 +121,15 @@ func TestPublishRejectedOutcome(t *testing.T) {
 	require.NotNil(t, oe, "a full reject-publish queue must refuse a publish (quorum queues accept one past the limit)")
 	require.Equal(t, messages.Outcome{Kind: oe.Outcome.Kind}.Kind.String(), "rejected", "outcome %s", oe.Outcome)
 	require.Contains(t, oe.Error(), name, "the error names the address")
+	if !v.AtLeast(4, 3) {
+		require.Empty(t, oe.Queue(), "RabbitMQ %v sends no info: %s", v, oe.Outcome)
+		require.Empty(t, oe.Reason(), "RabbitMQ %v sends no info: %s", v, oe.Outcome)
+		return
+	}
+	require.Equal(t, name, oe.Queue(), "info %v", oe.Outcome.Info)
+	require.Equal(t, "maxlen", oe.Reason(), "info %v", oe.Outcome.Info)
+	require.Contains(t, oe.Error(), fmt.Sprintf("queue %q", name), "the error names the queue")
+	require.Contains(t, oe.Error(), "maxlen", "the error says why")
 }
 
 // TestCreditBoundOnWire: with credit 8 and handlers that hold every

@@ -209,6 +209,7 @@ func outcomeOf(state amqp.DeliveryState) (messages.Outcome, error) {
 		if st.Error != nil {
 			o.Condition = string(st.Error.Condition)
 			o.Description = st.Error.Description
+			o.Info = st.Error.Info
 		}
 		return o, nil
 	case *amqp.StateReleased:
@@ -289,6 +290,9 @@ func (s *Session) NewReceiver(ctx context.Context, o transport.ReceiverOptions) 
 			opts.Name = node.LinkName
 		}
 		if d == address.RabbitMQ4 {
+			if err := s.conn.checkDelayedRetry(o); err != nil {
+				return nil, err
+			}
 			if err := s.conn.declareForReceive(ctx, o, node); err != nil {
 				return nil, err
 			}
@@ -309,6 +313,27 @@ func (s *Session) NewReceiver(ctx context.Context, o transport.ReceiverOptions) 
 			}
 		}
 	}
+	// Set before the attach, since the broker may settle a delivery as
+	// soon as it arrives; out is filled in below.
+	out := &Receiver{window: o.Credit, conn: s.conn, replyNode: replyNode}
+	if !o.Settled && s.conn.settlesHeld() {
+		on := o.OnBrokerSettled
+		opts.OnDeliveryStateChanged = func(m *amqp.Message, state amqp.DeliveryState) {
+			oc, err := outcomeOf(state)
+			if err != nil {
+				return // not terminal: the delivery is still the runtime's
+			}
+			out.brokerSettled(m)
+			// RabbitMQ assigns the link nothing more until the client
+			// settles the delivery too; what it answers does not matter,
+			// the message is back on the queue. Off this goroutine, which
+			// a disposition waits for.
+			go out.unlock(m)
+			if on != nil {
+				on(oc)
+			}
+		}
+	}
 	rcv, err := s.s.NewReceiver(ctx, source, opts)
 	if err != nil {
 		name := source
@@ -321,7 +346,7 @@ func (s *Session) NewReceiver(ctx context.Context, o transport.ReceiverOptions) 
 	if opts.DynamicAddress {
 		addr = rcv.Address()
 	}
-	out := &Receiver{r: rcv, addr: addr, window: o.Credit, conn: s.conn, replyNode: replyNode}
+	out.r, out.addr = rcv, addr
 	if d == address.RabbitMQ4 && !o.Dynamic && o.Address.Kind() == address.KindQueue {
 		out.queue = o.Address.Name()
 	}
@@ -345,6 +370,12 @@ type Receiver struct {
 	queue     string // the RabbitMQ 4 or Artemis queue it receives from, for Consumers
 
 	received atomic.Uint64 // transfers returned by Receive
+
+	// bmu guards gone: the delivery tags of the deliveries the broker
+	// settled itself (the link's goroutine adds, Settle takes away), so
+	// that the runtime's outcome for one is not sent a second time.
+	bmu  sync.Mutex
+	gone map[string]struct{}
 
 	mu      sync.Mutex // guards issued and closing, and orders IssueCredit before Close
 	issued  uint64
@@ -434,6 +465,9 @@ func (r *Receiver) Settle(ctx context.Context, m *amqp.Message, o messages.Outco
 				Err: fmt.Errorf("settle a message that did not come from a receiver link: %v", p)}
 		}
 	}()
+	if r.settledByBroker(m) {
+		return &transport.LinkError{Address: r.addr, Op: "receive", Err: transport.ErrSettledByBroker}
+	}
 	var e *amqp.Error
 	if r.conn.dialect == address.ServiceBus {
 		o, e = serviceBusOutcome(o)
@@ -459,6 +493,53 @@ func (r *Receiver) Settle(ctx context.Context, m *amqp.Message, o messages.Outco
 		return fmt.Errorf("amqpactor: settle on %s: unknown outcome kind %d", r.addr, o.Kind)
 	}
 	return r.conn.linkError(ctx, r.addr, "receive", err)
+}
+
+// settlesHeld reports whether the broker may settle a delivery the
+// runtime still holds: RabbitMQ 4.3 and later do at a quorum queue's
+// consumer timeout. Only then does a receiver watch for it, since go-amqp
+// keeps a copy of every unsettled delivery for the watch.
+func (c *Conn) settlesHeld() bool {
+	if c.amqp == nil {
+		return false
+	}
+	major, minor, ok := rabbitRelease(c.amqp.Properties())
+	return ok && (major > 4 || major == 4 && minor >= 3)
+}
+
+// brokerSettled records that the broker settled m itself (RabbitMQ 4.3
+// releases a delivery held past its quorum queue's consumer timeout).
+// Delivery tags are unique on a link while their deliveries are unsettled.
+func (r *Receiver) brokerSettled(m *amqp.Message) {
+	r.bmu.Lock()
+	if r.gone == nil {
+		r.gone = make(map[string]struct{})
+	}
+	r.gone[string(m.DeliveryTag)] = struct{}{}
+	r.bmu.Unlock()
+}
+
+// unlock settles m, which the broker settled already, so that it assigns
+// the link further deliveries; an error means the link is gone, and with
+// it the broker's wait.
+func (r *Receiver) unlock(m *amqp.Message) {
+	ctx, cancel := closeContext(context.Background())
+	defer cancel()
+	_ = r.r.AcceptMessage(ctx, m)
+}
+
+// settledByBroker reports whether the broker settled m already, and
+// forgets it: each delivery is settled once by the runtime.
+func (r *Receiver) settledByBroker(m *amqp.Message) bool {
+	r.bmu.Lock()
+	defer r.bmu.Unlock()
+	if len(r.gone) == 0 {
+		return false
+	}
+	k := string(m.DeliveryTag)
+	_, ok := r.gone[k]
+	delete(r.gone, k)
+	return ok
 }
 
 // Close stops further credit, drains what is granted (at most drainTimeout),

@@ -1,6 +1,7 @@
 package amqpwire
 
 import (
+	"reflect"
 	"testing"
 
 	"github.com/Azure/go-amqp"
@@ -17,6 +18,11 @@ func TestOutcomeOf(t *testing.T) {
 		{&amqp.StateRejected{}, messages.Outcome{Kind: messages.Rejected}},
 		{&amqp.StateRejected{Error: &amqp.Error{Condition: amqp.ErrCondResourceLimitExceeded, Description: "queue full"}},
 			messages.Outcome{Kind: messages.Rejected, Condition: "amqp:resource-limit-exceeded", Description: "queue full"}},
+		// RabbitMQ 4.3 names the queue that refused a publish and why.
+		{&amqp.StateRejected{Error: &amqp.Error{Condition: amqp.ErrCondResourceLimitExceeded,
+			Info: map[string]any{"queue": "orders", "reason": "maxlen"}}},
+			messages.Outcome{Kind: messages.Rejected, Condition: "amqp:resource-limit-exceeded",
+				Info: map[string]any{"queue": "orders", "reason": "maxlen"}}},
 		{&amqp.StateReleased{}, messages.Outcome{Kind: messages.Released}},
 		{&amqp.StateModified{}, messages.Outcome{Kind: messages.Modified}},
 		{&amqp.StateModified{DeliveryFailed: true, UndeliverableHere: true},
@@ -24,7 +30,7 @@ func TestOutcomeOf(t *testing.T) {
 	}
 	for _, c := range cases {
 		got, err := outcomeOf(c.state)
-		if err != nil || got != c.want {
+		if err != nil || !reflect.DeepEqual(got, c.want) {
 			t.Errorf("outcomeOf(%v) = %v, %v; want %v", c.state, got, err, c.want)
 		}
 	}
