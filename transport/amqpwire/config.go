@@ -62,6 +62,8 @@ type connector struct {
 	// current indexes the target that connected last: String names it and
 	// Connect tries it first.
 	current atomic.Int32
+	// tokens: the newest token when Config.TokenSource is set, else nil.
+	tokens *tokens
 }
 
 // target is one endpoint of a connector.
@@ -76,6 +78,9 @@ type target struct {
 // URL.
 func New(cfg Config) transport.Connector {
 	c := &connector{cfg: endpoint.Redacted(cfg)}
+	if cfg.TokenSource != nil {
+		c.tokens = &tokens{source: cfg.TokenSource}
+	}
 	for _, u := range append([]string{cfg.URL}, cfg.Failover...) {
 		t := target{url: secret.New(u), redacted: endpoint.RedactURL(u)}
 		if cfg.Logger != nil {
@@ -105,15 +110,19 @@ func (c *connector) String() string { return c.targets[c.current.Load()].redacte
 // Connect rather than by the first failover.
 func (c *connector) Connect(ctx context.Context) (transport.Conn, error) {
 	for i := range c.targets {
-		if _, err := c.prepare(&c.targets[i]); err != nil {
+		if _, err := c.prepare(&c.targets[i], ""); err != nil {
 			return nil, err
 		}
+	}
+	tok, err := c.token(ctx)
+	if err != nil {
+		return nil, err
 	}
 	start := int(c.current.Load())
 	var errs []error
 	for k := range c.targets {
 		i := (start + k) % len(c.targets)
-		conn, err := c.connect(ctx, &c.targets[i])
+		conn, err := c.connect(ctx, &c.targets[i], tok)
 		if err == nil {
 			if i != start {
 				conn.log.Warn("amqpactor: failed over", "from", c.targets[start].redacted)
@@ -130,6 +139,26 @@ func (c *connector) Connect(ctx context.Context) (transport.Conn, error) {
 		return nil, errs[0]
 	}
 	return nil, &failoverError{errs: errs}
+}
+
+// tokenGrant is the token a Connect authenticates with, and its life.
+type tokenGrant struct {
+	token       string
+	got, expiry time.Time
+}
+
+// token is the newest token when the Config has a token source; a failing
+// source fails the Connect, which is retried as an unreachable broker is.
+func (c *connector) token(ctx context.Context) (tokenGrant, error) {
+	if c.tokens == nil {
+		return tokenGrant{}, nil
+	}
+	got := time.Now()
+	tok, exp, err := c.tokens.current(ctx)
+	if err != nil {
+		return tokenGrant{}, &endpoint.ConnectError{URL: c.String(), Msg: "no token", Err: err}
+	}
+	return tokenGrant{token: tok, got: got, expiry: exp}, nil
 }
 
 // failoverError is what Connect returns when no endpoint could be reached:
