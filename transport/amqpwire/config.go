@@ -13,6 +13,7 @@ import (
 	"github.com/amqpactor/amqpactor/internal/secret"
 	"github.com/amqpactor/amqpactor/transport"
 	"github.com/amqpactor/amqpactor/transport/internal/endpoint"
+	"github.com/amqpactor/amqpactor/transport/internal/token"
 )
 
 // SASL chooses the SASL mechanism of a connection. It is an alias of the
@@ -63,7 +64,7 @@ type connector struct {
 	// Connect tries it first.
 	current atomic.Int32
 	// tokens: the newest token when Config.TokenSource is set, else nil.
-	tokens *tokens
+	tokens *token.Cache
 }
 
 // target is one endpoint of a connector.
@@ -78,9 +79,7 @@ type target struct {
 // URL.
 func New(cfg Config) transport.Connector {
 	c := &connector{cfg: endpoint.Redacted(cfg)}
-	if cfg.TokenSource != nil {
-		c.tokens = &tokens{source: cfg.TokenSource}
-	}
+	c.tokens = token.NewCache(cfg.TokenSource)
 	for _, u := range append([]string{cfg.URL}, cfg.Failover...) {
 		t := target{url: secret.New(u), redacted: endpoint.RedactURL(u)}
 		if cfg.Logger != nil {
@@ -114,7 +113,7 @@ func (c *connector) Connect(ctx context.Context) (transport.Conn, error) {
 			return nil, err
 		}
 	}
-	tok, err := c.token(ctx)
+	tok, err := c.tokens.Grant(ctx, c.String())
 	if err != nil {
 		return nil, err
 	}
@@ -139,26 +138,6 @@ func (c *connector) Connect(ctx context.Context) (transport.Conn, error) {
 		return nil, errs[0]
 	}
 	return nil, &failoverError{errs: errs}
-}
-
-// tokenGrant is the token a Connect authenticates with, and its life.
-type tokenGrant struct {
-	token       string
-	got, expiry time.Time
-}
-
-// token is the newest token when the Config has a token source; a failing
-// source fails the Connect, which is retried as an unreachable broker is.
-func (c *connector) token(ctx context.Context) (tokenGrant, error) {
-	if c.tokens == nil {
-		return tokenGrant{}, nil
-	}
-	got := time.Now()
-	tok, exp, err := c.tokens.current(ctx)
-	if err != nil {
-		return tokenGrant{}, &endpoint.ConnectError{URL: c.String(), Msg: "no token", Err: err}
-	}
-	return tokenGrant{token: tok, got: got, expiry: exp}, nil
 }
 
 // failoverError is what Connect returns when no endpoint could be reached:

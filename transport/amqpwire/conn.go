@@ -19,6 +19,7 @@ import (
 	"github.com/amqpactor/amqpactor/transport"
 	"github.com/amqpactor/amqpactor/transport/internal/coalesce"
 	"github.com/amqpactor/amqpactor/transport/internal/endpoint"
+	"github.com/amqpactor/amqpactor/transport/internal/token"
 )
 
 // keepAlive is the TCP keepalive probe interval of every connection.
@@ -58,8 +59,8 @@ func (c *connector) prepare(t *target, token string) (prepared, error) {
 	return p, nil
 }
 
-func (c *connector) connect(ctx context.Context, t *target, tok tokenGrant) (*Conn, error) {
-	p, err := c.prepare(t, tok.token)
+func (c *connector) connect(ctx context.Context, t *target, tok token.Grant) (*Conn, error) {
+	p, err := c.prepare(t, tok.Token)
 	if err != nil {
 		return nil, err
 	}
@@ -154,7 +155,7 @@ func (c *connector) connect(ctx context.Context, t *target, tok tokenGrant) (*Co
 	conn.mgmt = &Management{conn: conn}
 	conn.artemis = &ArtemisManagement{conn: conn}
 	if c.tokens != nil {
-		conn.startTokens(c.tokens, tok.got, tok.expiry)
+		conn.startTokens(c.tokens, tok)
 	}
 	t.log.Debug("amqpactor: connected", "sasl", mech, "tls", ep.TLS)
 	return conn, nil
@@ -178,7 +179,7 @@ type Conn struct {
 	declared declared
 	// tokens: the expiry of the token the broker holds and why it was not
 	// renewed; written by the refresher (token.go), read by Err.
-	tokens tokenState
+	tokens token.State
 
 	closeOnce sync.Once
 	closeErr  error
@@ -207,7 +208,7 @@ func (c *Conn) Err() error {
 		// only its text.
 		return fmt.Errorf("amqpactor: connection to %s ended: %w", c.url, ge)
 	}
-	if te := c.tokens.expiredWith(time.Now()); te != nil {
+	if te := c.tokens.ExpiredWith(time.Now()); te != nil {
 		// The broker ends a connection whose token expired; say why it
 		// was not renewed.
 		return fmt.Errorf("amqpactor: connection to %s ended after its token expired (%w): %w", c.url, te, describe(err))

@@ -1,21 +1,22 @@
 package amqpwire
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/amqpactor/amqpactor/address"
+	"github.com/amqpactor/amqpactor/transport/internal/token"
 )
 
-// fakeSource hands out tok-1, tok-2, … each living life.
+// fakeSource hands out tok-secret-1, tok-secret-2, … each living life.
 type fakeSource struct {
 	life  time.Duration
 	calls atomic.Int64
@@ -24,89 +25,6 @@ type fakeSource struct {
 func (s *fakeSource) get(context.Context) (string, time.Time, error) {
 	n := s.calls.Add(1)
 	return fmt.Sprintf("tok-secret-%d", n), time.Now().Add(s.life), nil
-}
-
-// testRefresher runs a refresher on k with put and short retries; the
-// returned func stops it and waits for it.
-func testRefresher(t *testing.T, k *tokens, put func(context.Context, string) error, log *slog.Logger) (*tokenState, func()) {
-	t.Helper()
-	got := time.Now()
-	_, exp, err := k.current(context.Background())
-	require.NoError(t, err)
-	done := make(chan struct{})
-	st := &tokenState{}
-	r := &refresher{tokens: k, put: put, log: log, st: st, done: done, retryFirst: 50 * time.Millisecond, minLead: 100 * time.Millisecond}
-	finished := make(chan struct{})
-	go func() { defer close(finished); r.run(got, exp) }()
-	var once sync.Once
-	stop := func() { once.Do(func() { close(done); <-finished }) }
-	t.Cleanup(stop)
-	return st, stop
-}
-
-// The broker is handed a new token before the one it holds expires, every
-// time, and the next Connect uses the newest.
-func TestRefresherRenewsBeforeExpiry(t *testing.T) {
-	src := &fakeSource{life: 400 * time.Millisecond}
-	k := &tokens{source: src.get}
-	var mu sync.Mutex
-	var puts []string
-	var late atomic.Int64
-	heldUntil := time.Now().Add(src.life)
-	put := func(_ context.Context, tok string) error {
-		mu.Lock()
-		defer mu.Unlock()
-		if time.Now().After(heldUntil) {
-			late.Add(1)
-		}
-		heldUntil = time.Now().Add(src.life)
-		puts = append(puts, tok)
-		return nil
-	}
-	st, stop := testRefresher(t, k, put, slog.New(slog.DiscardHandler))
-	time.Sleep(2 * time.Second)
-	stop()
-	mu.Lock()
-	defer mu.Unlock()
-	require.GreaterOrEqual(t, len(puts), 4, "renewed every token: %v", puts)
-	require.Zero(t, late.Load(), "no token expired before its successor came")
-	for i, p := range puts {
-		require.Equal(t, fmt.Sprintf("tok-secret-%d", i+2), p, "each renewal a fresh token")
-	}
-	require.NoError(t, st.expiredWith(time.Now().Add(time.Hour)), "no failure recorded")
-	require.Equal(t, puts[len(puts)-1], k.token(), "a reconnect uses the newest token")
-}
-
-// A renewal the broker keeps refusing is retried a bounded number of times
-// and logged without the token; once the token expires the cause is kept
-// for the connection's error, and nothing more is tried.
-func TestRefresherFailsBoundedAndSaysWhy(t *testing.T) {
-	src := &fakeSource{life: 2 * time.Second}
-	k := &tokens{source: src.get}
-	var tries atomic.Int64
-	put := func(_ context.Context, tok string) error {
-		tries.Add(1)
-		return errors.New("broker says no to " + tok) // a peer that quotes the token
-	}
-	var logs bytes.Buffer
-	var logMu sync.Mutex
-	log := slog.New(slog.NewTextHandler(lockedWriter{&logs, &logMu}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	st, stop := testRefresher(t, k, put, log)
-	require.Eventually(t, func() bool { return st.expiredWith(time.Now()) != nil }, 5*time.Second, 10*time.Millisecond)
-	time.Sleep(300 * time.Millisecond)
-	stop()
-	n := tries.Load()
-	require.GreaterOrEqual(t, n, int64(2), "retried")
-	require.LessOrEqual(t, n, int64(tokenRefreshTries), "bounded")
-	err := st.expiredWith(time.Now())
-	require.ErrorContains(t, err, "unrenewed")
-	logMu.Lock()
-	text := logs.String()
-	logMu.Unlock()
-	require.Contains(t, text, "token refresh failed")
-	for _, s := range []string{text, err.Error()} {
-		require.NotContains(t, s, "tok-secret", "no token printed")
-	}
 }
 
 // A failing source fails the Connect (retried as an unreachable broker),
@@ -138,13 +56,15 @@ func TestTokenSourceConnect(t *testing.T) {
 	require.False(t, strings.Contains(fmt.Sprintf("%+v %#v", c, c), "tok-secret"), "fmt shows no token")
 }
 
-type lockedWriter struct {
-	b  *bytes.Buffer
-	mu *sync.Mutex
-}
-
-func (w lockedWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
+// A broker that cannot take a new token on a live connection (Artemis,
+// RabbitMQ 4.0) gets no renewal attempt; once the token expires, the
+// connection's error says why it ended.
+func TestTokenOnBrokerThatCannotRenew(t *testing.T) {
+	for _, d := range []address.Dialect{address.Artemis, address.RabbitMQ4} {
+		c := &Conn{dialect: d, log: slog.New(slog.DiscardHandler)}
+		exp := time.Now().Add(time.Hour)
+		c.startTokens(token.NewCache((&fakeSource{life: time.Hour}).get), token.Grant{Token: "tok-secret-1", Got: time.Now(), Expiry: exp})
+		require.NoError(t, c.tokens.ExpiredWith(time.Now()), "not yet expired")
+		require.ErrorIs(t, c.tokens.ExpiredWith(exp.Add(time.Second)), ErrTokenRefreshUnsupported, "%s", d)
+	}
 }
