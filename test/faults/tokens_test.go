@@ -22,6 +22,8 @@ import (
 	"github.com/amqpactor/amqpactor"
 	"github.com/amqpactor/amqpactor/test/harness"
 	"github.com/amqpactor/amqpactor/test/kit/livetest"
+	"github.com/amqpactor/amqpactor/transport"
+	"github.com/amqpactor/amqpactor/transport/amqp091"
 	"github.com/amqpactor/amqpactor/transport/amqpwire"
 )
 
@@ -87,17 +89,22 @@ func scriptOut(t *testing.T, args ...string) string {
 // everlasting is never asked to renew them.
 func TestTokenExpiryEndsUnrenewedConnection(t *testing.T) {
 	u, s := oauth2Broker(t)
-	c, err := amqpwire.New(amqpwire.Config{URL: u, Dialect: amqpactor.RabbitMQ4,
+	cfg := amqpwire.Config{URL: u, Dialect: amqpactor.RabbitMQ4,
 		TokenSource: func(context.Context) (string, time.Time, error) {
 			return s.token(time.Now().Add(3 * time.Second)), time.Time{}, nil
-		}}).Connect(harness.Bound(t, 30*time.Second))
-	require.NoError(t, err, "the broker takes the token")
-	defer func() { _ = c.Close(context.Background()) }()
-	select {
-	case <-c.Done():
-		t.Logf("the broker ended the connection: %v", c.Err())
-	case <-time.After(30 * time.Second):
-		t.Fatal("the broker kept a connection whose token expired")
+		}}
+	for name, c := range map[string]transport.Connector{"amqp10": amqpwire.New(cfg), "amqp091": amqp091.New(cfg)} {
+		t.Run(name, func(t *testing.T) {
+			conn, err := c.Connect(harness.Bound(t, 30*time.Second))
+			require.NoError(t, err, "the broker takes the token")
+			defer func() { _ = conn.Close(context.Background()) }()
+			select {
+			case <-conn.Done():
+				t.Logf("the broker ended the connection: %v", conn.Err())
+			case <-time.After(30 * time.Second):
+				t.Fatal("the broker kept a connection whose token expired")
+			}
+		})
 	}
 }
 
@@ -107,8 +114,19 @@ func TestTokenRefreshKeepsConnection(t *testing.T) {
 	if testing.Short() && os.Getenv("REQUIRE_LIVE") != "1" {
 		t.Skip("three minutes long: skipped by -short outside REQUIRE_LIVE=1")
 	}
+	tokenRefreshScenario(t, amqpactor.Dial, 30*time.Second, 3*time.Minute)
+}
+
+// The same over AMQP 0-9-1, where the token is renewed by
+// connection.update-secret: tokens of 10 s for 45 s.
+func TestTokenRefreshKeepsConnection091(t *testing.T) {
+	tokenRefreshScenario(t, amqpactor.Dial091, 10*time.Second, 45*time.Second)
+}
+
+// tokenRefreshScenario publishes and consumes for run on one connection
+// dialled with tokens living life, and checks it was never lost.
+func tokenRefreshScenario(t *testing.T, dial func(string, ...amqpactor.DialOption) amqpactor.Connector, life, run time.Duration) {
 	u, s := oauth2Broker(t)
-	const life, run = 30 * time.Second, 3 * time.Minute
 	var issued atomic.Int64
 	var lastTok atomic.Value
 	src := func(context.Context) (string, time.Time, error) {
@@ -121,7 +139,7 @@ func TestTokenRefreshKeepsConnection(t *testing.T) {
 	log, logs := harness.NewLog(t)
 	var mu sync.Mutex
 	var conn []amqpactor.StateChange
-	app := amqpactor.New(amqpactor.Dial(u, amqpactor.WithDialect(amqpactor.RabbitMQ4), amqpactor.WithTokenSource(src)),
+	app := amqpactor.New(dial(u, amqpactor.WithDialect(amqpactor.RabbitMQ4), amqpactor.WithTokenSource(src)),
 		amqpactor.WithLogger(log), amqpactor.WithBackoff(backoffInitial, backoffMax), amqpactor.WithCloseTimeout(3*time.Second),
 		amqpactor.WithStateChanges(func(c amqpactor.StateChange) {
 			if c.Kind == "connection" {
