@@ -222,8 +222,9 @@ func (c *connector) Connect(ctx context.Context) (transport.Conn, error) {
 		case errors.As(r.err, &re) && re.Code == rmq.AccessRefused:
 			ce := fail("authentication failed (SASL "+mech+")", r.err)
 			// A token may be refused for being stale: the next Connect
-			// asks the source again.
+			// asks the source for another.
 			ce.Permanent = c.tokens == nil
+			c.tokens.Refused()
 			return nil, ce
 		case ctx.Err() != nil:
 			return nil, fail("AMQP open timed out", r.err)

@@ -33,9 +33,9 @@ type prepared struct {
 }
 
 // prepare parses t and decides its SASL mechanism, so that a refusal sends
-// nothing anywhere; token, when the Config has a token source, is the PLAIN
+// nothing anywhere; tok, when the Config has a token source, is the PLAIN
 // password.
-func (c *connector) prepare(t *target, token string) (prepared, error) {
+func (c *connector) prepare(t *target, tok string) (prepared, error) {
 	ep, err := endpoint.Parse(t.url(), t.redacted)
 	if err != nil {
 		return prepared{}, err
@@ -45,7 +45,7 @@ func (c *connector) prepare(t *target, token string) (prepared, error) {
 		return prepared{}, err
 	}
 	if c.tokens != nil {
-		ep.Password = token
+		ep.Password = tok
 	}
 	p := prepared{ep: ep, mech: mech}
 	switch mech {
@@ -134,8 +134,9 @@ func (c *connector) connect(ctx context.Context, t *target, tok token.Grant) (*C
 			ce := fail("authentication failed (SASL "+mech+")",
 				&endpoint.Scrubbed{Text: "the broker refused the credentials (SASL outcome code " + code + ")", Err: err})
 			// A token may be refused for being stale: the next Connect
-			// asks the source again.
+			// asks the source for another.
 			ce.Permanent = c.tokens == nil
+			c.tokens.Refused()
 			return nil, ce
 		case strings.Contains(text, "no supported auth mechanism"):
 			msg = "SASL " + mech + " not offered by the broker"

@@ -86,6 +86,17 @@ func (k *Cache) Fresh(ctx context.Context) (string, time.Time, error) {
 	return k.fetchLocked(ctx)
 }
 
+// Refused forgets the token kept, which the broker refused at connect
+// (revoked, or expired early), so that the next Grant asks the source.
+func (k *Cache) Refused() {
+	if k == nil {
+		return
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.token, k.expiry = nil, time.Time{}
+}
+
 // Newest is the token kept last.
 func (k *Cache) Newest() string {
 	k.mu.Lock()

@@ -133,3 +133,18 @@ func TestGrantFailingSource(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, g.Token, "no source, no token")
 }
+
+// A token the broker refused at connect is not offered again.
+func TestRefusedTokenNotReused(t *testing.T) {
+	src := &fakeSource{life: time.Hour}
+	k := NewCache(src.get)
+	g1, err := k.Grant(context.Background(), "amqp://broker/")
+	require.NoError(t, err)
+	g2, err := k.Grant(context.Background(), "amqp://broker/")
+	require.NoError(t, err)
+	require.Equal(t, g1.Token, g2.Token, "a live token is reused")
+	k.Refused()
+	g3, err := k.Grant(context.Background(), "amqp://broker/")
+	require.NoError(t, err)
+	require.NotEqual(t, g1.Token, g3.Token, "a refused one is not")
+}
