@@ -118,7 +118,7 @@ test-live43:
 	$(GO) test $(TESTMOD) -race -count=1 -skip '/artemis' $(filter-out ./test/artemis,$(LIVE_PKGS)); \
 	if [ -d test/faults ]; then \
 		echo "make test: fault injection on RabbitMQ 4.3" >&2; \
-		$(GO) test $(TESTMOD) -race -count=1 -p 1 -skip '/artemis' ./test/faults/; \
+		$(GO) test $(TESTMOD) -race -count=1 -p 1 -timeout 25m -skip '/artemis' ./test/faults/; \
 	fi
 
 check:

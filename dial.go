@@ -1,6 +1,7 @@
 package amqpactor
 
 import (
+	"context"
 	"crypto/tls"
 	"log/slog"
 	"time"
@@ -81,4 +82,25 @@ func WithDialLogger(l *slog.Logger) DialOption { return func(c *amqpwire.Config)
 // and StateChange.Address name the endpoint the connection is on.
 func WithFailover(urls ...string) DialOption {
 	return func(c *amqpwire.Config) { c.Failover = append(c.Failover, urls...) }
+}
+
+// WithTokenSource authenticates with a token, an OAuth 2 access token (a
+// JWT) as RabbitMQ's OAuth 2 backend takes it: the password of SASL PLAIN,
+// with the URL's user (none is needed). source returns a fresh token and
+// when it expires (zero: never); it is called for every new connection, so
+// a reconnect always uses the newest token, and, on RabbitMQ 4.1 and later
+// over AMQP 1.0, once three quarters of a token's life has passed, to hand
+// the broker a new one on the live connection (a PUT to /auth/tokens on
+// its management node), which then goes on undisturbed. A failed renewal is
+// logged and tried again a few times before the token expires; if it still
+// fails, the broker ends the connection at the expiry and the runtime
+// reconnects with a fresh token, the connection's state naming the cause.
+// A broker that cannot take a new token on a live connection (RabbitMQ
+// 4.0, ActiveMQ Artemis) ends it at the expiry: the connection's error
+// then wraps amqpwire.ErrTokenRefreshUnsupported, and the runtime
+// reconnects. Dial091 renews with 0-9-1's connection.update-secret. No
+// token appears in any log line or error. source must honour ctx; it is
+// called from the connection's goroutines, never two at once.
+func WithTokenSource(source func(ctx context.Context) (token string, expiry time.Time, err error)) DialOption {
+	return func(c *amqpwire.Config) { c.TokenSource = source }
 }

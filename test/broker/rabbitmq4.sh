@@ -18,6 +18,13 @@
 #   rabbitmq4.sh version     print the selected version (4.0 or 4.3)
 #   rabbitmq4.sh ctl ARGS..  run rabbitmqctl against the selected node (rabbit4@localhost
 #                            or rabbit43@localhost) inside its chroot
+#   rabbitmq4.sh oauth2 on KID JWK
+#                            let the running node also take OAuth 2 tokens (JWTs) as the
+#                            PLAIN password: enable rabbitmq_auth_backend_oauth2, try it after
+#                            the internal backend (internal users keep working), resource server
+#                            id "amqpactor" (scopes amqpactor.configure:*/* …), and add the
+#                            signing key JWK (JSON) as KID; no restart
+#   rabbitmq4.sh oauth2 off  the internal backend alone again
 #   rabbitmq4.sh reset       wipe the broker this script started to an empty node
 #   rabbitmq4.sh kill9       crash the broker: kill -9 its Erlang VM (and the chroot's epmd);
 #                            `start` brings it back (fault-injection tests)
@@ -397,6 +404,26 @@ cmd_reset() {
 	log "reset done"
 }
 
+# oauth2 on KID JWK | off: the node's OAuth 2 backend, set on the running
+# node (application environment and signing keys), so tests that need it
+# make their own key and nothing else restarts; a restart forgets it.
+cmd_oauth2() {
+	case "$1" in
+	on)
+		[ -n "$2" ] && [ -n "$3" ] || die "usage: oauth2 on KID JWK"
+		timeout "$CTL_TIMEOUT" chroot "$DIR" env HOME=/var/lib/rabbitmq \
+			rabbitmq-plugins -n "$NODE" enable rabbitmq_auth_backend_oauth2 >&2
+		ctl eval 'ok = application:set_env(rabbitmq_auth_backend_oauth2, resource_server_id, <<"amqpactor">>),
+			ok = application:set_env(rabbit, auth_backends, [rabbit_auth_backend_internal, rabbit_auth_backend_oauth2]).' >&2
+		ctl add_signing_key "$2" --json="$3" >&2
+		;;
+	off)
+		ctl eval 'ok = application:set_env(rabbit, auth_backends, [rabbit_auth_backend_internal]).' >&2
+		;;
+	*) die "usage: oauth2 on KID JWK | oauth2 off" ;;
+	esac
+}
+
 cmd_url() {
 	echo "amqp://guest:guest@127.0.0.1:$PORT/"
 }
@@ -626,8 +653,12 @@ ctl)
 	need_root
 	ctl "$@"
 	;;
+oauth2)
+	need_root
+	cmd_oauth2 "${2:-}" "${3:-}" "${4:-}"
+	;;
 *)
-	echo "usage: $0 start|stop|reset|url|version|status|kill9|ctl ARGS..|cluster-start|cluster-stop|cluster-kill N|cluster-restart N|cluster-urls|cluster-ctl N ARGS.." >&2
+	echo "usage: $0 start|stop|reset|url|version|status|kill9|ctl ARGS..|oauth2 on KID JWK|oauth2 off|cluster-start|cluster-stop|cluster-kill N|cluster-restart N|cluster-urls|cluster-ctl N ARGS.." >&2
 	exit 2
 	;;
 esac

@@ -18,6 +18,7 @@ import (
 	"github.com/amqpactor/amqpactor/transport"
 	"github.com/amqpactor/amqpactor/transport/internal/coalesce"
 	"github.com/amqpactor/amqpactor/transport/internal/endpoint"
+	"github.com/amqpactor/amqpactor/transport/internal/token"
 )
 
 // Defaults applied to zero fields of Config.
@@ -43,13 +44,15 @@ type connector struct {
 	url      secret.String // the URL as given, password and all
 	redacted string
 	log      *slog.Logger
+	// tokens: the newest token when Config.TokenSource is set, else nil.
+	tokens *token.Cache
 }
 
 // New returns a connector for cfg. It never fails: a malformed URL or an
 // unsafe combination of settings is reported by Connect, naming the URL
 // without its password.
 func New(cfg Config) transport.Connector {
-	c := &connector{cfg: cfg, url: secret.New(cfg.URL), redacted: endpoint.RedactURL(cfg.URL)}
+	c := &connector{cfg: cfg, url: secret.New(cfg.URL), redacted: endpoint.RedactURL(cfg.URL), tokens: token.NewCache(cfg.TokenSource)}
 	c.cfg.URL, c.cfg.Failover = c.redacted, nil // 0-9-1 has no failover
 	if cfg.Logger != nil {
 		c.log = cfg.Logger.With("broker", c.redacted)
@@ -102,6 +105,13 @@ func (c *connector) Connect(ctx context.Context) (transport.Conn, error) {
 	mech, err := endpoint.Mechanism(c.cfg, ep, c.redacted)
 	if err != nil {
 		return nil, err
+	}
+	grant, err := c.tokens.Grant(ctx, c.redacted)
+	if err != nil {
+		return nil, err
+	}
+	if c.tokens != nil {
+		ep.Password = grant.Token
 	}
 	fail := func(msg string, err error) *endpoint.ConnectError {
 		return &endpoint.ConnectError{URL: c.redacted, Msg: msg, Err: endpoint.Scrub(err, ep.Password)}
@@ -211,7 +221,10 @@ func (c *connector) Connect(ctx context.Context) (transport.Conn, error) {
 			return nil, fail("SASL "+mech+" not offered by the broker", r.err)
 		case errors.As(r.err, &re) && re.Code == rmq.AccessRefused:
 			ce := fail("authentication failed (SASL "+mech+")", r.err)
-			ce.Permanent = true
+			// A token may be refused for being stale: the next Connect
+			// asks the source for another.
+			ce.Permanent = c.tokens == nil
+			c.tokens.Refused()
 			return nil, ce
 		case ctx.Err() != nil:
 			return nil, fail("AMQP open timed out", r.err)
@@ -219,7 +232,14 @@ func (c *connector) Connect(ctx context.Context) (transport.Conn, error) {
 		return nil, fail("dial", r.err)
 	}
 	c.log.Debug("amqpactor: connected (AMQP 0-9-1)", "sasl", mech, "tls", ep.TLS)
-	return newConn(c, r.conn), nil
+	k := newConn(c, r.conn)
+	if c.tokens != nil && !grant.Expiry.IsZero() {
+		// RabbitMQ takes a new secret on a live 0-9-1 connection.
+		rn := &token.Renewer{Cache: c.tokens, Put: k.updateSecret, Log: c.log, State: &k.tokens, Done: k.done,
+			RetryFirst: token.RetryFirst, MinLead: token.MinLead}
+		go rn.Run(grant)
+	}
+	return k, nil
 }
 
 // plainURL is an amqps URL as amqp091-go is given it when the connector

@@ -7,12 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/Azure/go-amqp"
 	rmq "github.com/rabbitmq/amqp091-go"
 
 	"github.com/amqpactor/amqpactor/transport"
 	"github.com/amqpactor/amqpactor/transport/internal/endpoint"
+	"github.com/amqpactor/amqpactor/transport/internal/token"
 )
 
 // Conn is one AMQP 0-9-1 connection. It implements transport.Conn and
@@ -34,6 +36,9 @@ type Conn struct {
 	// address they report: a request naming one as its reply-to must be
 	// published on that receiver's channel (see Session.publishVia).
 	replies sync.Map
+	// tokens: the expiry of the token the broker holds and why it was not
+	// renewed; written by the renewer, read by Err.
+	tokens token.State
 }
 
 var (
@@ -50,12 +55,32 @@ func newConn(c *connector, conn *rmq.Connection) *Conn {
 		if ok && e != nil {
 			k.errMu.Lock()
 			k.err = fmt.Errorf("amqpactor: connection to %s ended: %w", c.redacted, lost(e, true))
+			if te := k.tokens.ExpiredWith(time.Now()); te != nil {
+				k.err = fmt.Errorf("amqpactor: connection to %s ended after its token expired (%w): %w", c.redacted, te, lost(e, true))
+			}
 			k.errMu.Unlock()
 			c.log.Warn("amqpactor: connection closed by the broker", "code", e.Code, "reason", e.Reason)
 		}
 		close(k.done)
 	}()
 	return k
+}
+
+// updateSecret hands the broker a new token for this connection
+// (connection.update-secret); amqp091-go's call has no context, so a
+// caller that gives up leaves it to end with the connection.
+func (c *Conn) updateSecret(ctx context.Context, tok string) error {
+	done := make(chan error, 1)
+	go func() { done <- c.conn.UpdateSecret(tok, "token renewed") }()
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("amqpactor: update-secret on %s: %w", c.c.redacted, err)
+		}
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("amqpactor: update-secret on %s: %w", c.c.redacted, ctx.Err())
+	}
 }
 
 // Done is closed when the connection ends, by Close or by failure.

@@ -13,6 +13,7 @@ import (
 	"github.com/amqpactor/amqpactor/internal/secret"
 	"github.com/amqpactor/amqpactor/transport"
 	"github.com/amqpactor/amqpactor/transport/internal/endpoint"
+	"github.com/amqpactor/amqpactor/transport/internal/token"
 )
 
 // SASL chooses the SASL mechanism of a connection. It is an alias of the
@@ -62,6 +63,8 @@ type connector struct {
 	// current indexes the target that connected last: String names it and
 	// Connect tries it first.
 	current atomic.Int32
+	// tokens: the newest token when Config.TokenSource is set, else nil.
+	tokens *token.Cache
 }
 
 // target is one endpoint of a connector.
@@ -76,6 +79,7 @@ type target struct {
 // URL.
 func New(cfg Config) transport.Connector {
 	c := &connector{cfg: endpoint.Redacted(cfg)}
+	c.tokens = token.NewCache(cfg.TokenSource)
 	for _, u := range append([]string{cfg.URL}, cfg.Failover...) {
 		t := target{url: secret.New(u), redacted: endpoint.RedactURL(u)}
 		if cfg.Logger != nil {
@@ -105,15 +109,19 @@ func (c *connector) String() string { return c.targets[c.current.Load()].redacte
 // Connect rather than by the first failover.
 func (c *connector) Connect(ctx context.Context) (transport.Conn, error) {
 	for i := range c.targets {
-		if _, err := c.prepare(&c.targets[i]); err != nil {
+		if _, err := c.prepare(&c.targets[i], ""); err != nil {
 			return nil, err
 		}
+	}
+	tok, err := c.tokens.Grant(ctx, c.String())
+	if err != nil {
+		return nil, err
 	}
 	start := int(c.current.Load())
 	var errs []error
 	for k := range c.targets {
 		i := (start + k) % len(c.targets)
-		conn, err := c.connect(ctx, &c.targets[i])
+		conn, err := c.connect(ctx, &c.targets[i], tok)
 		if err == nil {
 			if i != start {
 				conn.log.Warn("amqpactor: failed over", "from", c.targets[start].redacted)

@@ -19,6 +19,7 @@ import (
 	"github.com/amqpactor/amqpactor/transport"
 	"github.com/amqpactor/amqpactor/transport/internal/coalesce"
 	"github.com/amqpactor/amqpactor/transport/internal/endpoint"
+	"github.com/amqpactor/amqpactor/transport/internal/token"
 )
 
 // keepAlive is the TCP keepalive probe interval of every connection.
@@ -32,8 +33,9 @@ type prepared struct {
 }
 
 // prepare parses t and decides its SASL mechanism, so that a refusal sends
-// nothing anywhere.
-func (c *connector) prepare(t *target) (prepared, error) {
+// nothing anywhere; tok, when the Config has a token source, is the PLAIN
+// password.
+func (c *connector) prepare(t *target, tok string) (prepared, error) {
 	ep, err := endpoint.Parse(t.url(), t.redacted)
 	if err != nil {
 		return prepared{}, err
@@ -41,6 +43,9 @@ func (c *connector) prepare(t *target) (prepared, error) {
 	mech, err := endpoint.Mechanism(c.cfg, ep, t.redacted)
 	if err != nil {
 		return prepared{}, err
+	}
+	if c.tokens != nil {
+		ep.Password = tok
 	}
 	p := prepared{ep: ep, mech: mech}
 	switch mech {
@@ -54,8 +59,8 @@ func (c *connector) prepare(t *target) (prepared, error) {
 	return p, nil
 }
 
-func (c *connector) connect(ctx context.Context, t *target) (*Conn, error) {
-	p, err := c.prepare(t)
+func (c *connector) connect(ctx context.Context, t *target, tok token.Grant) (*Conn, error) {
+	p, err := c.prepare(t, tok.Token)
 	if err != nil {
 		return nil, err
 	}
@@ -128,7 +133,10 @@ func (c *connector) connect(ctx context.Context, t *target) (*Conn, error) {
 			code := strings.TrimSuffix(strings.TrimSpace(text[strings.Index(text, saslFailed)+len(saslFailed):]), ":")
 			ce := fail("authentication failed (SASL "+mech+")",
 				&endpoint.Scrubbed{Text: "the broker refused the credentials (SASL outcome code " + code + ")", Err: err})
-			ce.Permanent = true
+			// A token may be refused for being stale: the next Connect
+			// asks the source for another.
+			ce.Permanent = c.tokens == nil
+			c.tokens.Refused()
 			return nil, ce
 		case strings.Contains(text, "no supported auth mechanism"):
 			msg = "SASL " + mech + " not offered by the broker"
@@ -147,6 +155,9 @@ func (c *connector) connect(ctx context.Context, t *target) (*Conn, error) {
 	}
 	conn.mgmt = &Management{conn: conn}
 	conn.artemis = &ArtemisManagement{conn: conn}
+	if c.tokens != nil {
+		conn.startTokens(c.tokens, tok)
+	}
 	t.log.Debug("amqpactor: connected", "sasl", mech, "tls", ep.TLS)
 	return conn, nil
 }
@@ -167,6 +178,9 @@ type Conn struct {
 	artemis   *ArtemisManagement
 	// declared: the nodes declared for the anonymous terminus (relay.go).
 	declared declared
+	// tokens: the expiry of the token the broker holds and why it was not
+	// renewed; written by the refresher (token.go), read by Err.
+	tokens token.State
 
 	closeOnce sync.Once
 	closeErr  error
@@ -194,6 +208,11 @@ func (c *Conn) Err() error {
 		// The guard refused what the broker sent; go-amqp's error has
 		// only its text.
 		return fmt.Errorf("amqpactor: connection to %s ended: %w", c.url, ge)
+	}
+	if te := c.tokens.ExpiredWith(time.Now()); te != nil {
+		// The broker ends a connection whose token expired; say why it
+		// was not renewed.
+		return fmt.Errorf("amqpactor: connection to %s ended after its token expired (%w): %w", c.url, te, describe(err))
 	}
 	return fmt.Errorf("amqpactor: connection to %s ended: %w", c.url, describe(err))
 }

@@ -10,6 +10,7 @@
 package endpoint
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -99,6 +100,13 @@ type Config struct {
 	// Logger receives connection events; nil discards them. Nothing logged
 	// contains credentials.
 	Logger *slog.Logger
+	// TokenSource, when set, gives the password of SASL PLAIN: a fresh
+	// token (an OAuth 2 access token, a JWT) and when it expires. It is
+	// called for each new connection and, on a broker that takes a new
+	// token on a live connection, again before the token expires; the user
+	// is the URL's (empty without one). A zero expiry means the token does
+	// not expire. It must return promptly and honour ctx.
+	TokenSource func(ctx context.Context) (token string, expiry time.Time, err error)
 }
 
 // ErrCleartextCredentials is wrapped by the error Connect returns when SASL
@@ -138,12 +146,18 @@ func Mechanism(c Config, u URL, redacted string) (string, error) {
 	mech := "ANONYMOUS"
 	switch c.SASL {
 	case SASLFromURL:
-		if u.HasUser {
+		if u.HasUser || c.TokenSource != nil {
 			mech = "PLAIN"
 		}
-	case SASLAnonymous:
-	case SASLExternal:
-		mech = "EXTERNAL"
+	case SASLAnonymous, SASLExternal:
+		if c.TokenSource != nil {
+			// A token travels as the PLAIN password; another mechanism
+			// would drop it without a word.
+			return "", &ConnectError{URL: redacted, Msg: "a token source needs SASL PLAIN, not " + c.SASL.String(), Permanent: true}
+		}
+		if c.SASL == SASLExternal {
+			mech = "EXTERNAL"
+		}
 	default:
 		return "", &ConnectError{URL: redacted, Msg: fmt.Sprintf("unknown SASL setting %d", c.SASL)}
 	}
