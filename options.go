@@ -169,6 +169,7 @@ type subConfig struct {
 	queueArgs  map[string]any
 	ephemeral  bool
 	keys       []string
+	offset     *StreamOffset
 }
 
 // DefaultCredit is the link credit of a subscription without WithCredit.
@@ -259,6 +260,17 @@ func WithEphemeral() SubscribeOption { return func(c *subConfig) { c.ephemeral =
 // "Routing keys".
 func WithBindingKeys(patterns ...string) SubscribeOption {
 	return func(c *subConfig) { c.keys = append(c.keys[:0:0], patterns...) }
+}
+
+// WithStreamOffset says where a subscription to a Stream starts reading:
+// StreamFirst, StreamLast, StreamNext (the default), StreamAt or
+// StreamSince. It is where the subscription's first link starts; every
+// later one (after a detach, a lost connection, a restart of its actors)
+// starts after the last offset the subscription settled in order instead.
+// Subscribe fails, naming the address, for an address that is not a
+// Stream and for a negative offset.
+func WithStreamOffset(o StreamOffset) SubscribeOption {
+	return func(c *subConfig) { c.offset = &o }
 }
 
 // PublishOption configures one publish.

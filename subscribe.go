@@ -189,6 +189,9 @@ func (a *App) subscribe(addr Address, h Handler, bh BatchHandler, opts []Subscri
 	if ck, ok := a.Connector().(transport.BindingKeysChecker); ok && err == nil {
 		err = ck.CheckBindingKeys(addr, keys)
 	}
+	if err == nil {
+		err = a.checkStream(addr, c.offset)
+	}
 	if err != nil {
 		return nil, err // an *AddressError, naming the address
 	}
@@ -212,6 +215,13 @@ func (a *App) subscribe(addr Address, h Handler, bh BatchHandler, opts []Subscri
 		Outcome:        a.outcomer(&subPolicy{p: retry, src: addr, classic: c.classic, log: fails}),
 		QueueArguments: qargs, DeadLetter: retry.DeadLetter, DeliveryLimit: retry.MaxDeliveries,
 		HandlerTimeout: c.timeout, BindingKeys: keys,
+	}
+	if addr.IsStream() {
+		var start StreamOffset
+		if c.offset != nil {
+			start = *c.offset
+		}
+		spec.Stream = protocol.NewStreamCursor(start)
 	}
 	if retry.Backoff > 0 {
 		spec.Retry = protocol.Retry{Backoff: retry.Backoff, MaxBackoff: retry.MaxBackoff, MaxDeliveries: retry.MaxDeliveries,
@@ -378,6 +388,22 @@ func (a *App) Subscription(name string) *Subscription {
 		if s.spec.Name == name {
 			return s
 		}
+	}
+	return nil
+}
+
+// checkStream checks a subscription to addr with the stream offset o (nil:
+// none given) before anything reaches the wire.
+func (a *App) checkStream(addr Address, o *StreamOffset) error {
+	var start StreamOffset
+	if o != nil {
+		start = *o
+	}
+	if err := address.CheckStreamOffset(addr, start, o != nil); err != nil {
+		return err
+	}
+	if ck, ok := a.Connector().(transport.StreamChecker); ok && addr.IsStream() {
+		return ck.CheckStream(addr)
 	}
 	return nil
 }
