@@ -126,6 +126,13 @@ type Features struct {
 	// Without it the suite asserts that Subscribe fails with such keys,
 	// naming the address (Artemis routes by address only).
 	BindingKeys bool
+	// Streams: the broker has streams (amqpactor.Stream): a subscription
+	// starts at a StreamOffset, each delivery carries its offset in
+	// x-stream-offset, and a subscription that re-attaches goes on after
+	// what it settled (the in-process broker, RabbitMQ 4 over 1.0).
+	// Without it the suite asserts that Subscribe fails, naming the
+	// address.
+	Streams bool
 }
 
 // Run runs the whole suite on f. Every subtest makes its own connector, its
@@ -159,6 +166,8 @@ var cases = []struct {
 	{"BindingKeys", testBindingKeys},
 	{"BindingKeysRebind", testBindingKeysRebind},
 	{"SettledPublish", testSettledPublish},
+	{"StreamOffsets", testStreamOffsets},
+	{"StreamResume", testStreamResume},
 
 	// Outcomes and retries.
 	{"DeliveryCountModified", testDeliveryCountModified},

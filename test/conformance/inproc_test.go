@@ -32,6 +32,7 @@ func TestInproc(t *testing.T) {
 			Transactions:            true,
 			FaultHooks:              true,
 			BindingKeys:             true,
+			Streams:                 true,
 		},
 	})
 }

@@ -48,6 +48,7 @@ func TestRabbitMQ4(t *testing.T) {
 			UserID:                  []byte("guest"),
 			BrokerDeadLetters:       true, // quorum queues declared with x-dead-letter-*
 			BindingKeys:             true, // /exchanges/NAME routes by subject
+			Streams:                 true, // stream queues over AMQP 1.0
 		},
 	})
 }
