@@ -52,6 +52,10 @@ type Factory struct {
 	// subscription it made, once its Apps have stopped, so a live broker
 	// does not keep them. Nil means the broker forgets them by itself.
 	DeleteSubscription func(topic amqpactor.Address, subscription string) error
+	// DeleteStream, when set, deletes a stream a test made, once its Apps
+	// have stopped, so a live broker does not keep its messages. Nil means
+	// the broker forgets them by itself.
+	DeleteStream func(name string) error
 	// Features marks the broker's differences.
 	Features Features
 }

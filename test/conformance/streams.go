@@ -81,7 +81,7 @@ func (e *env) readsExactly(r *streamed, want []string, what string) []int64 {
 // x-stream-offset. Without Features.Streams, Subscribe fails naming the
 // address.
 func testStreamOffsets(e *env) {
-	st := amqpactor.Stream(e.unique("stream"))
+	st := e.stream("stream")
 	app := e.startedApp()
 	if !e.f.Features.Streams {
 		_, err := app.Subscribe(st, ignore, amqpactor.WithStreamOffset(amqpactor.StreamFirst()))
@@ -162,7 +162,7 @@ func testStreamResume(e *env) {
 
 func streamResume(e *env, c streamCut) {
 	const n, credit = 10000, 64
-	st := amqpactor.Stream(e.unique("stream"))
+	st := e.stream("stream")
 	sys := actor.NewActorSystem()
 	e.Cleanup(sys.Shutdown) // after the App's stop
 	app := e.startedApp(amqpactor.WithActorSystem(sys))
