@@ -48,6 +48,9 @@ func NewStreamCursor(start address.StreamOffset) *StreamCursor {
 	return &StreamCursor{start: start, next: -1}
 }
 
+// Start is where the subscription's first link starts.
+func (c *StreamCursor) Start() address.StreamOffset { return c.start }
+
 // Begin is called as a link attaches: it returns where that link starts,
 // the first unsettled offset of the links before (or past the last one
 // settled), or the subscription's own StreamOffset while nothing was read,
