@@ -170,6 +170,8 @@ type subConfig struct {
 	ephemeral  bool
 	keys       []string
 	offset     *StreamOffset
+	// filterValues are WithStreamFilterValues'.
+	filterValues []string
 }
 
 // DefaultCredit is the link credit of a subscription without WithCredit.
@@ -271,6 +273,22 @@ func WithBindingKeys(patterns ...string) SubscribeOption {
 // Stream and for a negative offset.
 func WithStreamOffset(o StreamOffset) SubscribeOption {
 	return func(c *subConfig) { c.offset = &o }
+}
+
+// StreamFilterAnnotation is the message annotation a publisher puts a
+// stream message's filter value in, for WithStreamFilterValues:
+// Annotations[StreamFilterAnnotation] = "eu".
+const StreamFilterAnnotation = "x-stream-filter-value"
+
+// WithStreamFilterValues has a subscription to a Stream handle only the
+// messages whose filter value (Annotations[StreamFilterAnnotation], a
+// string) is one of values; a message without one is not handled. On
+// RabbitMQ 4 the broker skips the chunks whose bloom filter holds none of
+// them (source filter rabbitmq:stream-filter); what it lets through that
+// does not match is settled without its handler. Subscribe fails, naming
+// the address, for an address that is not a Stream and for an empty value.
+func WithStreamFilterValues(values ...string) SubscribeOption {
+	return func(c *subConfig) { c.filterValues = append(c.filterValues[:0:0], values...) }
 }
 
 // PublishOption configures one publish.

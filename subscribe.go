@@ -190,7 +190,7 @@ func (a *App) subscribe(addr Address, h Handler, bh BatchHandler, opts []Subscri
 		err = ck.CheckBindingKeys(addr, keys)
 	}
 	if err == nil {
-		err = a.checkStream(addr, c.offset)
+		err = a.checkStream(addr, c.offset, c.filterValues)
 	}
 	if err != nil {
 		return nil, err // an *AddressError, naming the address
@@ -221,7 +221,7 @@ func (a *App) subscribe(addr Address, h Handler, bh BatchHandler, opts []Subscri
 		if c.offset != nil {
 			start = *c.offset
 		}
-		spec.Stream = protocol.NewStreamCursor(start)
+		spec.Stream = protocol.NewStreamCursor(start, c.filterValues)
 	}
 	if retry.Backoff > 0 {
 		spec.Retry = protocol.Retry{Backoff: retry.Backoff, MaxBackoff: retry.MaxBackoff, MaxDeliveries: retry.MaxDeliveries,
@@ -393,8 +393,16 @@ func (a *App) Subscription(name string) *Subscription {
 }
 
 // checkStream checks a subscription to addr with the stream offset o (nil:
-// none given) before anything reaches the wire.
-func (a *App) checkStream(addr Address, o *StreamOffset) error {
+// none given) and the filter values before anything reaches the wire.
+func (a *App) checkStream(addr Address, o *StreamOffset, values []string) error {
+	if len(values) > 0 && !addr.IsStream() {
+		return &AddressError{Address: addr, Reason: "stream filter values apply to a Stream address only"}
+	}
+	for _, v := range values {
+		if v == "" {
+			return &AddressError{Address: addr, Reason: "empty stream filter value"}
+		}
+	}
 	var start StreamOffset
 	if o != nil {
 		start = *o

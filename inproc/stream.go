@@ -3,6 +3,7 @@ package inproc
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -17,6 +18,10 @@ import (
 // OffsetAnnotation is the message annotation that carries a stream
 // delivery's offset, as RabbitMQ sends it: an int64.
 const OffsetAnnotation = "x-stream-offset"
+
+// FilterAnnotation is the message annotation a publisher gives a stream
+// message's filter value in (transport.ReceiverOptions.StreamFilter).
+const FilterAnnotation = "x-stream-filter-value"
 
 // stream is an append-only log: a publish appends, and each receiver reads
 // it with a cursor of its own, taking nothing off it. Nothing is ever
@@ -95,6 +100,7 @@ type streamReceiver struct {
 	st      *stream
 	addr    address.Address
 	settled bool
+	values  []string      // the filter values asked for; none: every message
 	done    chan struct{} // closed when the link ends
 	credits chan struct{} // one slot: "credit may have grown"
 
@@ -109,7 +115,7 @@ var _ transport.Receiver = (*streamReceiver)(nil)
 
 func (s *session) newStreamReceiver(o transport.ReceiverOptions) (transport.Receiver, error) {
 	st := s.c.b.stream(o.Address.Name())
-	r := &streamReceiver{b: s.c.b, s: s, st: st, addr: o.Address, settled: o.Settled,
+	r := &streamReceiver{b: s.c.b, s: s, st: st, addr: o.Address, settled: o.Settled, values: o.StreamFilter,
 		done: make(chan struct{}), credits: make(chan struct{}, 1)}
 	if !o.Settled {
 		r.unsettled = make(map[*amqp.Message]struct{}, max(int(o.Credit), 16))
@@ -184,9 +190,13 @@ func (r *streamReceiver) take() (*amqp.Message, <-chan struct{}, error) {
 	r.st.mu.Lock()
 	grew := r.st.grew
 	var e logEntry
-	have := r.credit > 0 && r.next < int64(len(r.st.log))
-	if have {
+	have := false
+	for r.credit > 0 && r.next < int64(len(r.st.log)) {
 		e = r.st.log[r.next]
+		if have = r.wants(e.s); have {
+			break
+		}
+		r.next++ // filtered out: not transferred
 	}
 	r.st.mu.Unlock()
 	if !have {
@@ -207,6 +217,17 @@ func (r *streamReceiver) take() (*amqp.Message, <-chan struct{}, error) {
 		r.unsettled[m] = struct{}{}
 	}
 	return m, nil, nil
+}
+
+// wants reports whether s carries one of the link's filter values (any
+// message when it has none). The filter is exact, where RabbitMQ's bloom
+// filter may let others through.
+func (r *streamReceiver) wants(s *stored) bool {
+	if len(r.values) == 0 {
+		return true
+	}
+	v, ok := s.ann[FilterAnnotation].(string)
+	return ok && slices.Contains(r.values, v)
 }
 
 // Settle ends the delivery m: a stream keeps every message, so the outcome

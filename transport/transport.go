@@ -181,6 +181,11 @@ type ReceiverOptions struct {
 	// (the zero value: the next message appended). Each transfer carries
 	// its offset in the message annotation x-stream-offset.
 	StreamOffset address.StreamOffset
+	// StreamFilter, for a Stream address, asks for the messages whose
+	// annotation x-stream-filter-value is one of these only (none: every
+	// message). A broker may filter by chunk and let others through; the
+	// runtime checks each message again.
+	StreamFilter []string
 	// Settled asks the peer to send pre-settled transfers (at-most-once).
 	Settled bool
 	// Credit is the window the runtime will grant; transports use it to size

@@ -79,12 +79,14 @@ func (x *relay) Dispatch(ds []*protocol.Delivery) {
 
 // skipHandled tells the stream cursor what ds delivers and settles, as
 // accepted and without a handler, each one a handler of an earlier link
-// settled already; it returns the others.
+// settled already or that the subscription's filter values do not want
+// (the broker's bloom filter lets some through); it returns the others.
 func (x *relay) skipHandled(ds []*protocol.Delivery) []*protocol.Delivery {
 	var handled []*protocol.Delivery
 	kept := ds[:0]
 	for _, d := range ds {
-		if x.stream.Delivered(x.streamGen, d.Raw, x.settled) {
+		wanted := x.stream.Wants(d.Raw)
+		if x.stream.Delivered(x.streamGen, d.Raw, x.settled || !wanted) || !wanted {
 			d.Outcome = messages.Outcome{Kind: messages.Accepted}
 			handled = append(handled, d)
 			continue

@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"slices"
 	"sort"
 	"sync"
 
@@ -21,6 +22,10 @@ const OffsetAnnotation = "x-stream-offset"
 // Settled on its workers, Begin on the receiver actor.
 type StreamCursor struct {
 	start address.StreamOffset // where the first link starts
+	// values, when set, are the filter values a message must carry (in
+	// FilterAnnotation) to be handled: the broker's bloom filter lets
+	// others through.
+	values []string
 
 	mu sync.Mutex
 	// gen is the link the pending offsets came on; a settle of another
@@ -43,9 +48,30 @@ type pendingOffset struct {
 	done bool
 }
 
-// NewStreamCursor returns a cursor whose first link starts at start.
-func NewStreamCursor(start address.StreamOffset) *StreamCursor {
-	return &StreamCursor{start: start, next: -1}
+// FilterAnnotation is the message annotation that carries a stream
+// message's filter value.
+const FilterAnnotation = "x-stream-filter-value"
+
+// NewStreamCursor returns a cursor whose first link starts at start and
+// whose handlers get only the messages with one of values (none: all).
+func NewStreamCursor(start address.StreamOffset, values []string) *StreamCursor {
+	return &StreamCursor{start: start, values: values, next: -1}
+}
+
+// Values are the filter values the subscription asked for.
+func (c *StreamCursor) Values() []string { return c.values }
+
+// Wants reports whether m is for the handlers: it carries one of the
+// filter values, or none was asked for.
+func (c *StreamCursor) Wants(m *amqp.Message) bool {
+	if len(c.values) == 0 {
+		return true
+	}
+	if m == nil {
+		return false
+	}
+	v, ok := m.Annotations[FilterAnnotation].(string)
+	return ok && slices.Contains(c.values, v)
 }
 
 // Start is where the subscription's first link starts.

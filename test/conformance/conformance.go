@@ -132,8 +132,9 @@ type Features struct {
 	BindingKeys bool
 	// Streams: the broker has streams (amqpactor.Stream): a subscription
 	// starts at a StreamOffset, each delivery carries its offset in
-	// x-stream-offset, and a subscription that re-attaches goes on after
-	// what it settled (the in-process broker, RabbitMQ 4 over 1.0).
+	// x-stream-offset, a subscription with filter values handles only the
+	// messages that carry one, and a subscription that re-attaches goes on
+	// after what it settled (the in-process broker, RabbitMQ 4 over 1.0).
 	// Without it the suite asserts that Subscribe fails, naming the
 	// address.
 	Streams bool
@@ -172,6 +173,7 @@ var cases = []struct {
 	{"SettledPublish", testSettledPublish},
 	{"StreamOffsets", testStreamOffsets},
 	{"StreamResume", testStreamResume},
+	{"StreamFilter", testStreamFilter},
 
 	// Outcomes and retries.
 	{"DeliveryCountModified", testDeliveryCountModified},

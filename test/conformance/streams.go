@@ -130,6 +130,51 @@ func testStreamOffsets(e *env) {
 	require.LessOrEqual(e, len(ids), len(after), "from last: the last chunk only")
 }
 
+// testStreamFilter: subscriptions from the first message with filter
+// values handle exactly the messages that carry one of them, in order,
+// whatever the broker's bloom filter lets through.
+func testStreamFilter(e *env) {
+	if !e.f.Features.Streams {
+		e.Skip("the broker has no streams (Features.Streams): testStreamOffsets asserts the error")
+	}
+	st := e.stream("filtered")
+	app := e.startedApp()
+	_, err := app.Subscribe(amqpactor.Queue(e.unique("q")), ignore, amqpactor.WithStreamFilterValues("eu"))
+	require.Error(e, err, "filter values for a queue")
+	var all, eu, euUS []string
+	for i := range 90 {
+		id := fmt.Sprintf("f-%d", i)
+		m := &amqpactor.Message{MessageID: id, Body: []byte(id)}
+		switch i % 3 {
+		case 0:
+			m.Annotations = map[string]any{amqpactor.StreamFilterAnnotation: "eu"}
+			eu, euUS = append(eu, id), append(euUS, id)
+		case 1:
+			m.Annotations = map[string]any{amqpactor.StreamFilterAnnotation: "us"}
+			euUS = append(euUS, id)
+		}
+		all = append(all, id)
+		e.publish(app, st, m)
+	}
+	for _, c := range []struct {
+		name   string
+		values []string
+		want   []string
+	}{{"eu", []string{"eu"}, eu}, {"eu-us", []string{"eu", "us"}, euUS}, {"none", nil, all}} {
+		r := &streamed{}
+		e.subscribe(app, st, r.handle, amqpactor.WithPartitions(1), amqpactor.WithSubscriptionName(c.name),
+			amqpactor.WithStreamOffset(amqpactor.StreamFirst()), amqpactor.WithStreamFilterValues(c.values...))
+		e.eventually(func() bool { return r.count() >= len(c.want) }, "%s: %d messages", c.name, len(c.want))
+		time.Sleep(300 * time.Millisecond)
+		ids, offs, bad := r.got()
+		require.Empty(e, bad, "%s: every delivery carries its offset", c.name)
+		require.Equal(e, c.want, ids, "%s: exactly the matching messages, in order", c.name)
+		for i := 1; i < len(offs); i++ {
+			require.Less(e, offs[i-1], offs[i], "%s: offsets grow", c.name)
+		}
+	}
+}
+
 // streamCut is how testStreamResume interrupts a subscription reading a
 // stream.
 type streamCut struct {

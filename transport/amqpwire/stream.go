@@ -6,14 +6,19 @@ import (
 	"github.com/amqpactor/amqpactor/address"
 )
 
-// offsetSpec is the source filter by which RabbitMQ 4 attaches a receiver
-// to a stream at an offset.
-const offsetSpec = "rabbitmq:stream-offset-spec"
+// The source filters by which RabbitMQ 4 attaches a receiver to a stream
+// at an offset, and asks for the messages with some filter values only.
+const (
+	offsetSpec      = "rabbitmq:stream-offset-spec"
+	filterValues    = "rabbitmq:stream-filter"
+	matchUnfiltered = "rabbitmq:stream-match-unfiltered"
+)
 
 // streamFilters are the source filters of a receiver on a stream, starting
 // at o: "first", "last" and "next" as strings, an offset as a ulong, a
-// time as a timestamp, as RabbitMQ reads them.
-func streamFilters(o address.StreamOffset) []amqp.LinkFilter {
+// time as a timestamp, as RabbitMQ reads them; with values, the list of
+// filter values, and no message without one.
+func streamFilters(o address.StreamOffset, values []string) []amqp.LinkFilter {
 	var v any
 	switch o.Kind() {
 	case address.OffsetFirst:
@@ -27,7 +32,15 @@ func streamFilters(o address.StreamOffset) []amqp.LinkFilter {
 	default:
 		v = "next"
 	}
-	return []amqp.LinkFilter{amqp.NewLinkFilter(offsetSpec, 0, v)}
+	fs := []amqp.LinkFilter{amqp.NewLinkFilter(offsetSpec, 0, v)}
+	if len(values) > 0 {
+		list := make([]any, len(values))
+		for i, s := range values {
+			list[i] = s
+		}
+		fs = append(fs, amqp.NewLinkFilter(filterValues, 0, list), amqp.NewLinkFilter(matchUnfiltered, 0, false))
+	}
+	return fs
 }
 
 // CheckStream: only RabbitMQ 4 has streams.
