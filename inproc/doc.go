@@ -27,7 +27,10 @@
 //     where ReceiverOptions.StreamOffset says and transfers from a cursor of
 //     its own, each message with its offset in the annotation
 //     x-stream-offset (an int64); a settle takes nothing off the log, and a
-//     link that ends hands nothing back. StreamLen reads a stream's length.
+//     link that ends hands nothing back. A receiver with
+//     ReceiverOptions.StreamFilter transfers only the messages whose
+//     x-stream-filter-value annotation is one of its values. StreamLen
+//     reads a stream's length.
 //   - Copies, not the wire form. Send, Txn.Publish and Broker.Publish take
 //     the broker's own copy of the message before they return (data
 //     sections in one new byte slice; properties, header, maps, byte

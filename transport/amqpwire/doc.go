@@ -99,7 +99,10 @@
 //     senders and receivers alike, with ReceiverOptions.QueueArguments; a
 //     receiver attaches with the source filter rabbitmq:stream-offset-spec
 //     of ReceiverOptions.StreamOffset ("first", "last", "next" as strings,
-//     an offset as a ulong, a time as a timestamp). Other dialects refuse a
+//     an offset as a ulong, a time as a timestamp), and with
+//     ReceiverOptions.StreamFilter the filter values
+//     (rabbitmq:stream-filter) with rabbitmq:stream-match-unfiltered
+//     false. Other dialects refuse a
 //     Stream (address.CheckStream), as the connector's CheckStream does
 //     before Subscribe.
 //   - Topic(name), send: a durable exchange of type "topic", routed by each
