@@ -2,6 +2,7 @@ package amqpactor
 
 import (
 	"log/slog"
+	"maps"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -172,6 +173,8 @@ type subConfig struct {
 	offset     *StreamOffset
 	// filterValues are WithStreamFilterValues'.
 	filterValues []string
+	// filterProps are WithStreamHeaders'.
+	filterProps map[string]string
 }
 
 // DefaultCredit is the link credit of a subscription without WithCredit.
@@ -289,6 +292,19 @@ const StreamFilterAnnotation = "x-stream-filter-value"
 // the address, for an address that is not a Stream and for an empty value.
 func WithStreamFilterValues(values ...string) SubscribeOption {
 	return func(c *subConfig) { c.filterValues = append(c.filterValues[:0:0], values...) }
+}
+
+// WithStreamHeaders has a subscription to a Stream handle only the
+// messages whose Headers (the application properties) hold each of props
+// with exactly that string value (together with WithStreamFilterValues: the
+// messages both take). RabbitMQ 4.1 and later filter on the broker
+// (amqp:application-properties-filter); the runtime checks each message
+// again, so a release that lets others through costs reading them, never
+// a handler call. Subscribe fails, naming the address, for an address
+// that is not a Stream, an empty name, and a value beginning with '&'
+// (which RabbitMQ reads as a prefix or suffix match).
+func WithStreamHeaders(props map[string]string) SubscribeOption {
+	return func(c *subConfig) { c.filterProps = maps.Clone(props) }
 }
 
 // PublishOption configures one publish.

@@ -29,7 +29,9 @@
 //     x-stream-offset (an int64); a settle takes nothing off the log, and a
 //     link that ends hands nothing back. A receiver with
 //     ReceiverOptions.StreamFilter transfers only the messages whose
-//     x-stream-filter-value annotation is one of its values. StreamLen
+//     x-stream-filter-value annotation is one of its values, and with
+//     ReceiverOptions.StreamProperties only those whose application
+//     properties hold each of them. StreamLen
 //     reads a stream's length.
 //   - Copies, not the wire form. Send, Txn.Publish and Broker.Publish take
 //     the broker's own copy of the message before they return (data

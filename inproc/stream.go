@@ -100,9 +100,10 @@ type streamReceiver struct {
 	st      *stream
 	addr    address.Address
 	settled bool
-	values  []string      // the filter values asked for; none: every message
-	done    chan struct{} // closed when the link ends
-	credits chan struct{} // one slot: "credit may have grown"
+	values  []string          // the filter values asked for; none: every message
+	props   map[string]string // the application properties asked for
+	done    chan struct{}     // closed when the link ends
+	credits chan struct{}     // one slot: "credit may have grown"
 
 	mu        sync.Mutex // guards the fields below
 	next      int64      // the offset the next transfer reads
@@ -115,7 +116,7 @@ var _ transport.Receiver = (*streamReceiver)(nil)
 
 func (s *session) newStreamReceiver(o transport.ReceiverOptions) (transport.Receiver, error) {
 	st := s.c.b.stream(o.Address.Name())
-	r := &streamReceiver{b: s.c.b, s: s, st: st, addr: o.Address, settled: o.Settled, values: o.StreamFilter,
+	r := &streamReceiver{b: s.c.b, s: s, st: st, addr: o.Address, settled: o.Settled, values: o.StreamFilter, props: o.StreamProperties,
 		done: make(chan struct{}), credits: make(chan struct{}, 1)}
 	if !o.Settled {
 		r.unsettled = make(map[*amqp.Message]struct{}, max(int(o.Credit), 16))
@@ -220,14 +221,21 @@ func (r *streamReceiver) take() (*amqp.Message, <-chan struct{}, error) {
 }
 
 // wants reports whether s carries one of the link's filter values (any
-// message when it has none). The filter is exact, where RabbitMQ's bloom
-// filter may let others through.
+// message when it has none) and each of its application properties. The
+// filter is exact, where RabbitMQ's bloom filter may let others through.
 func (r *streamReceiver) wants(s *stored) bool {
-	if len(r.values) == 0 {
-		return true
+	if len(r.values) > 0 {
+		v, ok := s.ann[FilterAnnotation].(string)
+		if !ok || !slices.Contains(r.values, v) {
+			return false
+		}
 	}
-	v, ok := s.ann[FilterAnnotation].(string)
-	return ok && slices.Contains(r.values, v)
+	for k, want := range r.props {
+		if v, ok := s.app[k].(string); !ok || v != want {
+			return false
+		}
+	}
+	return true
 }
 
 // Settle ends the delivery m: a stream keeps every message, so the outcome

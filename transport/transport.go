@@ -186,6 +186,10 @@ type ReceiverOptions struct {
 	// message). A broker may filter by chunk and let others through; the
 	// runtime checks each message again.
 	StreamFilter []string
+	// StreamProperties, for a Stream address, asks for the messages whose
+	// application properties hold each of these with exactly that string
+	// value (none: every message). The runtime checks each message again.
+	StreamProperties map[string]string
 	// Settled asks the peer to send pre-settled transfers (at-most-once).
 	Settled bool
 	// Credit is the window the runtime will grant; transports use it to size

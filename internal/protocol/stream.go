@@ -26,6 +26,9 @@ type StreamCursor struct {
 	// FilterAnnotation) to be handled: the broker's bloom filter lets
 	// others through.
 	values []string
+	// props, when set, are the application properties a message must hold,
+	// each with exactly that string value, to be handled.
+	props map[string]string
 
 	mu sync.Mutex
 	// gen is the link the pending offsets came on; a settle of another
@@ -53,25 +56,39 @@ type pendingOffset struct {
 const FilterAnnotation = "x-stream-filter-value"
 
 // NewStreamCursor returns a cursor whose first link starts at start and
-// whose handlers get only the messages with one of values (none: all).
-func NewStreamCursor(start address.StreamOffset, values []string) *StreamCursor {
-	return &StreamCursor{start: start, values: values, next: -1}
+// whose handlers get only the messages with one of values (none: all) and
+// every application property of props.
+func NewStreamCursor(start address.StreamOffset, values []string, props map[string]string) *StreamCursor {
+	return &StreamCursor{start: start, values: values, props: props, next: -1}
 }
 
 // Values are the filter values the subscription asked for.
 func (c *StreamCursor) Values() []string { return c.values }
 
+// Properties are the application properties the subscription asked for.
+func (c *StreamCursor) Properties() map[string]string { return c.props }
+
 // Wants reports whether m is for the handlers: it carries one of the
 // filter values, or none was asked for.
 func (c *StreamCursor) Wants(m *amqp.Message) bool {
-	if len(c.values) == 0 {
+	if len(c.values) == 0 && len(c.props) == 0 {
 		return true
 	}
 	if m == nil {
 		return false
 	}
-	v, ok := m.Annotations[FilterAnnotation].(string)
-	return ok && slices.Contains(c.values, v)
+	if len(c.values) > 0 {
+		v, ok := m.Annotations[FilterAnnotation].(string)
+		if !ok || !slices.Contains(c.values, v) {
+			return false
+		}
+	}
+	for k, want := range c.props {
+		if v, ok := m.ApplicationProperties[k].(string); !ok || v != want {
+			return false
+		}
+	}
+	return true
 }
 
 // Start is where the subscription's first link starts.

@@ -17,7 +17,7 @@ func at(off int64) *amqp.Message {
 // oldest offset not settled, and what was settled past it is reported
 // handled once, when it comes again.
 func TestStreamCursorResumesAtOldestUnsettled(t *testing.T) {
-	c := NewStreamCursor(address.StreamFirst(), nil)
+	c := NewStreamCursor(address.StreamFirst(), nil, nil)
 	start, g1 := c.Begin()
 	require.Equal(t, address.StreamFirst(), start)
 	for off := int64(10); off < 15; off++ {
@@ -40,7 +40,7 @@ func TestStreamCursorResumesAtOldestUnsettled(t *testing.T) {
 
 // Nothing read: every link starts where the subscription says.
 func TestStreamCursorBeforeAnyDelivery(t *testing.T) {
-	c := NewStreamCursor(address.StreamNext(), nil)
+	c := NewStreamCursor(address.StreamNext(), nil, nil)
 	c.Begin()
 	start, _ := c.Begin()
 	require.Equal(t, address.StreamNext(), start)
@@ -48,7 +48,7 @@ func TestStreamCursorBeforeAnyDelivery(t *testing.T) {
 
 // Pre-settled transfers count as read when they arrive.
 func TestStreamCursorSettledLink(t *testing.T) {
-	c := NewStreamCursor(address.StreamFirst(), nil)
+	c := NewStreamCursor(address.StreamFirst(), nil, nil)
 	_, g := c.Begin()
 	c.Delivered(g, at(0), true)
 	c.Delivered(g, at(1), true)
@@ -68,11 +68,21 @@ func TestOffsetTypes(t *testing.T) {
 
 // With filter values, only a message carrying one of them is wanted.
 func TestStreamCursorWants(t *testing.T) {
-	c := NewStreamCursor(address.StreamFirst(), []string{"eu", "us"})
+	c := NewStreamCursor(address.StreamFirst(), []string{"eu", "us"}, nil)
 	eu := &amqp.Message{Annotations: amqp.Annotations{FilterAnnotation: "eu"}}
 	apac := &amqp.Message{Annotations: amqp.Annotations{FilterAnnotation: "apac"}}
 	require.True(t, c.Wants(eu))
 	require.False(t, c.Wants(apac))
 	require.False(t, c.Wants(&amqp.Message{}), "a message without a value")
-	require.True(t, NewStreamCursor(address.StreamFirst(), nil).Wants(&amqp.Message{}))
+	require.True(t, NewStreamCursor(address.StreamFirst(), nil, nil).Wants(&amqp.Message{}))
+}
+
+// With application properties, a message must hold each with that value.
+func TestStreamCursorWantsProperties(t *testing.T) {
+	c := NewStreamCursor(address.StreamFirst(), nil, map[string]string{"region": "eu", "kind": "order"})
+	m := func(props map[string]any) *amqp.Message { return &amqp.Message{ApplicationProperties: props} }
+	require.True(t, c.Wants(m(map[string]any{"region": "eu", "kind": "order", "x": 1})))
+	require.False(t, c.Wants(m(map[string]any{"region": "eu"})))
+	require.False(t, c.Wants(m(map[string]any{"region": "us", "kind": "order"})))
+	require.False(t, c.Wants(m(map[string]any{"region": 1, "kind": "order"})))
 }

@@ -138,6 +138,11 @@ type Features struct {
 	// Without it the suite asserts that Subscribe fails, naming the
 	// address.
 	Streams bool
+	// StreamPropertyFilters: WithStreamHeaders works (the in-process
+	// broker; RabbitMQ 4, where 4.1 and later filter on the broker and 4.0
+	// takes the attach and leaves the filtering to the runtime's check).
+	// Without it the header filter cases are not run.
+	StreamPropertyFilters bool
 }
 
 // Run runs the whole suite on f. Every subtest makes its own connector, its

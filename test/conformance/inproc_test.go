@@ -33,6 +33,7 @@ func TestInproc(t *testing.T) {
 			FaultHooks:              true,
 			BindingKeys:             true,
 			Streams:                 true,
+			StreamPropertyFilters:   true,
 		},
 	})
 }

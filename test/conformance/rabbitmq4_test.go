@@ -42,6 +42,7 @@ func TestRabbitMQ4(t *testing.T) {
 			BrokerDeadLetters:       true, // quorum queues declared with x-dead-letter-*
 			BindingKeys:             true, // /exchanges/NAME routes by subject
 			Streams:                 true, // stream queues over AMQP 1.0
+			StreamPropertyFilters:   true, // 4.0 leaves it to the runtime's check
 		},
 	})
 }

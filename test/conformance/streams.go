@@ -132,7 +132,9 @@ func testStreamOffsets(e *env) {
 
 // testStreamFilter: subscriptions from the first message with filter
 // values handle exactly the messages that carry one of them, in order,
-// whatever the broker's bloom filter lets through.
+// whatever the broker's bloom filter lets through; with
+// Features.StreamPropertyFilters, those with an application property
+// filter exactly the messages that hold it.
 func testStreamFilter(e *env) {
 	if !e.f.Features.Streams {
 		e.Skip("the broker has no streams (Features.Streams): testStreamOffsets asserts the error")
@@ -141,7 +143,11 @@ func testStreamFilter(e *env) {
 	app := e.startedApp()
 	_, err := app.Subscribe(amqpactor.Queue(e.unique("q")), ignore, amqpactor.WithStreamFilterValues("eu"))
 	require.Error(e, err, "filter values for a queue")
-	var all, eu, euUS []string
+	_, err = app.Subscribe(amqpactor.Queue(e.unique("q")), ignore, amqpactor.WithStreamHeaders(map[string]string{"a": "b"}))
+	require.Error(e, err, "a property filter for a queue")
+	_, err = app.Subscribe(st, ignore, amqpactor.WithStreamHeaders(map[string]string{"kind": "&p:ord"}))
+	require.Error(e, err, "a property value RabbitMQ would read as a prefix match")
+	var all, eu, euUS, orders, euOrders []string
 	for i := range 90 {
 		id := fmt.Sprintf("f-%d", i)
 		m := &amqpactor.Message{MessageID: id, Body: []byte(id)}
@@ -153,17 +159,35 @@ func testStreamFilter(e *env) {
 			m.Annotations = map[string]any{amqpactor.StreamFilterAnnotation: "us"}
 			euUS = append(euUS, id)
 		}
+		if i%2 == 0 {
+			m.Headers = map[string]any{"kind": "order"}
+			orders = append(orders, id)
+			if i%3 == 0 {
+				euOrders = append(euOrders, id)
+			}
+		} else {
+			m.Headers = map[string]any{"kind": "refund"}
+		}
 		all = append(all, id)
 		e.publish(app, st, m)
 	}
+	order := map[string]string{"kind": "order"}
 	for _, c := range []struct {
 		name   string
 		values []string
+		props  map[string]string
 		want   []string
-	}{{"eu", []string{"eu"}, eu}, {"eu-us", []string{"eu", "us"}, euUS}, {"none", nil, all}} {
+	}{
+		{"eu", []string{"eu"}, nil, eu}, {"eu-us", []string{"eu", "us"}, nil, euUS}, {"none", nil, nil, all},
+		{"orders", nil, order, orders}, {"eu-orders", []string{"eu"}, order, euOrders},
+	} {
+		if c.props != nil && !e.f.Features.StreamPropertyFilters {
+			continue
+		}
 		r := &streamed{}
 		e.subscribe(app, st, r.handle, amqpactor.WithPartitions(1), amqpactor.WithSubscriptionName(c.name),
-			amqpactor.WithStreamOffset(amqpactor.StreamFirst()), amqpactor.WithStreamFilterValues(c.values...))
+			amqpactor.WithStreamOffset(amqpactor.StreamFirst()), amqpactor.WithStreamFilterValues(c.values...),
+			amqpactor.WithStreamHeaders(c.props))
 		e.eventually(func() bool { return r.count() >= len(c.want) }, "%s: %d messages", c.name, len(c.want))
 		time.Sleep(300 * time.Millisecond)
 		ids, offs, bad := r.got()

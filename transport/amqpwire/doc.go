@@ -102,7 +102,9 @@
 //     an offset as a ulong, a time as a timestamp), and with
 //     ReceiverOptions.StreamFilter the filter values
 //     (rabbitmq:stream-filter) with rabbitmq:stream-match-unfiltered
-//     false. Other dialects refuse a
+//     false, and with ReceiverOptions.StreamProperties the filter
+//     amqp:application-properties-filter (which 4.0 takes and ignores).
+//     Other dialects refuse a
 //     Stream (address.CheckStream), as the connector's CheckStream does
 //     before Subscribe.
 //   - Topic(name), send: a durable exchange of type "topic", routed by each

@@ -307,7 +307,7 @@ func (s *Session) NewReceiver(ctx context.Context, o transport.ReceiverOptions) 
 		source = node.Address
 		opts.SourceCapabilities = node.Capabilities
 		if o.Address.IsStream() {
-			opts.Filters = streamFilters(o.StreamOffset, o.StreamFilter)
+			opts.Filters = streamFilters(o.StreamOffset, o.StreamFilter, o.StreamProperties)
 		}
 	}
 
