@@ -1,6 +1,8 @@
 package amqpactor
 
 import (
+	"time"
+
 	"github.com/amqpactor/amqpactor/address"
 	"github.com/amqpactor/amqpactor/internal/protocol"
 	"github.com/amqpactor/amqpactor/messages"
@@ -22,6 +24,38 @@ func Queue(name string) Address { return address.Queue(name) }
 // Topic names a topic: every subscription (by its name) gets its own copy,
 // which the Apps subscribing under that name share; see App.Subscribe.
 func Topic(name string) Address { return address.Topic(name) }
+
+// Stream names a stream: an append-only log that each subscription reads
+// with a cursor of its own, from where WithStreamOffset says (by default
+// the next message appended), without taking anything off it; a publish
+// appends. On RabbitMQ 4 over AMQP 1.0 it is a queue declared with
+// x-queue-type stream; the in-process broker has streams too. Every
+// delivered Message carries its offset in Annotations["x-stream-offset"].
+// A subscription that re-attaches (after a detach, a lost connection or a
+// restart of its actors) goes on after the last offset it settled in
+// order. See docs/GUIDE.md, "Streams".
+func Stream(name string) Address { return address.Stream(name) }
+
+// StreamOffset is where a stream subscription starts; see WithStreamOffset.
+type StreamOffset = address.StreamOffset
+
+// StreamFirst starts at the first message the stream holds.
+func StreamFirst() StreamOffset { return address.StreamFirst() }
+
+// StreamLast starts at the last chunk of messages the stream holds
+// (RabbitMQ stores them in chunks; the in-process broker: the last
+// message), then reads what is appended.
+func StreamLast() StreamOffset { return address.StreamLast() }
+
+// StreamNext starts with the next message appended (the default).
+func StreamNext() StreamOffset { return address.StreamNext() }
+
+// StreamAt starts at offset; 0 is the stream's first message ever.
+func StreamAt(offset int64) StreamOffset { return address.StreamAt(offset) }
+
+// StreamSince starts at the first message appended at or after t (RabbitMQ
+// starts at the chunk that holds it, so a few earlier ones may come too).
+func StreamSince(t time.Time) StreamOffset { return address.StreamSince(t) }
 
 // Raw names an address that goes to the broker exactly as written.
 func Raw(name string) Address { return address.Raw(name) }

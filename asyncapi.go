@@ -181,6 +181,7 @@ type (
 		Name               string        `json:"name"`
 		Source             *wireNode     `json:"source,omitempty"`
 		BindingKeys        []string      `json:"bindingKeys,omitempty"`
+		StreamOffset       string        `json:"streamOffset,omitempty"`
 		Handler            string        `json:"handler"`
 		Payload            string        `json:"payload,omitempty"`
 		Credit             uint32        `json:"credit"`
@@ -282,7 +283,7 @@ func (a *App) AsyncAPI() ([]byte, error) {
 		if cs, ok := byAddr[addr]; ok {
 			return cs
 		}
-		cs := &channelState{addr: addr, id: chanIDs.make(addr.Kind().String(), addr.Name())}
+		cs := &channelState{addr: addr, id: chanIDs.make(kindOf(addr), addr.Name())}
 		byAddr[addr] = cs
 		order = append(order, cs)
 		return cs
@@ -346,7 +347,7 @@ func (a *App) AsyncAPI() ([]byte, error) {
 		for _, n := range cs.messages {
 			ch.Messages[n] = apiRef{"#/components/messages/" + n}
 		}
-		b := &channelBinding{BindingVersion: bindingVersion, Kind: cs.addr.Kind().String(), Name: cs.addr.Name(), Dialect: dialect.String()}
+		b := &channelBinding{BindingVersion: bindingVersion, Kind: kindOf(cs.addr), Name: cs.addr.Name(), Dialect: dialect.String()}
 		cs.binding = b
 		target := renderNode(dialect, cs.addr, address.Send, "", false, false)
 		ch.Address = cs.addr.Name()
@@ -455,9 +456,21 @@ func typeLabel(t reflect.Type) string {
 	return "Payload"
 }
 
+// kindOf names the kind of node a is in the document: a stream is a queue
+// on the wire, but not one its readers compete on.
+func kindOf(a Address) string {
+	if a.IsStream() {
+		return "stream"
+	}
+	return a.Kind().String()
+}
+
 func describeAddress(a Address) string {
 	switch a.Kind() {
 	case address.KindQueue:
+		if a.IsStream() {
+			return "Stream " + a.Name() + ": an append-only log; every subscription reads each message from an offset of its own."
+		}
 		if a.SingleActiveConsumer() {
 			return "Partition queue " + a.Name() + ": one receiver at a time gets its messages, in order (single active consumer)."
 		}
@@ -510,6 +523,9 @@ func renderNode(d Dialect, a Address, role address.Role, sub string, classic, ep
 			if classic {
 				qt = "classic"
 			}
+			if a.IsStream() {
+				qt = "stream"
+			}
 			w.Declares = &wireDeclare{Queue: a.Name(), QueueType: qt}
 		case a.Kind() == address.KindTopic:
 			w.Declares = &wireDeclare{Exchange: a.Name()}
@@ -543,6 +559,9 @@ func receiveBindingOf(d Dialect, s *Subscription) *receiveBinding {
 		Partitions:     sp.Partitions,
 		PartitionKey:   "group-id",
 		Delivery:       "at-least-once",
+	}
+	if sp.Stream != nil {
+		rb.StreamOffset = sp.Stream.Start().String()
 	}
 	switch {
 	case in.responder:

@@ -102,6 +102,9 @@ func TestAsyncAPIHasNoCredentialsAndSpellsTheDialect(t *testing.T) {
 	_, err = app.Subscribe(amqpactor.Topic("events"), func(context.Context, *amqpactor.Message) error { return nil },
 		amqpactor.WithBindingKeys("orders.*.eu", "#.us"), amqpactor.WithSubscriptionName("eu"))
 	require.NoError(t, err)
+	_, err = app.Subscribe(amqpactor.Stream("audit"), func(context.Context, *amqpactor.Message) error { return nil },
+		amqpactor.WithStreamOffset(amqpactor.StreamAt(42)))
+	require.NoError(t, err)
 
 	raw, err := app.AsyncAPI()
 	require.NoError(t, err)
@@ -168,6 +171,13 @@ func TestAsyncAPIHasNoCredentialsAndSpellsTheDialect(t *testing.T) {
 	require.Equal(t, "at-most-once", get(evSub, "delivery"))
 	require.Nil(t, get(evSub, "retry"))
 	require.Equal(t, "#/components/messages/AMQPMessage", get(ev, "messages", "AMQPMessage", "$ref"))
+
+	au := get(doc, "channels", "stream-audit")
+	require.Equal(t, "/queues/audit", get(au, "address"))
+	require.Equal(t, "stream", get(au, "bindings", "x-amqpactor-amqp1", "kind"))
+	auSub := get(au, "bindings", "x-amqpactor-amqp1", "subscriptions", "0")
+	require.Equal(t, map[string]any{"queue": "audit", "queueType": "stream"}, get(auSub, "source", "declares"))
+	require.Equal(t, "offset 42", get(auSub, "streamOffset"))
 }
 
 // Addresses published to join the document from their first publish on:

@@ -2,6 +2,7 @@ package amqpactor
 
 import (
 	"log/slog"
+	"maps"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -169,6 +170,11 @@ type subConfig struct {
 	queueArgs  map[string]any
 	ephemeral  bool
 	keys       []string
+	offset     *StreamOffset
+	// filterValues are WithStreamFilterValues'.
+	filterValues []string
+	// filterProps are WithStreamHeaders'.
+	filterProps map[string]string
 }
 
 // DefaultCredit is the link credit of a subscription without WithCredit.
@@ -259,6 +265,46 @@ func WithEphemeral() SubscribeOption { return func(c *subConfig) { c.ephemeral =
 // "Routing keys".
 func WithBindingKeys(patterns ...string) SubscribeOption {
 	return func(c *subConfig) { c.keys = append(c.keys[:0:0], patterns...) }
+}
+
+// WithStreamOffset says where a subscription to a Stream starts reading:
+// StreamFirst, StreamLast, StreamNext (the default), StreamAt or
+// StreamSince. It is where the subscription's first link starts; every
+// later one (after a detach, a lost connection, a restart of its actors)
+// starts after the last offset the subscription settled in order instead.
+// Subscribe fails, naming the address, for an address that is not a
+// Stream and for a negative offset.
+func WithStreamOffset(o StreamOffset) SubscribeOption {
+	return func(c *subConfig) { c.offset = &o }
+}
+
+// StreamFilterAnnotation is the message annotation a publisher puts a
+// stream message's filter value in, for WithStreamFilterValues:
+// Annotations[StreamFilterAnnotation] = "eu".
+const StreamFilterAnnotation = "x-stream-filter-value"
+
+// WithStreamFilterValues has a subscription to a Stream handle only the
+// messages whose filter value (Annotations[StreamFilterAnnotation], a
+// string) is one of values; a message without one is not handled. On
+// RabbitMQ 4 the broker skips the chunks whose bloom filter holds none of
+// them (source filter rabbitmq:stream-filter); what it lets through that
+// does not match is settled without its handler. Subscribe fails, naming
+// the address, for an address that is not a Stream and for an empty value.
+func WithStreamFilterValues(values ...string) SubscribeOption {
+	return func(c *subConfig) { c.filterValues = append(c.filterValues[:0:0], values...) }
+}
+
+// WithStreamHeaders has a subscription to a Stream handle only the
+// messages whose Headers (the application properties) hold each of props
+// with exactly that string value (together with WithStreamFilterValues: the
+// messages both take). RabbitMQ 4.1 and later filter on the broker
+// (amqp:application-properties-filter); the runtime checks each message
+// again, so a release that lets others through costs reading them, never
+// a handler call. Subscribe fails, naming the address, for an address
+// that is not a Stream, an empty name, and a value beginning with '&'
+// (which RabbitMQ reads as a prefix or suffix match).
+func WithStreamHeaders(props map[string]string) SubscribeOption {
+	return func(c *subConfig) { c.filterProps = maps.Clone(props) }
 }
 
 // PublishOption configures one publish.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -192,6 +193,9 @@ func (a *App) subscribe(addr Address, h Handler, bh BatchHandler, opts []Subscri
 	if ck, ok := a.Connector().(transport.BindingKeysChecker); ok && err == nil {
 		err = ck.CheckBindingKeys(addr, keys)
 	}
+	if err == nil {
+		err = a.checkStream(addr, c.offset, c.filterValues, c.filterProps)
+	}
 	if err != nil {
 		return nil, err // an *AddressError, naming the address
 	}
@@ -215,6 +219,13 @@ func (a *App) subscribe(addr Address, h Handler, bh BatchHandler, opts []Subscri
 		Outcome:        a.outcomer(&subPolicy{p: retry, src: addr, classic: c.classic, log: fails}),
 		QueueArguments: qargs, DeadLetter: retry.DeadLetter, DeliveryLimit: retry.MaxDeliveries,
 		HandlerTimeout: c.timeout, BindingKeys: keys,
+	}
+	if addr.IsStream() {
+		var start StreamOffset
+		if c.offset != nil {
+			start = *c.offset
+		}
+		spec.Stream = protocol.NewStreamCursor(start, c.filterValues, c.filterProps)
 	}
 	if retry.Backoff > 0 {
 		spec.Retry = protocol.Retry{Backoff: retry.Backoff, MaxBackoff: retry.MaxBackoff, MaxDeliveries: retry.MaxDeliveries,
@@ -381,6 +392,39 @@ func (a *App) Subscription(name string) *Subscription {
 		if s.spec.Name == name {
 			return s
 		}
+	}
+	return nil
+}
+
+// checkStream checks a subscription to addr with the stream offset o (nil:
+// none given) and the filters before anything reaches the wire.
+func (a *App) checkStream(addr Address, o *StreamOffset, values []string, props map[string]string) error {
+	if (len(values) > 0 || len(props) > 0) && !addr.IsStream() {
+		return &AddressError{Address: addr, Reason: "stream filters apply to a Stream address only"}
+	}
+	for k, v := range props {
+		switch {
+		case k == "":
+			return &AddressError{Address: addr, Reason: "stream property filter with an empty name"}
+		case strings.HasPrefix(v, "&"):
+			// RabbitMQ reads "&p:" and "&s:" as prefix and suffix matches.
+			return &AddressError{Address: addr, Reason: fmt.Sprintf("stream property filter %s=%q: a value may not begin with '&'", k, v)}
+		}
+	}
+	for _, v := range values {
+		if v == "" {
+			return &AddressError{Address: addr, Reason: "empty stream filter value"}
+		}
+	}
+	var start StreamOffset
+	if o != nil {
+		start = *o
+	}
+	if err := address.CheckStreamOffset(addr, start, o != nil); err != nil {
+		return err
+	}
+	if ck, ok := a.Connector().(transport.StreamChecker); ok && addr.IsStream() {
+		return ck.CheckStream(addr)
 	}
 	return nil
 }

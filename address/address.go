@@ -49,6 +49,8 @@ type Address struct {
 	parts int
 	// single marks a partition queue: one active consumer at a time.
 	single bool
+	// stream marks a stream (see Stream).
+	stream bool
 }
 
 // Queue names a queue. "orders::billing" is the fully qualified form: queue
@@ -125,7 +127,12 @@ func (a Address) IsZero() bool { return a.kind == 0 && a.name == "" }
 
 // String renders the address as kind:name, the form used in errors, logs and
 // the actor tree.
-func (a Address) String() string { return a.kind.String() + ":" + a.name }
+func (a Address) String() string {
+	if a.stream {
+		return "stream:" + a.name
+	}
+	return a.kind.String() + ":" + a.name
+}
 
 // FQQN splits a fully qualified queue name "address::queue". ok is false when
 // the name has no "::".
@@ -173,6 +180,9 @@ func (a Address) Validate() error {
 		return nil
 	}
 	if addr, q, ok := a.FQQN(); ok {
+		if a.stream {
+			return &Error{Address: a, Reason: `a stream has no "address::queue" form`}
+		}
 		if a.kind != KindQueue {
 			return &Error{Address: a, Reason: "the address::queue form names a queue; use Queue"}
 		}

@@ -21,8 +21,9 @@ type Broker struct {
 
 	ids atomic.Uint64 // queue, receiver and dynamic-node numbers
 
-	queues sync.Map // string -> *queue: addressable anycast nodes
-	topics sync.Map // string -> *topic
+	queues  sync.Map // string -> *queue: addressable anycast nodes
+	topics  sync.Map // string -> *topic
+	streams sync.Map // string -> *stream
 
 	mu       sync.Mutex // guards the fields below; never held on the hot path
 	conns    map[*conn]struct{}
@@ -198,6 +199,10 @@ func (b *Broker) Publish(a address.Address, m *amqp.Message) error {
 // route delivers one stored message to a. cached, when not nil, holds the
 // sender's last queue lookup.
 func (b *Broker) route(a address.Address, s *stored, cached *atomic.Pointer[queue]) {
+	if a.IsStream() {
+		b.stream(a.Name()).append(s)
+		return
+	}
 	if a.Kind() == address.KindTopic {
 		if v, ok := b.topics.Load(a.Name()); ok {
 			v.(*topic).publish(s)

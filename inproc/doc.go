@@ -22,6 +22,17 @@
 //     exchange routes; each attach replaces the keys. A message sent where
 //     no queue or subscription takes it is dropped (and still accepted, as
 //     a broker would).
+//   - Streams. A Stream address is an append-only log, created by the first
+//     publish or attach and never truncated (stream.go): a receiver starts
+//     where ReceiverOptions.StreamOffset says and transfers from a cursor of
+//     its own, each message with its offset in the annotation
+//     x-stream-offset (an int64); a settle takes nothing off the log, and a
+//     link that ends hands nothing back. A receiver with
+//     ReceiverOptions.StreamFilter transfers only the messages whose
+//     x-stream-filter-value annotation is one of its values, and with
+//     ReceiverOptions.StreamProperties only those whose application
+//     properties hold each of them. StreamLen
+//     reads a stream's length.
 //   - Copies, not the wire form. Send, Txn.Publish and Broker.Publish take
 //     the broker's own copy of the message before they return (data
 //     sections in one new byte slice; properties, header, maps, byte

@@ -181,6 +181,9 @@ func (s *session) NewReceiver(ctx context.Context, o transport.ReceiverOptions) 
 	} else if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if a.IsStream() && !o.Dynamic {
+		return s.newStreamReceiver(o)
+	}
 	r := &receiverLink{
 		b:       b,
 		s:       s,

@@ -130,6 +130,10 @@ func (l *relayLink) SendTo(ctx context.Context, a address.Address, m *amqp.Messa
 	}
 	to := a.Name()
 	props.To = &to
+	if a.IsStream() {
+		// Its transfers resolve to it only once it exists.
+		l.b.stream(to)
+	}
 	cp.Properties = &props
 	switch a.Kind() {
 	case address.KindQueue, address.KindTopic:
@@ -170,6 +174,9 @@ func (b *Broker) resolve(to string, dest any) (address.Address, bool) {
 	case DestTopic:
 		return address.Topic(to), true
 	case DestQueue:
+		if _, ok := b.streams.Load(to); ok {
+			return address.Stream(to), true
+		}
 		return address.Queue(to), b.queue(to, false) != nil
 	}
 	if b.queue(to, false) != nil {

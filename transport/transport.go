@@ -33,6 +33,14 @@ type BindingKeysChecker interface {
 	CheckBindingKeys(a address.Address, k address.BindingKeys) error
 }
 
+// StreamChecker is implemented by a Connector that knows, before it
+// connects, whether its broker has streams (address.Stream). Subscribe
+// asks it and fails at once with its error, which names the address and
+// the broker's limit, instead of at the attach.
+type StreamChecker interface {
+	CheckStream(a address.Address) error
+}
+
 // Connector opens connections to one broker.
 type Connector interface {
 	// Dialect says how addresses are spelt on this broker.
@@ -169,6 +177,19 @@ type ReceiverOptions struct {
 	// that cannot bind by pattern fails the attach, naming its limit,
 	// for any but the zero value.
 	BindingKeys address.BindingKeys
+	// StreamOffset, for a Stream address, is where the link starts reading
+	// (the zero value: the next message appended). Each transfer carries
+	// its offset in the message annotation x-stream-offset.
+	StreamOffset address.StreamOffset
+	// StreamFilter, for a Stream address, asks for the messages whose
+	// annotation x-stream-filter-value is one of these only (none: every
+	// message). A broker may filter by chunk and let others through; the
+	// runtime checks each message again.
+	StreamFilter []string
+	// StreamProperties, for a Stream address, asks for the messages whose
+	// application properties hold each of these with exactly that string
+	// value (none: every message). The runtime checks each message again.
+	StreamProperties map[string]string
 	// Settled asks the peer to send pre-settled transfers (at-most-once).
 	Settled bool
 	// Credit is the window the runtime will grant; transports use it to size

@@ -22,7 +22,7 @@ func sessionEnded(err error) bool {
 	return errors.As(err, &se)
 }
 
-func (r *receiver) opts(self *actor.PID, la *linkActive) transport.ReceiverOptions {
+func (r *receiver) opts(self *actor.PID, la *linkActive) (transport.ReceiverOptions, uint64) {
 	node := r.spec.Node
 	if node == "" {
 		node = r.spec.Name
@@ -51,6 +51,12 @@ func (r *receiver) opts(self *actor.PID, la *linkActive) transport.ReceiverOptio
 				"address", addr, "outcome", oc.String())
 		}
 	}
+	var stream uint64
+	if c := r.spec.Stream; c != nil {
+		// Each link starts where the ones before stopped being settled.
+		o.StreamOffset, stream = c.Begin()
+		o.StreamFilter, o.StreamProperties = c.Values(), c.Properties()
+	}
 	if r.spec.Address.SingleActiveConsumer() {
 		// A partition queue: the broker may say whether this replica is
 		// its active consumer (RabbitMQ 4.3).
@@ -64,7 +70,7 @@ func (r *receiver) opts(self *actor.PID, la *linkActive) transport.ReceiverOptio
 			root.Send(self, &activeChanged{link: la, active: active})
 		}
 	}
-	return o
+	return o, stream
 }
 
 func (r *receiver) attach(ctx actor.Context, attempt int) {
@@ -72,7 +78,8 @@ func (r *receiver) attach(ctx actor.Context, attempt int) {
 		return
 	}
 	la := &linkActive{}
-	self, sess, opts, env, prev := ctx.Self(), r.sess, r.opts(ctx.Self(), la), r.env, r.kept.closed
+	opts, stream := r.opts(ctx.Self(), la)
+	self, sess, env, prev := ctx.Self(), r.sess, r.env, r.kept.closed
 	var caller context.Context
 	if r.gen == 0 && !r.replacement {
 		// The first attach: Start's or Subscribe's context bounds it too.
@@ -88,7 +95,7 @@ func (r *receiver) attach(ctx actor.Context, attempt int) {
 			}
 		}
 		link, err := sess.NewReceiver(actx, opts)
-		env.Root.Send(self, &attachResult{attempt: attempt, link: link, err: err, active: la})
+		env.Root.Send(self, &attachResult{attempt: attempt, link: link, err: err, active: la, stream: stream})
 	})
 }
 
@@ -170,7 +177,7 @@ func (r *receiver) onAttach(ctx actor.Context, m *attachResult) {
 		r.showActive(m.active.said.Load())
 	}
 	r.joinBalance(ctx, m.active)
-	r.startLink(ctx.Self())
+	r.startLink(ctx.Self(), m.stream)
 	ctx.Send(ctx.Parent(), &Attached{})
 }
 

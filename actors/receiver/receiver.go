@@ -119,6 +119,7 @@ type (
 		link    transport.Receiver
 		err     error
 		active  *linkActive // what the broker says of the link's activity
+		stream  uint64      // the link's gen in the subscription's StreamCursor
 	}
 	// activeChanged: the broker said whether link is the active consumer.
 	activeChanged struct {

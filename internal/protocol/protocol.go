@@ -174,6 +174,9 @@ type SubscriptionSpec struct {
 	// BindingKeys bind a topic subscription's node to the topic (the zero
 	// value: every message).
 	BindingKeys address.BindingKeys
+	// Stream, for a Stream address, is where the subscription is in it:
+	// every link attaches at its Begin.
+	Stream *StreamCursor
 	// ConnPath is the path of the connection node that holds the
 	// subscription's session ("connection/connection-2" for a connection of
 	// the pool); empty means the first connection.

@@ -52,6 +52,10 @@ type Factory struct {
 	// subscription it made, once its Apps have stopped, so a live broker
 	// does not keep them. Nil means the broker forgets them by itself.
 	DeleteSubscription func(topic amqpactor.Address, subscription string) error
+	// DeleteStream, when set, deletes a stream a test made, once its Apps
+	// have stopped, so a live broker does not keep its messages. Nil means
+	// the broker forgets them by itself.
+	DeleteStream func(name string) error
 	// Features marks the broker's differences.
 	Features Features
 }
@@ -126,6 +130,19 @@ type Features struct {
 	// Without it the suite asserts that Subscribe fails with such keys,
 	// naming the address (Artemis routes by address only).
 	BindingKeys bool
+	// Streams: the broker has streams (amqpactor.Stream): a subscription
+	// starts at a StreamOffset, each delivery carries its offset in
+	// x-stream-offset, a subscription with filter values handles only the
+	// messages that carry one, and a subscription that re-attaches goes on
+	// after what it settled (the in-process broker, RabbitMQ 4 over 1.0).
+	// Without it the suite asserts that Subscribe fails, naming the
+	// address.
+	Streams bool
+	// StreamPropertyFilters: WithStreamHeaders works (the in-process
+	// broker; RabbitMQ 4, where 4.1 and later filter on the broker and 4.0
+	// takes the attach and leaves the filtering to the runtime's check).
+	// Without it the header filter cases are not run.
+	StreamPropertyFilters bool
 }
 
 // Run runs the whole suite on f. Every subtest makes its own connector, its
@@ -159,6 +176,9 @@ var cases = []struct {
 	{"BindingKeys", testBindingKeys},
 	{"BindingKeysRebind", testBindingKeysRebind},
 	{"SettledPublish", testSettledPublish},
+	{"StreamOffsets", testStreamOffsets},
+	{"StreamResume", testStreamResume},
+	{"StreamFilter", testStreamFilter},
 
 	// Outcomes and retries.
 	{"DeliveryCountModified", testDeliveryCountModified},

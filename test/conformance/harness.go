@@ -66,6 +66,20 @@ func newEnv(t *testing.T, f Factory) *env {
 	return e
 }
 
+// stream names a stream of the test's own, deleted (Factory.DeleteStream)
+// once the Apps made after it have stopped.
+func (e *env) stream(base string) amqpactor.Address {
+	name := e.unique(base)
+	if del := e.f.DeleteStream; del != nil {
+		e.Cleanup(func() {
+			if err := del(name); err != nil {
+				e.Logf("deleting the stream %s: %v", name, err)
+			}
+		})
+	}
+	return amqpactor.Stream(name)
+}
+
 // unique makes a name no other test or run uses.
 func (e *env) unique(base string) string {
 	if e.f.Unique != nil {

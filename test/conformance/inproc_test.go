@@ -32,6 +32,8 @@ func TestInproc(t *testing.T) {
 			Transactions:            true,
 			FaultHooks:              true,
 			BindingKeys:             true,
+			Streams:                 true,
+			StreamPropertyFilters:   true,
 		},
 	})
 }

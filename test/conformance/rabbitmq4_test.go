@@ -30,16 +30,9 @@ func TestRabbitMQ4(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			c, err := amqpwire.New(amqpwire.Config{URL: url, Dialect: address.RabbitMQ4}).Connect(ctx)
-			if err != nil {
-				return err
-			}
-			defer func() { _ = c.Close(ctx) }()
-			err = brokeradmin.DeleteQueue(ctx, c.(*amqpwire.Conn).Management(), node.Queue)
-			return err
+			return deleteQueue(url, node.Queue)
 		},
+		DeleteStream: func(name string) error { return deleteQueue(url, name) },
 		Features: conformance.Features{
 			DeliveryCountOnModified: true,  // quorum queues
 			UndeliverableHereKeeps:  false, // RabbitMQ 4: undeliverable-here means do not requeue
@@ -48,6 +41,20 @@ func TestRabbitMQ4(t *testing.T) {
 			UserID:                  []byte("guest"),
 			BrokerDeadLetters:       true, // quorum queues declared with x-dead-letter-*
 			BindingKeys:             true, // /exchanges/NAME routes by subject
+			Streams:                 true, // stream queues over AMQP 1.0
+			StreamPropertyFilters:   true, // 4.0 leaves it to the runtime's check
 		},
 	})
+}
+
+// deleteQueue deletes the queue (or stream) name on the broker at url.
+func deleteQueue(url, name string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := amqpwire.New(amqpwire.Config{URL: url, Dialect: address.RabbitMQ4}).Connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = c.Close(ctx) }()
+	return brokeradmin.DeleteQueue(ctx, c.(*amqpwire.Conn).Management(), name)
 }

@@ -53,6 +53,9 @@
 //     the channel); RabbitMQ 4's "/queues/NAME" and "/exchanges/NAME/KEY"
 //     forms and a name without '/' (a queue, a reply address) are
 //     understood too. A raw source is a queue that must exist.
+//   - Stream(name): not offered here; a publish, an attach and the
+//     connector's CheckStream (asked by Subscribe) fail with an
+//     *address.Error naming it. Streams are read over AMQP 1.0.
 //
 // # Publishing
 //

@@ -53,6 +53,9 @@ func sendRoute(a address.Address) (route, error) {
 	if _, err := address.Render(address.RabbitMQ4, a, address.Send, ""); err != nil {
 		return route{}, err
 	}
+	if a.IsStream() {
+		return route{}, noStreams(a)
+	}
 	switch a.Kind() {
 	case address.KindQueue:
 		return route{key: a.Name()}, nil
@@ -267,6 +270,9 @@ func (c *Conn) declareForSend(ctx context.Context, a address.Address, r route) e
 func (c *Conn) receiveQueue(ctx context.Context, o transport.ReceiverOptions) (string, bool, error) {
 	a := o.Address
 	node, err := address.Render(address.RabbitMQ4, a, address.Receive, o.Subscription)
+	if err == nil && a.IsStream() {
+		err = noStreams(a)
+	}
 	if err != nil {
 		return "", false, err
 	}

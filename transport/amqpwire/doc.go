@@ -95,6 +95,18 @@
 //   - A partition queue of address.Partitioned (NAME.p<i>): the same, with
 //     x-single-active-consumer: true, by senders and receivers alike, so
 //     whichever comes first declares it the same way.
+//   - Stream(name): a durable queue with x-queue-type stream, declared by
+//     senders and receivers alike, with ReceiverOptions.QueueArguments; a
+//     receiver attaches with the source filter rabbitmq:stream-offset-spec
+//     of ReceiverOptions.StreamOffset ("first", "last", "next" as strings,
+//     an offset as a ulong, a time as a timestamp), and with
+//     ReceiverOptions.StreamFilter the filter values
+//     (rabbitmq:stream-filter) with rabbitmq:stream-match-unfiltered
+//     false, and with ReceiverOptions.StreamProperties the filter
+//     amqp:application-properties-filter (which 4.0 takes and ignores).
+//     Other dialects refuse a
+//     Stream (address.CheckStream), as the connector's CheckStream does
+//     before Subscribe.
 //   - Topic(name), send: a durable exchange of type "topic", routed by each
 //     message's subject. A link to /exchanges/NAME would carry the empty
 //     routing key, so the sender's link is attached to the anonymous

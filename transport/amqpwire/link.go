@@ -88,6 +88,9 @@ func (s *Session) NewSender(ctx context.Context, o transport.SenderOptions) (tra
 		return s.newRelay(ctx, mode)
 	}
 	node, err := address.Render(s.conn.dialect, o.Address, address.Send, "")
+	if err == nil {
+		err = address.CheckStream(s.conn.dialect, o.Address)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -277,6 +280,9 @@ func (s *Session) NewReceiver(ctx context.Context, o transport.ReceiverOptions) 
 		if err == nil {
 			err = address.CheckBindingKeys(d, o.Address, o.BindingKeys)
 		}
+		if err == nil {
+			err = address.CheckStream(d, o.Address)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -304,6 +310,9 @@ func (s *Session) NewReceiver(ctx context.Context, o transport.ReceiverOptions) 
 		}
 		source = node.Address
 		opts.SourceCapabilities = node.Capabilities
+		if o.Address.IsStream() {
+			opts.Filters = streamFilters(o.StreamOffset, o.StreamFilter, o.StreamProperties)
+		}
 	}
 
 	if on := o.OnActive; on != nil {

@@ -98,6 +98,9 @@ type addressedMessage struct {
 // anonymous terminus; m itself is not changed.
 func addressed(d address.Dialect, a address.Address, m *amqp.Message) (*amqp.Message, error) {
 	node, err := address.Render(d, a, address.Send, "")
+	if err == nil {
+		err = address.CheckStream(d, a)
+	}
 	if err != nil {
 		return nil, err
 	}

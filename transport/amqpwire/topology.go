@@ -97,10 +97,12 @@ func reserved(name string) bool { return strings.HasPrefix(name, "amq.") }
 
 // declareForSend declares the node a sender to a needs on RabbitMQ 4.
 func (c *Conn) declareForSend(ctx context.Context, a address.Address) error {
-	switch a.Kind() {
-	case address.KindQueue:
+	switch {
+	case a.IsStream():
+		return c.ensureQueue(ctx, a.String(), QueueSpec{Name: a.Name(), Type: Stream})
+	case a.Kind() == address.KindQueue:
 		return c.ensureQueue(ctx, a.String(), QueueSpec{Name: a.Name(), Type: Quorum, SingleActiveConsumer: a.SingleActiveConsumer()})
-	case address.KindTopic:
+	case a.Kind() == address.KindTopic:
 		return c.ensureExchange(ctx, a.String(), a.Name())
 	}
 	return nil
@@ -111,6 +113,9 @@ func (c *Conn) declareForReceive(ctx context.Context, o transport.ReceiverOption
 	a := o.Address
 	switch a.Kind() {
 	case address.KindQueue:
+		if a.IsStream() {
+			return c.declareStream(ctx, o)
+		}
 		typ := Quorum
 		if o.ClassicQueue {
 			typ = Classic
@@ -162,6 +167,28 @@ func (c *Conn) declareForReceive(ctx context.Context, o transport.ReceiverOption
 		return c.bindKeys(ctx, a.String(), node, o.BindingKeys)
 	}
 	return nil
+}
+
+// declareStream declares the stream of a receiver, with the queue
+// arguments it was given (x-max-length-bytes, x-max-age, …); a stream has
+// no dead-lettering, which is refused naming the address.
+func (c *Conn) declareStream(ctx context.Context, o transport.ReceiverOptions) error {
+	a := o.Address
+	if !o.DeadLetter.IsZero() || o.ClassicQueue {
+		return declareError(a.String(), fmt.Errorf("a stream has neither dead-lettering nor a classic queue type"))
+	}
+	args, err := transport.QueueArguments(o.QueueArguments)
+	if err != nil {
+		return declareError(a.String(), err)
+	}
+	if t, ok := args["x-queue-type"]; ok && t != string(Stream) {
+		return declareError(a.String(), fmt.Errorf("x-queue-type %v: a stream is of type stream", t))
+	}
+	delete(args, "x-queue-type")
+	if len(args) == 0 {
+		args = nil
+	}
+	return c.ensureQueue(ctx, a.String(), QueueSpec{Name: a.Name(), Type: Stream, Arguments: args})
 }
 
 // bindKeys binds a durable subscription queue to its topic with exactly
