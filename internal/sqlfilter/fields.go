@@ -60,7 +60,7 @@ func resolveSection(section, name string) (f field, key, msg string) {
 		if f, ok := properties[name]; ok {
 			return f, "", ""
 		}
-		return 0, "", fmt.Sprintf("%s.%s: not a field of the properties section (message_id, user_id, to, subject, reply_to, correlation_id, content_type, content_encoding, absolute_expiry_time, creation_time, group_id, group_sequence, reply_to_group_id)", section, name)
+		return 0, "", fmt.Sprintf("%s.%s: not a field of the properties section, whose fields are written with underscores (message_id, user_id, to, subject, reply_to, correlation_id, content_type, content_encoding, absolute_expiry_time, creation_time, group_id, group_sequence, reply_to_group_id)", section, name)
 	case "application_properties", "a":
 		return fApp, name, ""
 	case "delivery_annotations", "d", "message_annotations", "m", "footer", "f",

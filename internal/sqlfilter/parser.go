@@ -392,5 +392,8 @@ func (p *parser) describe(t token) string {
 	if n := runeOffset(s, 16); n < len(s) {
 		s = s[:n] + "…"
 	}
+	if t.kind == tString {
+		return "the string " + s
+	}
 	return "'" + s + "'"
 }
