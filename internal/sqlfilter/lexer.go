@@ -74,12 +74,6 @@ var reserved = map[string]bool{
 	"substring": true, "utc": true, "date": true,
 }
 
-// implemented are the reserved words that are operators in upper case.
-var implemented = map[string]bool{
-	"and": true, "or": true, "not": true, "like": true, "in": true, "is": true,
-	"null": true, "escape": true, "true": true, "false": true, "utc": true,
-}
-
 // lex splits expr into tokens, ending with tEOF.
 func lex(expr string) ([]token, *SyntaxError) {
 	var toks []token
@@ -135,6 +129,9 @@ func lexOne(expr string, i int) (token, *SyntaxError) {
 	}
 	if k, ok := punct[c]; ok {
 		return token{kind: k, off: i, end: i + 1}, nil
+	}
+	if c == '.' {
+		return token{}, errAt(expr, i, "unexpected character '.': a number has digits on both sides of its point (0.5)")
 	}
 	r := expr[i:runeOffsetFrom(expr, i)]
 	return token{}, errAt(expr, i, "unexpected character %q", r)
@@ -199,8 +196,9 @@ func scanDigits(expr string, i int) int {
 	return i
 }
 
-// lexWord reads a reserved word, a regular identifier
-// ([A-Za-z][A-Za-z0-9_]*) or a section-qualified one (p.subject).
+// lexWord reads a reserved word, a regular identifier or a
+// section-qualified one (p.subject). A regular identifier is RabbitMQ's
+// [A-Za-z][A-Za-z0-9_]*: no $ and no leading _, which the spec allows.
 func lexWord(expr string, i int) (token, *SyntaxError) {
 	// A section name is letters, '_' and '-'; then '.' and a regular identifier.
 	j := i + 1
@@ -221,7 +219,7 @@ func lexWord(expr string, i int) (token, *SyntaxError) {
 		return token{kind: k, off: i, end: end}, nil
 	}
 	if lw := strings.ToLower(w); reserved[lw] {
-		if implemented[lw] {
+		if _, op := upperWords[strings.ToUpper(w)]; op {
 			return token{}, errAt(expr, i, "%q is a reserved word: write operators in upper case (%s), and a name that is a reserved word in brackets ([%s])", w, strings.ToUpper(w), w)
 		}
 		return token{}, errAt(expr, i, "%q is a reserved word RabbitMQ does not implement (a name that is one goes in brackets: [%s])", w, w)
