@@ -9,6 +9,7 @@ import (
 
 	"github.com/amqpactor/amqpactor/actors"
 	"github.com/amqpactor/amqpactor/actors/session"
+	"github.com/amqpactor/amqpactor/address"
 )
 
 // Option configures an App.
@@ -171,10 +172,9 @@ type subConfig struct {
 	ephemeral  bool
 	keys       []string
 	offset     *StreamOffset
-	// filterValues are WithStreamFilterValues'.
-	filterValues []string
-	// filterProps are WithStreamHeaders'.
-	filterProps map[string]string
+	// filter is WithStreamFilterValues', WithStreamHeaders',
+	// WithStreamProperties' and WithStreamSQL's.
+	filter address.StreamFilter
 }
 
 // DefaultCredit is the link credit of a subscription without WithCredit.
@@ -291,7 +291,7 @@ const StreamFilterAnnotation = "x-stream-filter-value"
 // does not match is settled without its handler. Subscribe fails, naming
 // the address, for an address that is not a Stream and for an empty value.
 func WithStreamFilterValues(values ...string) SubscribeOption {
-	return func(c *subConfig) { c.filterValues = append(c.filterValues[:0:0], values...) }
+	return func(c *subConfig) { c.filter.Values = append(c.filter.Values[:0:0], values...) }
 }
 
 // WithStreamHeaders has a subscription to a Stream handle only the
@@ -304,7 +304,35 @@ func WithStreamFilterValues(values ...string) SubscribeOption {
 // that is not a Stream, an empty name, and a value beginning with '&'
 // (which RabbitMQ reads as a prefix or suffix match).
 func WithStreamHeaders(props map[string]string) SubscribeOption {
-	return func(c *subConfig) { c.filterProps = maps.Clone(props) }
+	return func(c *subConfig) { c.filter.Headers = maps.Clone(props) }
+}
+
+// WithStreamProperties has a subscription to a Stream handle only the
+// messages whose properties section holds each of props with exactly that
+// string value. Keys are the fields' AMQP names: "subject", "to",
+// "message-id", "correlation-id", "user-id", "reply-to", "content-type",
+// "content-encoding", "group-id", "reply-to-group-id" (an id that is not a
+// string never matches). RabbitMQ 4.1 and later filter on the broker
+// (amqp:properties-filter); the runtime checks each message again. It
+// takes the same values WithStreamHeaders does, and fails Subscribe, naming
+// the address, for another key.
+func WithStreamProperties(props map[string]string) SubscribeOption {
+	return func(c *subConfig) { c.filter.Properties = maps.Clone(props) }
+}
+
+// WithStreamSQL has a subscription to a Stream handle only the messages
+// for which expr, an SQL filter expression, is TRUE: comparisons, AND, OR,
+// NOT, arithmetic, LIKE, IN, IS NULL over header.priority,
+// properties.FIELD (p.subject, p.group_id, p.creation_time ...) and the
+// Headers (a.name, or the bare name), as RabbitMQ 4.2 and later evaluate
+// it on the broker (amqp:sql-filter). The in-process broker evaluates the
+// same subset. Subscribe fails, naming the address, for an address that
+// is not a Stream, an expression that does not parse (with the column),
+// one given with WithStreamHeaders or WithStreamProperties (RabbitMQ takes
+// one kind), and, wrapping ErrNotSupported, on a broker without SQL
+// filters (RabbitMQ before 4.2) or one that refuses the expression.
+func WithStreamSQL(expr string) SubscribeOption {
+	return func(c *subConfig) { c.filter.SQL = expr }
 }
 
 // PublishOption configures one publish.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -194,7 +193,7 @@ func (a *App) subscribe(addr Address, h Handler, bh BatchHandler, opts []Subscri
 		err = ck.CheckBindingKeys(addr, keys)
 	}
 	if err == nil {
-		err = a.checkStream(addr, c.offset, c.filterValues, c.filterProps)
+		err = a.checkStream(addr, c.offset, c.filter)
 	}
 	if err != nil {
 		return nil, err // an *AddressError, naming the address
@@ -225,7 +224,7 @@ func (a *App) subscribe(addr Address, h Handler, bh BatchHandler, opts []Subscri
 		if c.offset != nil {
 			start = *c.offset
 		}
-		spec.Stream = protocol.NewStreamCursor(start, c.filterValues, c.filterProps)
+		spec.Stream = protocol.NewStreamCursor(start, c.filter)
 	}
 	if retry.Backoff > 0 {
 		spec.Retry = protocol.Retry{Backoff: retry.Backoff, MaxBackoff: retry.MaxBackoff, MaxDeliveries: retry.MaxDeliveries,
@@ -398,23 +397,9 @@ func (a *App) Subscription(name string) *Subscription {
 
 // checkStream checks a subscription to addr with the stream offset o (nil:
 // none given) and the filters before anything reaches the wire.
-func (a *App) checkStream(addr Address, o *StreamOffset, values []string, props map[string]string) error {
-	if (len(values) > 0 || len(props) > 0) && !addr.IsStream() {
-		return &AddressError{Address: addr, Reason: "stream filters apply to a Stream address only"}
-	}
-	for k, v := range props {
-		switch {
-		case k == "":
-			return &AddressError{Address: addr, Reason: "stream property filter with an empty name"}
-		case strings.HasPrefix(v, "&"):
-			// RabbitMQ reads "&p:" and "&s:" as prefix and suffix matches.
-			return &AddressError{Address: addr, Reason: fmt.Sprintf("stream property filter %s=%q: a value may not begin with '&'", k, v)}
-		}
-	}
-	for _, v := range values {
-		if v == "" {
-			return &AddressError{Address: addr, Reason: "empty stream filter value"}
-		}
+func (a *App) checkStream(addr Address, o *StreamOffset, f address.StreamFilter) error {
+	if err := address.CheckStreamFilter(addr, f); err != nil {
+		return err
 	}
 	var start StreamOffset
 	if o != nil {

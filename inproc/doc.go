@@ -27,12 +27,11 @@
 //     where ReceiverOptions.StreamOffset says and transfers from a cursor of
 //     its own, each message with its offset in the annotation
 //     x-stream-offset (an int64); a settle takes nothing off the log, and a
-//     link that ends hands nothing back. A receiver with
-//     ReceiverOptions.StreamFilter transfers only the messages whose
-//     x-stream-filter-value annotation is one of its values, and with
-//     ReceiverOptions.StreamProperties only those whose application
-//     properties hold each of them. StreamLen
-//     reads a stream's length.
+//     link that ends hands nothing back. A receiver with a
+//     ReceiverOptions.StreamFilter transfers only the messages it passes,
+//     exactly: one of its filter values (x-stream-filter-value), each of
+//     its headers and properties, its SQL expression (the subset RabbitMQ
+//     evaluates, internal/sqlfilter). StreamLen reads a stream's length.
 //   - Copies, not the wire form. Send, Txn.Publish and Broker.Publish take
 //     the broker's own copy of the message before they return (data
 //     sections in one new byte slice; properties, header, maps, byte

@@ -11,6 +11,8 @@ import (
 	"github.com/Azure/go-amqp"
 
 	"github.com/amqpactor/amqpactor/address"
+	"github.com/amqpactor/amqpactor/internal/protocol"
+	"github.com/amqpactor/amqpactor/internal/sqlfilter"
 	"github.com/amqpactor/amqpactor/messages"
 	"github.com/amqpactor/amqpactor/transport"
 )
@@ -100,8 +102,8 @@ type streamReceiver struct {
 	st      *stream
 	addr    address.Address
 	settled bool
-	values  []string          // the filter values asked for; none: every message
-	props   map[string]string // the application properties asked for
+	filter  address.StreamFilter
+	sql     *sqlfilter.Filter // filter.SQL's, parsed; nil without one
 	done    chan struct{}     // closed when the link ends
 	credits chan struct{}     // one slot: "credit may have grown"
 
@@ -116,8 +118,16 @@ var _ transport.Receiver = (*streamReceiver)(nil)
 
 func (s *session) newStreamReceiver(o transport.ReceiverOptions) (transport.Receiver, error) {
 	st := s.c.b.stream(o.Address.Name())
-	r := &streamReceiver{b: s.c.b, s: s, st: st, addr: o.Address, settled: o.Settled, values: o.StreamFilter, props: o.StreamProperties,
+	r := &streamReceiver{b: s.c.b, s: s, st: st, addr: o.Address, settled: o.Settled, filter: o.StreamFilter,
 		done: make(chan struct{}), credits: make(chan struct{}, 1)}
+	if o.StreamFilter.SQL != "" {
+		f, err := sqlfilter.Parse(o.StreamFilter.SQL)
+		if err != nil {
+			return nil, &transport.LinkError{Address: o.Address.String(), Op: "attach",
+				Err: fmt.Errorf("%w: the broker refused the SQL stream filter: %v", transport.ErrNotSupported, err)}
+		}
+		r.sql = f
+	}
 	if !o.Settled {
 		r.unsettled = make(map[*amqp.Message]struct{}, max(int(o.Credit), 16))
 	}
@@ -220,20 +230,37 @@ func (r *streamReceiver) take() (*amqp.Message, <-chan struct{}, error) {
 	return m, nil, nil
 }
 
-// wants reports whether s carries one of the link's filter values (any
-// message when it has none) and each of its application properties. The
+// wants reports whether s passes the link's filter: one of its filter
+// values, each of its headers and properties, its SQL expression. The
 // filter is exact, where RabbitMQ's bloom filter may let others through.
 func (r *streamReceiver) wants(s *stored) bool {
-	if len(r.values) > 0 {
+	f := &r.filter
+	if len(f.Values) > 0 {
 		v, ok := s.ann[FilterAnnotation].(string)
-		if !ok || !slices.Contains(r.values, v) {
+		if !ok || !slices.Contains(f.Values, v) {
 			return false
 		}
 	}
-	for k, want := range r.props {
+	for k, want := range f.Headers {
 		if v, ok := s.app[k].(string); !ok || v != want {
 			return false
 		}
+	}
+	var props *amqp.MessageProperties
+	if s.p != nil {
+		props = &s.p.props
+	}
+	for k, want := range f.Properties {
+		if v, ok := protocol.PropertyString(props, k); !ok || v != want {
+			return false
+		}
+	}
+	if r.sql != nil {
+		var hdr *amqp.MessageHeader
+		if s.hasHdr {
+			hdr = &s.hdr
+		}
+		return r.sql.Match(protocol.FromAMQP(&amqp.Message{Header: hdr, Properties: props, ApplicationProperties: s.app}))
 	}
 	return true
 }

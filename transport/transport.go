@@ -181,15 +181,14 @@ type ReceiverOptions struct {
 	// (the zero value: the next message appended). Each transfer carries
 	// its offset in the message annotation x-stream-offset.
 	StreamOffset address.StreamOffset
-	// StreamFilter, for a Stream address, asks for the messages whose
-	// annotation x-stream-filter-value is one of these only (none: every
-	// message). A broker may filter by chunk and let others through; the
-	// runtime checks each message again.
-	StreamFilter []string
-	// StreamProperties, for a Stream address, asks for the messages whose
-	// application properties hold each of these with exactly that string
-	// value (none: every message). The runtime checks each message again.
-	StreamProperties map[string]string
+	// StreamFilter, for a Stream address, asks for the messages it
+	// passes only (the zero value: every message). A broker may let
+	// others through where its filter is coarser (filter values go by
+	// chunk) or missing (property filters before RabbitMQ 4.1): the
+	// runtime checks each message against the values, headers and
+	// properties again. A transport that cannot apply the SQL filter fails
+	// the attach, wrapping ErrNotSupported.
+	StreamFilter address.StreamFilter
 	// Settled asks the peer to send pre-settled transfers (at-most-once).
 	Settled bool
 	// Credit is the window the runtime will grant; transports use it to size

@@ -55,7 +55,7 @@ func (r *receiver) opts(self *actor.PID, la *linkActive) (transport.ReceiverOpti
 	if c := r.spec.Stream; c != nil {
 		// Each link starts where the ones before stopped being settled.
 		o.StreamOffset, stream = c.Begin()
-		o.StreamFilter, o.StreamProperties = c.Values(), c.Properties()
+		o.StreamFilter = c.Filter()
 	}
 	if r.spec.Address.SingleActiveConsumer() {
 		// A partition queue: the broker may say whether this replica is

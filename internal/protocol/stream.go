@@ -22,13 +22,11 @@ const OffsetAnnotation = "x-stream-offset"
 // Settled on its workers, Begin on the receiver actor.
 type StreamCursor struct {
 	start address.StreamOffset // where the first link starts
-	// values, when set, are the filter values a message must carry (in
-	// FilterAnnotation) to be handled: the broker's bloom filter lets
-	// others through.
-	values []string
-	// props, when set, are the application properties a message must hold,
-	// each with exactly that string value, to be handled.
-	props map[string]string
+	// filter is what the subscription asked for. The broker's bloom
+	// filter lets other messages through, and a broker before RabbitMQ 4.1
+	// ignores the property filters: Wants checks them again. An SQL
+	// filter is the broker's alone (it refuses what it cannot evaluate).
+	filter address.StreamFilter
 
 	mu sync.Mutex
 	// gen is the link the pending offsets came on; a settle of another
@@ -56,39 +54,80 @@ type pendingOffset struct {
 const FilterAnnotation = "x-stream-filter-value"
 
 // NewStreamCursor returns a cursor whose first link starts at start and
-// whose handlers get only the messages with one of values (none: all) and
-// every application property of props.
-func NewStreamCursor(start address.StreamOffset, values []string, props map[string]string) *StreamCursor {
-	return &StreamCursor{start: start, values: values, props: props, next: -1}
+// whose handlers get only the messages f asks for.
+func NewStreamCursor(start address.StreamOffset, f address.StreamFilter) *StreamCursor {
+	return &StreamCursor{start: start, filter: f, next: -1}
 }
 
-// Values are the filter values the subscription asked for.
-func (c *StreamCursor) Values() []string { return c.values }
+// Filter is what the subscription asked for.
+func (c *StreamCursor) Filter() address.StreamFilter { return c.filter }
 
-// Properties are the application properties the subscription asked for.
-func (c *StreamCursor) Properties() map[string]string { return c.props }
-
-// Wants reports whether m is for the handlers: it carries one of the
-// filter values, or none was asked for.
+// Wants reports whether m is for the handlers: it passes the filter's
+// values, headers and properties (those asked for).
 func (c *StreamCursor) Wants(m *amqp.Message) bool {
-	if len(c.values) == 0 && len(c.props) == 0 {
+	f := &c.filter
+	if len(f.Values) == 0 && len(f.Headers) == 0 && len(f.Properties) == 0 {
 		return true
 	}
 	if m == nil {
 		return false
 	}
-	if len(c.values) > 0 {
+	if len(f.Values) > 0 {
 		v, ok := m.Annotations[FilterAnnotation].(string)
-		if !ok || !slices.Contains(c.values, v) {
+		if !ok || !slices.Contains(f.Values, v) {
 			return false
 		}
 	}
-	for k, want := range c.props {
+	for k, want := range f.Headers {
 		if v, ok := m.ApplicationProperties[k].(string); !ok || v != want {
 			return false
 		}
 	}
+	for k, want := range f.Properties {
+		if v, ok := PropertyString(m.Properties, k); !ok || v != want {
+			return false
+		}
+	}
 	return true
+}
+
+// PropertyString is the properties-section field named k (its AMQP name,
+// address.StreamFilterFields) as a string: user-id's bytes as they are,
+// an id only when it is a string.
+func PropertyString(p *amqp.MessageProperties, k string) (string, bool) {
+	if p == nil {
+		return "", false
+	}
+	var v *string
+	switch k {
+	case "message-id", "correlation-id":
+		id := p.MessageID
+		if k == "correlation-id" {
+			id = p.CorrelationID
+		}
+		s, ok := id.(string)
+		return s, ok
+	case "user-id":
+		return string(p.UserID), p.UserID != nil
+	case "to":
+		v = p.To
+	case "subject":
+		v = p.Subject
+	case "reply-to":
+		v = p.ReplyTo
+	case "content-type":
+		v = p.ContentType
+	case "content-encoding":
+		v = p.ContentEncoding
+	case "group-id":
+		v = p.GroupID
+	case "reply-to-group-id":
+		v = p.ReplyToGroupID
+	}
+	if v == nil {
+		return "", false
+	}
+	return *v, true
 }
 
 // Start is where the subscription's first link starts.

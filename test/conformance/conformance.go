@@ -138,11 +138,16 @@ type Features struct {
 	// Without it the suite asserts that Subscribe fails, naming the
 	// address.
 	Streams bool
-	// StreamPropertyFilters: WithStreamHeaders works (the in-process
+	// StreamPropertyFilters: WithStreamHeaders and WithStreamProperties
+	// work (the in-process
 	// broker; RabbitMQ 4, where 4.1 and later filter on the broker and 4.0
 	// takes the attach and leaves the filtering to the runtime's check).
 	// Without it the header filter cases are not run.
 	StreamPropertyFilters bool
+	// StreamSQL: WithStreamSQL works (the in-process broker, RabbitMQ
+	// 4.2 and later). Without it, with Streams, the suite asserts that a
+	// subscription with an SQL filter fails, wrapping ErrNotSupported.
+	StreamSQL bool
 }
 
 // Run runs the whole suite on f. Every subtest makes its own connector, its

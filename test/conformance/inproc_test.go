@@ -34,6 +34,7 @@ func TestInproc(t *testing.T) {
 			BindingKeys:             true,
 			Streams:                 true,
 			StreamPropertyFilters:   true,
+			StreamSQL:               true,
 		},
 	})
 }

@@ -20,6 +20,7 @@ import (
 // the Features below, never skips of whole behaviours.
 func TestRabbitMQ4(t *testing.T) {
 	url := livetest.URL(t, "the RabbitMQ 4 conformance run")
+	v := livetest.RabbitMQ(t, url)
 	conformance.Run(t, conformance.Factory{
 		Name: "rabbitmq4",
 		New: func(t *testing.T) amqpactor.Connector {
@@ -43,6 +44,7 @@ func TestRabbitMQ4(t *testing.T) {
 			BindingKeys:             true, // /exchanges/NAME routes by subject
 			Streams:                 true, // stream queues over AMQP 1.0
 			StreamPropertyFilters:   true, // 4.0 leaves it to the runtime's check
+			StreamSQL:               v.AtLeast(4, 2),
 		},
 	})
 }

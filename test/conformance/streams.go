@@ -135,8 +135,9 @@ func testStreamOffsets(e *env) {
 // testStreamFilter: subscriptions from the first message with filter
 // values handle exactly the messages that carry one of them, in order,
 // whatever the broker's bloom filter lets through; with
-// Features.StreamPropertyFilters, those with an application property
-// filter exactly the messages that hold it.
+// Features.StreamPropertyFilters, those with header and property filters
+// exactly the messages that hold them; with Features.StreamSQL, those with
+// an SQL filter exactly the messages it is TRUE of.
 func testStreamFilter(e *env) {
 	if !e.f.Features.Streams {
 		e.Skip("the broker has no streams (Features.Streams): testStreamOffsets asserts the error")
@@ -146,29 +147,51 @@ func testStreamFilter(e *env) {
 	_, err := app.Subscribe(amqpactor.Queue(e.unique("q")), ignore, amqpactor.WithStreamFilterValues("eu"))
 	require.Error(e, err, "filter values for a queue")
 	_, err = app.Subscribe(amqpactor.Queue(e.unique("q")), ignore, amqpactor.WithStreamHeaders(map[string]string{"a": "b"}))
-	require.Error(e, err, "a property filter for a queue")
+	require.Error(e, err, "a header filter for a queue")
+	_, err = app.Subscribe(amqpactor.Queue(e.unique("q")), ignore, amqpactor.WithStreamSQL("a = 'b'"))
+	require.Error(e, err, "an SQL filter for a queue")
 	_, err = app.Subscribe(st, ignore, amqpactor.WithStreamHeaders(map[string]string{"kind": "&p:ord"}))
-	require.Error(e, err, "a property value RabbitMQ would read as a prefix match")
-	var all, eu, euUS, orders, euOrders []string
+	require.Error(e, err, "a header value RabbitMQ would read as a prefix match")
+	_, err = app.Subscribe(st, ignore, amqpactor.WithStreamProperties(map[string]string{"creation-time": "0"}))
+	require.ErrorContains(e, err, st.String(), "a property the filter cannot match")
+	_, err = app.Subscribe(st, ignore, amqpactor.WithStreamSQL("kind = 'order' and n > 1"))
+	require.ErrorContains(e, err, st.String(), "an SQL filter that does not parse")
+	_, err = app.Subscribe(st, ignore, amqpactor.WithStreamSQL("n > 1"), amqpactor.WithStreamHeaders(map[string]string{"kind": "order"}))
+	require.ErrorContains(e, err, "not both", "SQL and header filters together")
+	if !e.f.Features.StreamSQL {
+		_, err = app.Subscribe(st, ignore, amqpactor.WithStreamSQL("n > 1"))
+		require.ErrorIs(e, err, amqpactor.ErrNotSupported, "an SQL filter where the broker has none")
+		require.ErrorContains(e, err, st.String())
+	}
+	var all, eu, euUS, orders, euOrders, tens, refundsLow, euLate []string
 	for i := range 90 {
 		id := fmt.Sprintf("f-%d", i)
-		m := &amqpactor.Message{MessageID: id, Body: []byte(id)}
+		m := &amqpactor.Message{MessageID: id, Body: []byte(id), Headers: map[string]any{"n": i}}
 		switch i % 3 {
 		case 0:
 			m.Annotations = map[string]any{amqpactor.StreamFilterAnnotation: "eu"}
 			eu, euUS = append(eu, id), append(euUS, id)
+			if i >= 45 {
+				euLate = append(euLate, id)
+			}
 		case 1:
 			m.Annotations = map[string]any{amqpactor.StreamFilterAnnotation: "us"}
 			euUS = append(euUS, id)
 		}
 		if i%2 == 0 {
-			m.Headers = map[string]any{"kind": "order"}
+			m.Headers["kind"], m.Subject = "order", "orders.new"
 			orders = append(orders, id)
 			if i%3 == 0 {
 				euOrders = append(euOrders, id)
 			}
+			if i%10 == 0 {
+				tens = append(tens, id)
+			}
 		} else {
-			m.Headers = map[string]any{"kind": "refund"}
+			m.Headers["kind"], m.Subject = "refund", "refunds.new"
+			if i < 30 {
+				refundsLow = append(refundsLow, id)
+			}
 		}
 		all = append(all, id)
 		e.publish(app, st, m)
@@ -177,19 +200,31 @@ func testStreamFilter(e *env) {
 	for _, c := range []struct {
 		name   string
 		values []string
+		heads  map[string]string
 		props  map[string]string
+		sql    string
 		want   []string
 	}{
-		{"eu", []string{"eu"}, nil, eu}, {"eu-us", []string{"eu", "us"}, nil, euUS}, {"none", nil, nil, all},
-		{"orders", nil, order, orders}, {"eu-orders", []string{"eu"}, order, euOrders},
+		{name: "eu", values: []string{"eu"}, want: eu}, {name: "eu-us", values: []string{"eu", "us"}, want: euUS},
+		{name: "none", want: all},
+		{name: "orders", heads: order, want: orders}, {name: "eu-orders", values: []string{"eu"}, heads: order, want: euOrders},
+		{name: "subject", props: map[string]string{"subject": "orders.new"}, want: orders},
+		{name: "subject-kind", heads: order, props: map[string]string{"subject": "refunds.new"}, want: nil},
+		{name: "sql-tens", sql: "kind = 'order' AND n % 5 = 0", want: tens},
+		{name: "sql-refunds", sql: "p.subject LIKE 'refund%' AND a.n < 30 AND NOT (n IN (99, 100))", want: refundsLow},
+		{name: "sql-eu-late", values: []string{"eu"}, sql: "n >= 45 AND n <= 1000", want: euLate},
 	} {
-		if c.props != nil && !e.f.Features.StreamPropertyFilters {
+		if (c.heads != nil || c.props != nil) && !e.f.Features.StreamPropertyFilters || c.sql != "" && !e.f.Features.StreamSQL {
 			continue
 		}
-		r := &streamed{}
-		e.subscribe(app, st, r.handle, amqpactor.WithPartitions(1), amqpactor.WithSubscriptionName(c.name),
+		opts := []amqpactor.SubscribeOption{amqpactor.WithPartitions(1), amqpactor.WithSubscriptionName(c.name),
 			amqpactor.WithStreamOffset(amqpactor.StreamFirst()), amqpactor.WithStreamFilterValues(c.values...),
-			amqpactor.WithStreamHeaders(c.props))
+			amqpactor.WithStreamHeaders(c.heads), amqpactor.WithStreamProperties(c.props)}
+		if c.sql != "" {
+			opts = append(opts, amqpactor.WithStreamSQL(c.sql))
+		}
+		r := &streamed{}
+		e.subscribe(app, st, r.handle, opts...)
 		e.eventually(func() bool { return r.count() >= len(c.want) }, "%s: %d messages", c.name, len(c.want))
 		time.Sleep(300 * time.Millisecond)
 		ids, offs, bad := r.got()

@@ -521,10 +521,7 @@ func TestGoAMQPDecodesAFold(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	conn, err := amqp.NewConn(ctx, client, &amqp.ConnOptions{IdleTimeout: -1})
-	require.NoError(t, err)
-	sess, err := conn.NewSession(ctx, nil)
-	require.NoError(t, err)
+	conn, sess := openFake(ctx, t, client)
 	snd, err := sess.NewSender(ctx, "/queues/q", nil)
 	require.NoError(t, err)
 	var receipts []amqp.SendReceipt

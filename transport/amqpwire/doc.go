@@ -100,11 +100,13 @@
 //     receiver attaches with the source filter rabbitmq:stream-offset-spec
 //     of ReceiverOptions.StreamOffset ("first", "last", "next" as strings,
 //     an offset as a ulong, a time as a timestamp), and with
-//     ReceiverOptions.StreamFilter the filter values
+//     ReceiverOptions.StreamFilter's parts: the filter values
 //     (rabbitmq:stream-filter) with rabbitmq:stream-match-unfiltered
-//     false, and with ReceiverOptions.StreamProperties the filter
-//     amqp:application-properties-filter (which 4.0 takes and ignores).
-//     Other dialects refuse a
+//     false; the headers and properties as
+//     amqp:application-properties-filter and amqp:properties-filter
+//     (which 4.0 takes and ignores); the SQL expression as sql-filter
+//     (amqp:sql-filter), refused before 4.2 and failing the attach when
+//     the broker's attach leaves it out. Other dialects refuse a
 //     Stream (address.CheckStream), as the connector's CheckStream does
 //     before Subscribe.
 //   - Topic(name), send: a durable exchange of type "topic", routed by each

@@ -100,6 +100,17 @@ func (p *fakePeer) handshake(asReceiver bool) {
 		source, target, null, encBool(false), encUint(0))))
 }
 
+// openFake opens a connection and a session to a fakePeer at the far end
+// of client.
+func openFake(ctx context.Context, t *testing.T, client net.Conn) (*amqp.Conn, *amqp.Session) {
+	t.Helper()
+	conn, err := amqp.NewConn(ctx, client, &amqp.ConnOptions{IdleTimeout: -1})
+	require.NoError(t, err)
+	sess, err := conn.NewSession(ctx, nil)
+	require.NoError(t, err)
+	return conn, sess
+}
+
 func peerDone(done chan<- error) {
 	if e, ok := recover().(errPeer); ok {
 		done <- e.err

@@ -299,6 +299,9 @@ func (s *Session) NewReceiver(ctx context.Context, o transport.ReceiverOptions) 
 			if err := s.conn.checkDelayedRetry(o); err != nil {
 				return nil, err
 			}
+			if err := s.conn.checkStreamSQL(o); err != nil {
+				return nil, err
+			}
 			if err := s.conn.declareForReceive(ctx, o, node); err != nil {
 				return nil, err
 			}
@@ -311,7 +314,7 @@ func (s *Session) NewReceiver(ctx context.Context, o transport.ReceiverOptions) 
 		source = node.Address
 		opts.SourceCapabilities = node.Capabilities
 		if o.Address.IsStream() {
-			opts.Filters = streamFilters(o.StreamOffset, o.StreamFilter, o.StreamProperties)
+			opts.Filters = streamFilters(o.StreamOffset, o.StreamFilter)
 		}
 	}
 
@@ -350,6 +353,12 @@ func (s *Session) NewReceiver(ctx context.Context, o transport.ReceiverOptions) 
 			name = "(dynamic)"
 		}
 		return nil, s.conn.linkError(ctx, name, "attach", err)
+	}
+	if err := sqlRefused(o, rcv); err != nil {
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), drainTimeout)
+		_ = rcv.Close(closeCtx)
+		cancel()
+		return nil, err
 	}
 	addr := source
 	if opts.DynamicAddress {
