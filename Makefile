@@ -62,6 +62,7 @@ test: check
 	$(GO) test $(TESTMOD) -run '^$$' -timeout 5m -fuzz '^FuzzCheckGenerated$$' -fuzztime 500000x ./internal/amqpscan; \
 	$(GO) test $(TESTMOD) -run '^$$' -timeout 5m -fuzz '^FuzzGuard$$' -fuzztime 100000x ./transport/amqpwire; \
 	$(GO) test $(TESTMOD) -run '^$$' -timeout 5m -fuzz '^FuzzGuardHeader$$' -fuzztime 100000x ./transport/amqp091; \
+	$(GO) test $(TESTMOD) -run '^$$' -timeout 5m -fuzz '^FuzzParse$$' -fuzztime 100000x ./internal/sqlfilter; \
 	if [ -d test/faults ]; then \
 		echo "make test: fault injection (cuts, broker restarts) runs alone, after the suites that share the broker" >&2; \
 		ARTEMIS_FAULTS_PORT="$${ARTEMIS_FAULTS_PORT:-5683}" $(GO) test $(TESTMOD) -race -count=1 -p 1 ./test/faults/; \
