@@ -11,32 +11,38 @@ import (
 // disposition per message. A disposition names a range of delivery-ids
 // (first..last) and means exactly the same as one disposition per id of
 // the range with the same role, settled flag and state. The coalescer
-// (transport/internal/coalesce) therefore has folds, its Folder here, fold a disposition into an earlier one of the same session
-// (channel) in the pending bytes when both have the same role and
-// byte-identical settled, state and batchable fields, and the new range
-// starts where the old one ends.
+// (transport/internal/coalesce) therefore has folds, its Folder here, fold
+// a disposition into an earlier one of the same session (channel) in the
+// pending bytes when both have the same role and byte-identical settled,
+// state and batchable fields, and the ranges meet.
 //
-// Frames of one session never change order: any other frame of that
-// session between the two keeps them apart. Frames of other sessions may
-// lie between, but only transfers, flows and empty frames: those concern
-// their own session alone, and sessions are independent, so settling a
-// delivery of one session before a transfer of another, written in the
-// same flush, asks the same of the peer. Anything else (attach, detach,
-// begin, end, close, SASL, a protocol header, bytes not understood) ends
-// every fold. Only go-amqp's encoding of a disposition (and the one
-// written here) is folded; any other frame passes through as written.
+// A disposition folds into its session's last one as written. It may also
+// fold into an earlier one of its session, moving earlier past the
+// session's dispositions in between, when both are settled with no state
+// or an outcome (holdableTail) and none in between names any of its
+// deliveries: the settlement of one delivery says nothing about another,
+// and a settled delivery gets no later disposition. Handlers on several
+// partitions settle in their own order, not the broker's, so a session's
+// settles come with gaps that later ones fill; two ranges that come to
+// meet become one. Nothing moves past any other frame of its session.
+// Frames of other sessions may lie between, but only transfers, flows and
+// empty frames: those concern their own session alone, and sessions are
+// independent, so settling a delivery of one session before a transfer of
+// another, written in the same flush, asks the same of the peer. Anything
+// else (attach, detach, begin, end, close, SASL, a protocol header, bytes
+// not understood) ends every fold. Only go-amqp's encoding of a
+// disposition (and the one written here) is folded; any other frame passes
+// through as written.
 //
 // A flush would end every range, and the flusher writes as soon as it
-// wakes, so a session's last disposition that may still grow is held back
-// instead (Take): it becomes the start of the next pending bytes, where
-// the next dispositions of its session fold into it. Held, it only moves
-// later past frames of other sessions, as a fold moves a disposition
-// earlier past them. It goes out with the first flush after a frame that
-// ends its fold (any frame of its session, a disposition that cannot join
-// it, anything that is not session-local), once it can no longer grow,
-// once holdFor has passed since it was first held, and on Close. Only a
-// settled disposition with no state or an outcome (holdableTail) that
-// covers two deliveries or more is held (Take).
+// wakes, so settled outcomes that may still grow are held back instead
+// (Take): they become the start of the next pending bytes, where later
+// dispositions fold into them. A held one goes out with the first flush
+// after a frame of its session that is not a disposition, after anything
+// that is not session-local, once it can no longer grow, once holdFor has
+// passed since it was first held, and on Close. A disposition of one
+// delivery is held only while its session is busy: it has others pending,
+// or its last one to go out covered more than one delivery.
 
 // dispositionHold is how long the writer of a go-amqp connection holds back
 // a disposition that may still grow (the coalescer's holdFor). A
@@ -45,26 +51,33 @@ import (
 // once written.
 const dispositionHold = time.Millisecond
 
-// maxFoldSessions bounds the sessions whose last disposition is kept as a
-// place to fold into: past it, a session's dispositions are written as
-// they come.
-const maxFoldSessions = 8
+// maxFolds bounds the dispositions kept as places to fold into, over all
+// sessions: past it the oldest stops being one and is written as it is.
+const maxFolds = 32
 
-// foldAt is a disposition in the pending bytes that later ones of its
-// session may fold into.
+// maxBusy bounds the sessions remembered as busy (folds.busy).
+const maxBusy = 8
+
+// foldAt is a disposition in the pending bytes that others of its session
+// may fold into.
 type foldAt struct {
 	at, size int // where its frame is in the pending bytes
-	lastAt   int // where its last field's four bytes are in the frame; 0 until it is rewritten wide
+	lastAt   int // where last's four bytes are in the frame (first's are five before); 0 until it is rewritten wide
 	f        dispFrame
 }
 
-// folds is the coalescer's place to fold into, per session: its Folder for
-// go-amqp's stream, one AMQP 1.0 frame per Write. Only the coalescer's lock
-// holder touches it, and a flush empties it.
+// folds is the coalescer's record of the dispositions in the pending bytes
+// that later ones may fold into, in the order of their frames: its Folder
+// for go-amqp's stream, one AMQP 1.0 frame per Write. Only the coalescer's
+// lock holder touches it.
 type folds struct {
 	n       int
-	at      [maxFoldSessions]foldAt
+	at      [maxFolds]foldAt
 	scratch []byte // a rewritten disposition, reused
+	// busy lists the sessions whose last disposition to go out covered
+	// more than one delivery.
+	busy  [maxBusy]uint16
+	nBusy int
 }
 
 // Fold folds p into the pending bytes buf and reports true when p is a
@@ -74,36 +87,119 @@ func (fs *folds) Fold(buf, p []byte) ([]byte, bool) {
 	d, ok := parseDisposition(p)
 	if !ok {
 		if ch, local := sessionLocal(p); local {
-			fs.drop(ch)
+			fs.dropSession(ch)
 		} else {
-			fs.n = 0
+			fs.dropAll()
 		}
 		return buf, false
 	}
-	i := fs.find(d.channel)
-	if i < 0 {
-		if fs.n < maxFoldSessions {
-			fs.at[fs.n] = foldAt{at: len(buf), size: len(p), f: d}
-			fs.n++
-		}
-		return buf, false
+	if i := fs.into(buf, d, p); i >= 0 {
+		return fs.grow(buf, i, min(d.first, fs.at[i].f.first), max(d.last, fs.at[i].f.last)), true
 	}
+	if fs.n == maxFolds {
+		fs.leave(&fs.at[0])
+		fs.n--
+		copy(fs.at[:], fs.at[1:fs.n+1])
+	}
+	fs.at[fs.n] = foldAt{at: len(buf), size: len(p), f: d}
+	fs.n++
+	return buf, false
+}
+
+// into finds the entry of fs.at that d (whose frame is p) folds into, or
+// -1: its session's last one, or an earlier one when both are settled
+// outcomes and no disposition of the session after it names any of d's
+// deliveries.
+func (fs *folds) into(buf []byte, d dispFrame, p []byte) int {
+	latest := true
+	for i := fs.n - 1; i >= 0; i-- {
+		k := &fs.at[i]
+		if k.f.channel != d.channel {
+			continue
+		}
+		if (latest || (k.f.holdable && d.holdable)) && meets(k.f, d) &&
+			sameFields(k.f, buf[k.at:k.at+k.size], d, p) && !fs.namedAfter(i, d) {
+			return i
+		}
+		if !d.holdable {
+			return -1
+		}
+		latest = false
+	}
+	return -1
+}
+
+// namedAfter reports whether a disposition of d's session after entry i
+// names any of d's deliveries.
+func (fs *folds) namedAfter(i int, d dispFrame) bool {
+	for j := i + 1; j < fs.n; j++ {
+		o := &fs.at[j].f
+		if o.channel == d.channel && o.first <= d.last && d.first <= o.last {
+			return true
+		}
+	}
+	return false
+}
+
+// grow makes entry i cover first..last, rewriting its frame wide once, and
+// then joins to it any other entry of its session that its range now
+// meets, as into would have.
+func (fs *folds) grow(buf []byte, i int, first, last uint32) []byte {
 	k := &fs.at[i]
-	if !canFold(k.f, buf[k.at:k.at+k.size], d, p) {
-		// A new run on its session, which this one can no longer join.
-		*k = foldAt{at: len(buf), size: len(p), f: d}
-		return buf, false
-	}
 	if k.lastAt == 0 {
 		buf = fs.widen(buf, k)
 	}
-	binary.BigEndian.PutUint32(buf[k.at+k.lastAt:], d.last)
-	k.f.last = d.last
-	return buf, true
+	binary.BigEndian.PutUint32(buf[k.at+k.lastAt-5:], first)
+	binary.BigEndian.PutUint32(buf[k.at+k.lastAt:], last)
+	k.f.first, k.f.last = first, last
+	if !k.f.holdable {
+		return buf
+	}
+	for j := 0; j < fs.n; j++ {
+		o := &fs.at[j]
+		if j == i || o.f.channel != k.f.channel || !o.f.holdable {
+			continue
+		}
+		a, b := min(i, j), max(i, j) // b's range moves to a's place
+		if !meets(fs.at[a].f, fs.at[b].f) || !sameFields(k.f, buf[k.at:k.at+k.size], o.f, buf[o.at:o.at+o.size]) ||
+			fs.namedBetween(a, b) {
+			continue
+		}
+		first, last := min(k.f.first, o.f.first), max(k.f.last, o.f.last)
+		buf = fs.cut(buf, b)
+		return fs.grow(buf, a, first, last)
+	}
+	return buf
+}
+
+// namedBetween reports whether a disposition of entry b's session between
+// entries a and b names any of b's deliveries.
+func (fs *folds) namedBetween(a, b int) bool {
+	f := fs.at[b].f
+	for j := a + 1; j < b; j++ {
+		o := &fs.at[j].f
+		if o.channel == f.channel && o.first <= f.last && f.first <= o.last {
+			return true
+		}
+	}
+	return false
+}
+
+// cut takes entry i's frame out of buf and the entry out of fs.at.
+func (fs *folds) cut(buf []byte, i int) []byte {
+	k := fs.at[i]
+	copy(buf[k.at:], buf[k.at+k.size:])
+	buf = buf[:len(buf)-k.size]
+	for j := i + 1; j < fs.n; j++ {
+		fs.at[j].at -= k.size
+	}
+	copy(fs.at[i:], fs.at[i+1:fs.n])
+	fs.n--
+	return buf
 }
 
 // widen rewrites k's frame in buf with its first and last as four-byte
-// uints, so that every later fold only patches last in place; the bytes
+// uints, so that every later fold only patches them in place; the bytes
 // after it move by the difference in length.
 func (fs *folds) widen(buf []byte, k *foldAt) []byte {
 	old := buf[k.at : k.at+k.size]
@@ -128,20 +224,55 @@ func (fs *folds) widen(buf []byte, k *foldAt) []byte {
 	return buf
 }
 
-func (fs *folds) find(ch uint16) int {
+// dropSession ends the folds of session ch: a frame of it that is not a
+// disposition follows them.
+func (fs *folds) dropSession(ch uint16) {
+	n := 0
 	for i := range fs.n {
 		if fs.at[i].f.channel == ch {
-			return i
+			fs.leave(&fs.at[i])
+			continue
 		}
+		fs.at[n] = fs.at[i]
+		n++
 	}
-	return -1
+	fs.n = n
 }
 
-func (fs *folds) drop(ch uint16) {
-	if i := fs.find(ch); i >= 0 {
-		fs.n--
-		fs.at[i] = fs.at[fs.n]
+func (fs *folds) dropAll() {
+	for i := range fs.n {
+		fs.leave(&fs.at[i])
 	}
+	fs.n = 0
+}
+
+// leave notes that k stops being a place to fold into: its session is
+// busy when it covers more than one delivery, and no longer when it covers
+// one.
+func (fs *folds) leave(k *foldAt) {
+	ch, many := k.f.channel, k.f.first != k.f.last
+	for i := range fs.nBusy {
+		if fs.busy[i] == ch {
+			if !many {
+				fs.nBusy--
+				fs.busy[i] = fs.busy[fs.nBusy]
+			}
+			return
+		}
+	}
+	if many && fs.nBusy < len(fs.busy) {
+		fs.busy[fs.nBusy] = ch
+		fs.nBusy++
+	}
+}
+
+func (fs *folds) isBusy(ch uint16) bool {
+	for _, b := range fs.busy[:fs.nBusy] {
+		if b == ch {
+			return true
+		}
+	}
+	return false
 }
 
 // sessionLocal reports the channel of a whole AMQP frame that concerns its
@@ -295,13 +426,17 @@ func dispUint(p []byte, pos, end int) (v uint32, null bool, next int) {
 	return 0, false, -1
 }
 
-// canFold reports whether next may be folded into prev, the earlier
-// disposition frame pf of its session.
-func canFold(prev dispFrame, pf []byte, next dispFrame, nf []byte) bool {
-	return prev.channel == next.channel && prev.role == next.role &&
-		prev.last != ^uint32(0) && next.first == prev.last+1 &&
-		next.last-prev.first < maxFolded &&
-		prev.tailFields == next.tailFields && bytes.Equal(pf[prev.tail:], nf[next.tail:])
+// meets reports whether the ranges of a and b, of one session, are next
+// to each other, so that one disposition may cover both.
+func meets(a, b dispFrame) bool {
+	return a.last != ^uint32(0) && b.last != ^uint32(0) && (b.first == a.last+1 || a.first == b.last+1) &&
+		max(a.last, b.last)-min(a.first, b.first) < maxFolded
+}
+
+// sameFields reports whether dispositions a and b (frames af and bf) ask
+// the same of their deliveries: one role, the same fields after last.
+func sameFields(a dispFrame, af []byte, b dispFrame, bf []byte) bool {
+	return a.channel == b.channel && a.role == b.role && a.tailFields == b.tailFields && bytes.Equal(af[a.tail:], bf[b.tail:])
 }
 
 // appendDisposition appends a disposition frame on channel with role,
@@ -363,27 +498,29 @@ func (k *foldAt) growable() bool {
 // coalescer's lock. Unless release is set, the dispositions that may still
 // grow stay behind as the start of next, the next pending bytes, still
 // places to fold into, and holding says so; out is empty when they are all
-// that is pending.
+// that is pending. One stays behind only if no disposition of its session
+// written now names its deliveries.
 //
-// A disposition of one delivery is not held: nothing shows that more will
-// follow (a request answered, a message now and then), and holding it would
-// cost the flusher a second wake-up, by its timer, for the same one write.
-// Under load a flush finds several deliveries of a session settled.
+// A disposition of one delivery is held only while its session is busy:
+// otherwise nothing shows that more will follow (a request answered, a
+// message now and then), and holding it would cost the flusher a second
+// wake-up, by its timer, for the same one write.
 func (fs *folds) Take(buf, spare []byte, release bool) (out, next []byte, holding bool) {
-	var keep [maxFoldSessions]int // the held entries of fs.at, by position
+	var hold [maxFolds]bool
 	n := 0
 	if !release {
-		for i := range fs.n {
+		for i := fs.n - 1; i >= 0; i-- {
 			k := &fs.at[i]
-			if !k.growable() || k.f.first == k.f.last {
+			if !k.growable() || (k.f.first == k.f.last && !fs.sessionBusy(i)) || fs.writtenAfter(i, &hold) {
 				continue
 			}
-			j := n
-			for ; j > 0 && fs.at[keep[j-1]].at > k.at; j-- {
-				keep[j] = keep[j-1]
-			}
-			keep[j] = i
+			hold[i] = true
 			n++
+		}
+	}
+	for i := range fs.n {
+		if !hold[i] {
+			fs.leave(&fs.at[i])
 		}
 	}
 	if n == 0 {
@@ -391,8 +528,10 @@ func (fs *folds) Take(buf, spare []byte, release bool) (out, next []byte, holdin
 		return buf, spare[:0], false
 	}
 	held := 0
-	for _, i := range keep[:n] {
-		held += fs.at[i].size
+	for i := range fs.n {
+		if hold[i] {
+			held += fs.at[i].size
+		}
 	}
 	if held == len(buf) {
 		return spare[:0], buf, true // every entry is held: none is left to drop
@@ -400,17 +539,45 @@ func (fs *folds) Take(buf, spare []byte, release bool) (out, next []byte, holdin
 	// Cut the held frames out of the bytes to write, in place, and copy
 	// them, in order, to the start of the next pending bytes.
 	next = spare[:0]
-	var kept [maxFoldSessions]foldAt
-	w, r := 0, 0
-	for j, i := range keep[:n] {
+	w, r, m := 0, 0, 0
+	for i := range fs.n {
+		if !hold[i] {
+			continue
+		}
 		k := fs.at[i]
 		w += copy(buf[w:], buf[r:k.at])
 		r = k.at + k.size
 		next = append(next, buf[k.at:r]...)
 		k.at = len(next) - k.size
-		kept[j] = k
+		fs.at[m] = k
+		m++
 	}
 	w += copy(buf[w:], buf[r:])
-	fs.n = copy(fs.at[:], kept[:n])
+	fs.n = m
 	return buf[:w], next, true
+}
+
+// sessionBusy reports whether entry i's session has other dispositions
+// pending or its last one to go out covered more than one delivery.
+func (fs *folds) sessionBusy(i int) bool {
+	ch := fs.at[i].f.channel
+	for j := range fs.n {
+		if j != i && fs.at[j].f.channel == ch {
+			return true
+		}
+	}
+	return fs.isBusy(ch)
+}
+
+// writtenAfter reports whether a disposition of entry i's session after it
+// that is not held names any of its deliveries.
+func (fs *folds) writtenAfter(i int, hold *[maxFolds]bool) bool {
+	f := fs.at[i].f
+	for j := i + 1; j < fs.n; j++ {
+		o := &fs.at[j].f
+		if !hold[j] && o.channel == f.channel && o.first <= f.last && f.first <= o.last {
+			return true
+		}
+	}
+	return false
 }
