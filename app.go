@@ -302,9 +302,7 @@ func (a *App) begin(ctx context.Context, sys *actor.ActorSystem, parent actor.Sp
 	}
 	if a.sys == nil {
 		a.ownSys = true
-		a.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
-			return a.log.With("lib", "protoactor")
-		}))
+		a.sys = newActorSystem(a.log)
 	}
 	a.pool = actors.NewPool(4 * runtime.GOMAXPROCS(0))
 	a.events = a.startStateEvents(a.sys)
