@@ -111,8 +111,12 @@ type soak struct {
 	// sequence; sent is how many of each publisher's returned nil (they
 	// publish in sequence). Compact, so the soak's own tally does not
 	// show as growth of the heap.
-	handled          [publishers][]uint16
-	sent             [publishers]int
+	handled [publishers][]uint16
+	sent    [publishers]int
+	// sentAt is when each publish returned nil, in milliseconds from the
+	// run's start, so that a lost message can be set against the faults.
+	sentAt           [publishers][]uint32
+	start            time.Time
 	busy             map[string]bool // groups being handled
 	stopTook         time.Duration
 	goroutinesBefore int
@@ -203,6 +207,9 @@ func (s *soak) run() error {
 	}()
 
 	start := time.Now()
+	s.mu.Lock()
+	s.start = start
+	s.mu.Unlock()
 	traffic, stopTraffic := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for p := range publishers {
@@ -238,7 +245,7 @@ func (s *soak) run() error {
 
 	var errs []error
 	if n := s.missing(); n > 0 {
-		errs = append(errs, fmt.Errorf("lost %d messages whose publish returned nil", n))
+		errs = append(errs, fmt.Errorf("lost %d messages whose publish returned nil (%s)", n, s.lost(10)))
 	}
 	if n := s.overlaps.Load(); n > 0 {
 		errs = append(errs, fmt.Errorf("%d times a group was handled by two workers at once", n))
@@ -292,6 +299,7 @@ func (s *soak) publish(ctx context.Context, app *amqpactor.App, q amqpactor.Addr
 			if err == nil {
 				s.mu.Lock()
 				s.sent[p] = i + 1
+				s.sentAt[p] = append(s.sentAt[p], uint32(time.Since(s.start).Milliseconds()))
 				s.mu.Unlock()
 				s.published.Add(1)
 				break
@@ -549,6 +557,22 @@ func (s *soak) missing() int {
 		}
 	}
 	return n
+}
+
+// lost names up to n of the missing messages and when their publish
+// returned.
+func (s *soak) lost(n int) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for p, sent := range s.sent {
+		for i := range sent {
+			if (i >= len(s.handled[p]) || s.handled[p][i] == 0) && len(out) < n {
+				out = append(out, fmt.Sprintf("p%d-%d published at %v", p, i, time.Duration(s.sentAt[p][i])*time.Millisecond))
+			}
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 func (s *soak) duplicates() int {
